@@ -1,0 +1,30 @@
+# Thin wrapper over CMake. `make` installs missing Debian packages (as root),
+# configures and builds; `make test` runs the suite; `make demo` shows dcc at
+# work on an example. Everything real lives in CMakeLists.txt.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j$(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)/dcc
+
+bench: build
+	@scripts/install-deps.sh --bench
+	@echo "no benchmarks yet"
+
+clean:
+	rm -rf $(BUILD)

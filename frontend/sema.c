@@ -1,0 +1,595 @@
+/* Semantic checks: from the AST to a TE program.
+ *
+ * Names are resolved innermost first (reduction axes, then the tensor's
+ * axes, then dims, then 0-d tensors by bare name), types are checked and
+ * promoted as the language says, and every plain access is proven in
+ * bounds by interval analysis over the dims' declared ranges. A proof
+ * that holds only within the declared range (X[i] with X[128] and i < T)
+ * caps the dims involved at their HI, so sizes above the range are refused
+ * at run time instead of reading out of bounds. Each problem gets one
+ * diagnostic at the offending token; checking goes on with the next
+ * statement, so one run reports every bad statement.
+ */
+#include "dietcode/frontend.h"
+#include "frontend/ast.h"
+
+#include <string.h>
+
+enum { MAX_RANK = 8, MAX_DIM_VALUE = 2147483647 };
+
+typedef struct Scope {
+    const char *name;
+    Var *var;
+    struct Scope *up;
+} Scope;
+
+typedef struct Sema {
+    TeProgram *p;
+    ExprCtx *c;
+    DiagList *d;
+    Arena *scratch; /* for messages */
+    const AstProgram *ast;
+    const char *defining; /* the tensor whose body is being checked */
+    bool failed;          /* the current statement had an error */
+} Sema;
+
+static void error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void error(Sema *s, SrcLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ir_vdiag(s->d, loc, fmt, ap);
+    va_end(ap);
+    s->failed = true;
+}
+
+static const char *reserved[] = {
+#define X(e, name, arity) name,
+    AST_FUNCS(X)
+#undef X
+#define X(e, name) name,
+    AST_REDUCES(X)
+#undef X
+    "f32", "f16", "i32",
+};
+
+static bool is_reserved(const char *name)
+{
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+        if (strcmp(reserved[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The statement that defines name, if any, among statements [0, upto). */
+static const AstStmt *find_stmt(const Sema *s, const char *name, int upto)
+{
+    for (int i = 0; i < upto && i < s->ast->n; i++)
+        if (s->ast->stmts[i]->name && strcmp(s->ast->stmts[i]->name, name) == 0)
+            return s->ast->stmts[i];
+    return NULL;
+}
+
+static const char *str(Sema *s, const Expr *e) { return ir_expr_str(s->scratch, e); }
+
+static const char *range_str(Sema *s, Interval iv)
+{
+    char lo[32], hi[32];
+    if (iv.lo == IR_NEG_INF) strcpy(lo, "-inf"); else snprintf(lo, sizeof lo, "%lld", (long long)iv.lo);
+    if (iv.hi == IR_POS_INF) strcpy(hi, "inf"); else snprintf(hi, sizeof hi, "%lld", (long long)iv.hi);
+    return ir_arena_printf(s->scratch, "%s..%s", lo, hi);
+}
+
+/* ---- extents: literals and dims with + - *, and / by a positive constant ---- */
+
+static Expr *check_extent_expr(Sema *s, const AstExpr *e)
+{
+    switch (e->kind) {
+    case AX_INT: return ir_int(s->c, e->ival);
+    case AX_NAME: {
+        Var *d = ir_te_find_dim(s->p, e->name);
+        if (d)
+            return ir_varref(s->c, d);
+        if (find_stmt(s, e->name, s->ast->n) && find_stmt(s, e->name, s->ast->n)->kind == AST_DIM)
+            error(s, e->loc, "dim '%s' is used before its declaration", e->name);
+        else
+            error(s, e->loc, "an extent may use only integer literals and dims; '%s' is not a dim",
+                  e->name);
+        return NULL;
+    }
+    case AX_UNARY:
+        if (e->unary.op == AOP_NEG) {
+            Expr *a = check_extent_expr(s, e->unary.a);
+            return a ? ir_unop(s->c, EX_NEG, a) : NULL;
+        }
+        break;
+    case AX_BINARY: {
+        ExprKind k;
+        switch (e->binary.op) {
+        case AOP_ADD: k = EX_ADD; break;
+        case AOP_SUB: k = EX_SUB; break;
+        case AOP_MUL: k = EX_MUL; break;
+        case AOP_DIV: k = EX_DIV; break;
+        default:
+            error(s, e->binary.oploc, "operator '%s' is not allowed in an extent (use + - * /)",
+                  fe_op_str(e->binary.op));
+            return NULL;
+        }
+        Expr *a = check_extent_expr(s, e->binary.a);
+        Expr *b = a ? check_extent_expr(s, e->binary.b) : NULL;
+        if (!a || !b)
+            return NULL;
+        if (k == EX_DIV) {
+            int64_t v;
+            Expr *bs = ir_simplify(s->c, b);
+            if (!ir_is_const(bs, &v) || v <= 0) {
+                error(s, e->binary.b->loc,
+                      "an extent may divide only by a positive constant, not '%s'", str(s, bs));
+                return NULL;
+            }
+        }
+        return ir_binop(s->c, k, a, b);
+    }
+    case AX_FLOAT:
+        error(s, e->loc, "an extent must be an integer, not '%s'", e->flt.text);
+        return NULL;
+    default:
+        break;
+    }
+    error(s, e->loc, "an extent may use only integer literals, dims and + - * /");
+    return NULL;
+}
+
+static Expr *check_extent(Sema *s, const AstExpr *e)
+{
+    Expr *x = check_extent_expr(s, e);
+    if (!x)
+        return NULL;
+    x = ir_simplify(s->c, x);
+    Interval iv = ir_interval(s->c, x, RANGE_DECLARED);
+    if (!ir_prove_nonneg(s->c, ir_binop(s->c, EX_SUB, x, ir_int(s->c, 1)), RANGE_DECLARED)) {
+        error(s, e->loc, "extent '%s' may be less than 1 (its range is %s)", str(s, x),
+              range_str(s, iv));
+        return NULL;
+    }
+    if (iv.hi > MAX_DIM_VALUE) {
+        error(s, e->loc, "extent '%s' may exceed %d (its range is %s)", str(s, x), MAX_DIM_VALUE,
+              range_str(s, iv));
+        return NULL;
+    }
+    return x;
+}
+
+/* Declares an index variable; false (with an error) when the name clashes. */
+static bool check_new_name(Sema *s, const char *name, SrcLoc loc, const Scope *scope,
+                           const char *what)
+{
+    if (is_reserved(name)) {
+        error(s, loc, "'%s' is a builtin name and cannot name %s", name, what);
+        return false;
+    }
+    for (const Scope *x = scope; x; x = x->up)
+        if (strcmp(x->name, name) == 0) {
+            error(s, loc, "%s '%s' reuses the name of an enclosing axis", what, name);
+            return false;
+        }
+    if (ir_te_find_dim(s->p, name) || ir_te_find(s->p, name)) {
+        error(s, loc, "%s '%s' has the name of a %s", what, name,
+              ir_te_find_dim(s->p, name) ? "dim" : "tensor");
+        return false;
+    }
+    return true;
+}
+
+/* Builds the axes of a definition or reduction, pushing them on *scope. */
+static Var **check_axes(Sema *s, const AstAxis *axes, int n, Scope **scope, const char *what)
+{
+    Var **vars = IR_NEWN(s->p->arena, Var *, n ? n : 1);
+    for (int i = 0; i < n; i++) {
+        if (!check_new_name(s, axes[i].name, axes[i].loc, *scope, what))
+            return NULL;
+        Expr *ext = check_extent(s, axes[i].extent);
+        if (!ext)
+            return NULL;
+        vars[i] = ir_var(s->c, axes[i].name, VK_AXIS, ext);
+        vars[i]->loc = axes[i].loc;
+        Scope *sc = IR_NEW(s->scratch, Scope);
+        *sc = (Scope){axes[i].name, vars[i], *scope};
+        *scope = sc;
+    }
+    return vars;
+}
+
+/* ---- expressions ---- */
+
+static Expr *check_expr(Sema *s, const AstExpr *e, Scope *scope);
+
+static const char *type_word(DType t)
+{
+    return t == DT_BOOL ? "a condition" : t == DT_I32 ? "an integer" : "a float";
+}
+
+static bool need_number(Sema *s, const AstExpr *at, Expr *x, const char *op)
+{
+    if (x->type != DT_BOOL)
+        return true;
+    error(s, at->loc, "type mismatch: '%s' needs a number, got a condition", op);
+    return false;
+}
+
+static bool need_bool(Sema *s, const AstExpr *at, Expr *x, const char *op)
+{
+    if (x->type == DT_BOOL)
+        return true;
+    error(s, at->loc, "type mismatch: '%s' needs a condition, got %s", op, type_word(x->type));
+    return false;
+}
+
+/* Adds to `mark` every dim an expression depends on, through axis extents. */
+static void mark_dims(Expr *e, bool *mark);
+
+static void mark_var(const Var *v, bool *mark)
+{
+    if (v->kind == VK_DIM)
+        mark[v->pos] = true;
+    else if (v->extent)
+        mark_dims(v->extent, mark);
+}
+
+static void mark_dims(Expr *e, bool *mark)
+{
+    switch (e->kind) {
+    case EX_VAR: mark_var(e->var, mark); break;
+    case EX_INT: case EX_FLOAT: break;
+    case EX_LOAD:
+        for (int i = 0; i < e->load.n; i++)
+            mark_dims(e->load.idx[i], mark);
+        break;
+    case EX_REDUCE: mark_dims(e->red.body, mark); break;
+    default:
+        if (e->op.a) mark_dims(e->op.a, mark);
+        if (e->op.b) mark_dims(e->op.b, mark);
+        if (e->op.c) mark_dims(e->op.c, mark);
+    }
+}
+
+/* Proves one plain index in bounds, reporting at the index when it fails. */
+static void check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *idx)
+{
+    Interval iv;
+    Expr *ext = t->shape[dim];
+    if (!ir_prove_in_bounds(s->c, idx, ext, RANGE_DECLARED, &iv)) {
+        Interval ev = ir_interval(s->c, ext, RANGE_DECLARED);
+        const char *ext_desc = ext->kind == EX_INT
+            ? ir_arena_printf(s->scratch, "%lld", (long long)ext->ival)
+            : ir_arena_printf(s->scratch, "%s (%s)", str(s, ext), range_str(s, ev));
+        error(s, at->loc,
+              "index '%s' of '%s' may be out of bounds: its range is %s but dimension %d has "
+              "extent %s; use %s?[...] to read zeros outside",
+              str(s, ir_simplify(s->c, idx)), t->name, range_str(s, iv), dim, ext_desc, t->name);
+        return;
+    }
+    if (!ir_prove_in_bounds(s->c, idx, ext, RANGE_OPEN, NULL)) {
+        /* holds only within the declared range: refuse larger sizes */
+        bool mark[256] = {0};
+        IR_ASSERT(s->p->ndims <= 256);
+        mark_dims(idx, mark);
+        mark_dims(ext, mark);
+        for (int i = 0; i < s->p->ndims; i++)
+            if (mark[i])
+                s->p->dims[i]->max = s->p->dims[i]->hi;
+    }
+}
+
+static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
+{
+    const char *name = e->access.name;
+    Tensor *t = ir_te_find(s->p, name);
+    if (!t) {
+        const AstStmt *def = find_stmt(s, name, s->ast->n);
+        if (s->defining && strcmp(name, s->defining) == 0)
+            error(s, e->loc, "'%s' is used in its own definition", name);
+        else if (def && def->kind != AST_DIM)
+            error(s, e->loc, "'%s' is used before its definition at line %d", name, def->loc.line);
+        else if (ir_te_find_dim(s->p, name) || (def && def->kind == AST_DIM))
+            error(s, e->loc, "'%s' is a dim, not a tensor", name);
+        else
+            error(s, e->loc, "unknown tensor '%s'", name);
+        return NULL;
+    }
+    if (e->access.n != t->rank) {
+        error(s, e->loc, "wrong number of indices for '%s': it has rank %d, got %d", name,
+              t->rank, e->access.n);
+        return NULL;
+    }
+    Expr **idx = IR_NEWN(s->p->arena, Expr *, t->rank ? t->rank : 1);
+    for (int i = 0; i < t->rank; i++) {
+        const AstExpr *ae = e->access.idx[i];
+        idx[i] = check_expr(s, ae, scope);
+        if (!idx[i])
+            return NULL;
+        if (idx[i]->type != DT_I32) {
+            error(s, ae->loc, "type mismatch: index %d of '%s' must be an integer, got %s", i,
+                  name, type_word(idx[i]->type));
+            return NULL;
+        }
+        if (!e->access.padded)
+            check_index(s, ae, t, i, idx[i]);
+    }
+    return ir_load(s->c, t, t->rank, idx, e->access.padded);
+}
+
+static Expr *check_name(Sema *s, const AstExpr *e, Scope *scope)
+{
+    for (Scope *x = scope; x; x = x->up)
+        if (strcmp(x->name, e->name) == 0)
+            return ir_varref(s->c, x->var);
+    Var *d = ir_te_find_dim(s->p, e->name);
+    if (d)
+        return ir_varref(s->c, d);
+    Tensor *t = ir_te_find(s->p, e->name);
+    if (t && t->rank == 0)
+        return ir_load(s->c, t, 0, NULL, false);
+    if (t) {
+        error(s, e->loc, "'%s' is a tensor of rank %d; index it as %s[...]", e->name, t->rank,
+              e->name);
+        return NULL;
+    }
+    const AstStmt *def = find_stmt(s, e->name, s->ast->n);
+    if (def)
+        error(s, e->loc, "'%s' is used before its definition at line %d", e->name, def->loc.line);
+    else
+        error(s, e->loc, "unknown name '%s'", e->name);
+    return NULL;
+}
+
+/* Integer division or modulo needs a divisor that cannot be zero. */
+static bool check_divisor(Sema *s, const AstExpr *at, Expr *b)
+{
+    Interval iv = ir_interval(s->c, ir_simplify(s->c, b), RANGE_DECLARED);
+    if (iv.lo > 0 || iv.hi < 0)
+        return true;
+    if (iv.lo == 0 && iv.hi == 0)
+        error(s, at->loc, "integer division by zero");
+    else
+        error(s, at->loc, "integer division by '%s', which may be zero (its range is %s)",
+              str(s, ir_simplify(s->c, b)), range_str(s, iv));
+    return false;
+}
+
+static Expr *check_binary(Sema *s, const AstExpr *e, Scope *scope)
+{
+    Expr *a = check_expr(s, e->binary.a, scope);
+    Expr *b = a ? check_expr(s, e->binary.b, scope) : NULL;
+    if (!a || !b)
+        return NULL;
+    AstOp op = e->binary.op;
+    const char *ops = fe_op_str(op);
+    static const ExprKind kinds[] = {
+        [AOP_OR] = EX_OR, [AOP_AND] = EX_AND, [AOP_LT] = EX_LT, [AOP_LE] = EX_LE,
+        [AOP_GT] = EX_LT, [AOP_GE] = EX_LE, [AOP_EQ] = EX_EQ, [AOP_NE] = EX_NE,
+        [AOP_ADD] = EX_ADD, [AOP_SUB] = EX_SUB, [AOP_MUL] = EX_MUL, [AOP_DIV] = EX_DIV,
+        [AOP_MOD] = EX_MOD,
+    };
+    switch (op) {
+    case AOP_OR: case AOP_AND:
+        if (!need_bool(s, e->binary.a, a, ops) || !need_bool(s, e->binary.b, b, ops))
+            return NULL;
+        return ir_binop(s->c, kinds[op], a, b);
+    case AOP_GT: case AOP_GE: {
+        Expr *t = a;
+        a = b;
+        b = t;
+        if (!need_number(s, e->binary.b, a, ops) || !need_number(s, e->binary.a, b, ops))
+            return NULL;
+        return ir_binop(s->c, kinds[op], a, b);
+    }
+    default:
+        if (!need_number(s, e->binary.a, a, ops) || !need_number(s, e->binary.b, b, ops))
+            return NULL;
+        if ((op == AOP_DIV || op == AOP_MOD) && a->type == DT_I32 && b->type == DT_I32 &&
+            !check_divisor(s, e->binary.b, b))
+            return NULL;
+        return ir_binop(s->c, kinds[op], a, b);
+    }
+}
+
+static Expr *check_call(Sema *s, const AstExpr *e, Scope *scope)
+{
+    Expr *args[3] = {NULL, NULL, NULL};
+    const char *fname = fe_func_name(e->call.fn);
+    for (int i = 0; i < e->call.n; i++)
+        if (!(args[i] = check_expr(s, e->call.args[i], scope)))
+            return NULL;
+    switch (e->call.fn) {
+    case AF_SELECT:
+        if (!need_bool(s, e->call.args[0], args[0], "select"))
+            return NULL;
+        if (args[1]->type == DT_BOOL || args[2]->type == DT_BOOL) {
+            error(s, e->loc, "type mismatch: the values of 'select' must be numbers, not conditions");
+            return NULL;
+        }
+        return ir_select(s->c, args[0], args[1], args[2]);
+    case AF_F32: return ir_cast(s->c, DT_F32, args[0]);
+    case AF_I32: return ir_cast(s->c, DT_I32, args[0]);
+    default: break;
+    }
+    for (int i = 0; i < e->call.n; i++)
+        if (!need_number(s, e->call.args[i], args[i], fname))
+            return NULL;
+    static const ExprKind kinds[] = {
+        [AF_EXP] = EX_EXP, [AF_LOG] = EX_LOG, [AF_SQRT] = EX_SQRT, [AF_RSQRT] = EX_RSQRT,
+        [AF_TANH] = EX_TANH, [AF_ERF] = EX_ERF, [AF_ABS] = EX_ABS, [AF_SIGMOID] = EX_SIGMOID,
+        [AF_RELU] = EX_RELU, [AF_GELU] = EX_GELU, [AF_MAX] = EX_MAX, [AF_MIN] = EX_MIN,
+        [AF_POW] = EX_POW,
+    };
+    return ir_op(s->c, kinds[e->call.fn], args[0], args[1], NULL);
+}
+
+static Expr *check_reduce(Sema *s, const AstExpr *e, Scope *scope)
+{
+    static const ReduceOp ops[] = {[AR_SUM] = RD_SUM, [AR_MAX] = RD_MAX, [AR_MIN] = RD_MIN,
+                                   [AR_PROD] = RD_PROD};
+    Scope *inner = scope;
+    Var **axes = check_axes(s, e->reduce.axes, e->reduce.n, &inner, "reduction axis");
+    if (!axes)
+        return NULL;
+    Expr *body = check_expr(s, e->reduce.body, inner);
+    if (!body || !need_number(s, e->reduce.body, body, fe_reduce_name(e->reduce.op)))
+        return NULL;
+    return ir_reduce(s->c, ops[e->reduce.op], e->reduce.n, axes, body);
+}
+
+static Expr *check_expr(Sema *s, const AstExpr *e, Scope *scope)
+{
+    switch (e->kind) {
+    case AX_INT:
+        if (e->ival > MAX_DIM_VALUE) {
+            error(s, e->loc, "integer literal %lld is too large for i32", (long long)e->ival);
+            return NULL;
+        }
+        return ir_int(s->c, e->ival);
+    case AX_FLOAT: return ir_float(s->c, e->flt.val);
+    case AX_NAME: return check_name(s, e, scope);
+    case AX_ACCESS: return check_access(s, e, scope);
+    case AX_CALL: return check_call(s, e, scope);
+    case AX_REDUCE: return check_reduce(s, e, scope);
+    case AX_UNARY: {
+        Expr *a = check_expr(s, e->unary.a, scope);
+        if (!a)
+            return NULL;
+        if (e->unary.op == AOP_NOT)
+            return need_bool(s, e->unary.a, a, "!") ? ir_unop(s->c, EX_NOT, a) : NULL;
+        return need_number(s, e->unary.a, a, "-") ? ir_unop(s->c, EX_NEG, a) : NULL;
+    }
+    case AX_BINARY: return check_binary(s, e, scope);
+    }
+    IR_UNREACHABLE();
+}
+
+/* ---- statements ---- */
+
+static bool check_fresh_global(Sema *s, const AstStmt *st, int index)
+{
+    if (is_reserved(st->name)) {
+        error(s, st->name_loc, "'%s' is a builtin name and cannot name a %s", st->name,
+              st->kind == AST_DIM ? "dim" : "tensor");
+        return false;
+    }
+    const AstStmt *prev = find_stmt(s, st->name, index);
+    if (prev) {
+        error(s, st->name_loc, "'%s' is already defined at line %d", st->name, prev->loc.line);
+        return false;
+    }
+    return true;
+}
+
+static void check_dim(Sema *s, const AstStmt *st)
+{
+    int64_t lo = st->dim.lo, hi = st->dim.hi;
+    if (lo < 1) {
+        error(s, st->dim.lo_loc, "the lower bound of dim '%s' must be at least 1, got %lld",
+              st->name, (long long)lo);
+        return;
+    }
+    if (hi < lo) {
+        error(s, st->dim.hi_loc, "empty range %lld..%lld for dim '%s': HI must be >= LO",
+              (long long)lo, (long long)hi, st->name);
+        return;
+    }
+    if (hi > MAX_DIM_VALUE) {
+        error(s, st->dim.hi_loc, "the upper bound of dim '%s' must be at most %d", st->name,
+              MAX_DIM_VALUE);
+        return;
+    }
+    Var *d = ir_te_add_dim(s->p, st->name, lo, hi);
+    d->max = MAX_DIM_VALUE;
+    d->loc = st->name_loc;
+}
+
+static void check_input(Sema *s, const AstStmt *st)
+{
+    const char *ty = st->input.type;
+    if (strcmp(ty, "f16") == 0 || strcmp(ty, "i32") == 0) {
+        error(s, st->input.type_loc, "element type '%s' is not supported yet; use f32", ty);
+        return;
+    }
+    if (strcmp(ty, "f32") != 0) {
+        error(s, st->input.type_loc, "unknown element type '%s' (expected f32)", ty);
+        return;
+    }
+    if (st->input.n > MAX_RANK) {
+        error(s, st->name_loc, "tensor '%s' has rank %d; at most %d is supported", st->name,
+              st->input.n, MAX_RANK);
+        return;
+    }
+    Expr *shape[MAX_RANK];
+    for (int i = 0; i < st->input.n; i++)
+        if (!(shape[i] = check_extent(s, st->input.extents[i])))
+            return;
+    Tensor *t = ir_te_add_input(s->p, st->name, DT_F32, st->input.n, shape);
+    t->loc = st->name_loc;
+}
+
+static void check_def(Sema *s, const AstStmt *st)
+{
+    if (st->def.n > MAX_RANK) {
+        error(s, st->name_loc, "tensor '%s' has rank %d; at most %d is supported", st->name,
+              st->def.n, MAX_RANK);
+        return;
+    }
+    Scope *scope = NULL;
+    Var **axes = check_axes(s, st->def.axes, st->def.n, &scope, "axis");
+    if (!axes)
+        return;
+    s->defining = st->name;
+    Expr *body = check_expr(s, st->def.body, scope);
+    s->defining = NULL;
+    if (!body)
+        return;
+    if (body->type == DT_BOOL) {
+        error(s, st->def.body->loc,
+              "type mismatch: the value of '%s' is a condition; use select(c, 1.0, 0.0)", st->name);
+        return;
+    }
+    if (s->failed)
+        return;
+    Tensor *t = ir_te_add_compute(s->p, st->name, st->kind == AST_OUTPUT ? TK_OUTPUT : TK_TEMP,
+                                  st->def.n, axes, body);
+    t->loc = st->name_loc;
+}
+
+TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)
+{
+    Arena *scratch = ir_arena_new();
+    AstProgram *ast = fe_parse(scratch, src, diags);
+    TeProgram *p = ir_te_new(name);
+    Sema s = {p, p->ctx, diags, scratch, ast, NULL, false};
+    bool has_output = false;
+    for (int i = 0; i < ast->n; i++) {
+        const AstStmt *st = ast->stmts[i];
+        s.failed = false;
+        if (!check_fresh_global(&s, st, i))
+            continue;
+        switch (st->kind) {
+        case AST_DIM: check_dim(&s, st); break;
+        case AST_INPUT: check_input(&s, st); break;
+        case AST_DEF: case AST_OUTPUT: check_def(&s, st); break;
+        }
+        has_output |= st->kind == AST_OUTPUT;
+    }
+    if (!has_output && diags->count == 0) {
+        SrcLoc end = ast->n ? ast->stmts[ast->n - 1]->loc : (SrcLoc){1, 1};
+        ir_diag(diags, end, "the program has no output; mark a result with 'output'");
+    }
+    ir_arena_destroy(scratch);
+    if (diags->count) {
+        ir_te_destroy(p);
+        return NULL;
+    }
+    char err[256];
+    if (!ir_verify_te(p, err, sizeof err))
+        ir_panic(__FILE__, __LINE__, "sema built an invalid program: %s", err);
+    return p;
+}

@@ -1,0 +1,64 @@
+/* Reading .tex files and naming programs. A source is read whole into the
+ * arena; the lexer and every diagnostic point into it. */
+#include "dietcode/frontend.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { MAX_SOURCE = 16 << 20 };
+
+int fe_read_source(Arena *a, const char *path, Source *out, char *err, size_t errlen)
+{
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        fclose(f);
+        return -1;
+    }
+    if (st.st_size > MAX_SOURCE) {
+        snprintf(err, errlen, "%s: too large (%lld bytes, at most %d)", path,
+                 (long long)st.st_size, MAX_SOURCE);
+        fclose(f);
+        return -1;
+    }
+    char *text = ir_arena_alloc(a, (size_t)st.st_size + 1);
+    size_t n = fread(text, 1, (size_t)st.st_size, f);
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "%s: read error", path);
+        return -1;
+    }
+    text[n] = 0;
+    if (memchr(text, 0, n)) {
+        snprintf(err, errlen, "%s: contains a NUL byte; not a text file", path);
+        return -1;
+    }
+    out->path = ir_arena_strdup(a, path);
+    out->text = text;
+    out->len = n;
+    return 0;
+}
+
+char *fe_program_name(Arena *a, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strcspn(base, ".");
+    char *name = ir_arena_alloc(a, n + 2);
+    size_t j = 0;
+    if (n == 0 || isdigit((unsigned char)base[0]))
+        name[j++] = '_';
+    for (size_t i = 0; i < n; i++)
+        name[j++] = isalnum((unsigned char)base[i]) ? base[i] : '_';
+    if (j == 1 && name[0] == '_')
+        return ir_arena_strdup(a, "prog");
+    return name;
+}

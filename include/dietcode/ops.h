@@ -1,0 +1,49 @@
+/* dietcode/ops.h: the one catalog of expression operators.
+ *
+ * Each row: enum suffix, printed name, arity, printing form, commutative.
+ * Forms: INFIX prints "a OP b", PREFIX "OPa", CALL "name(a, ...)".
+ * The enum, the printer, the folder and the code generators all switch
+ * over this list, so adding an operator starts here.
+ */
+#ifndef DIETCODE_OPS_H
+#define DIETCODE_OPS_H
+
+/*      name     text       arity form    comm */
+#define IR_OPS(X)                                   \
+    X(ADD,     "+",       2, INFIX,  1)             \
+    X(SUB,     "-",       2, INFIX,  0)             \
+    X(MUL,     "*",       2, INFIX,  1)             \
+    X(DIV,     "/",       2, INFIX,  0)             \
+    X(MOD,     "%",       2, INFIX,  0)             \
+    X(MIN,     "min",     2, CALL,   1)             \
+    X(MAX,     "max",     2, CALL,   1)             \
+    X(POW,     "pow",     2, CALL,   0)             \
+    X(LT,      "<",       2, INFIX,  0)             \
+    X(LE,      "<=",      2, INFIX,  0)             \
+    X(EQ,      "==",      2, INFIX,  1)             \
+    X(NE,      "!=",      2, INFIX,  1)             \
+    X(AND,     "&&",      2, INFIX,  1)             \
+    X(OR,      "||",      2, INFIX,  1)             \
+    X(NEG,     "-",       1, PREFIX, 0)             \
+    X(NOT,     "!",       1, PREFIX, 0)             \
+    X(EXP,     "exp",     1, CALL,   0)             \
+    X(LOG,     "log",     1, CALL,   0)             \
+    X(SQRT,    "sqrt",    1, CALL,   0)             \
+    X(RSQRT,   "rsqrt",   1, CALL,   0)             \
+    X(TANH,    "tanh",    1, CALL,   0)             \
+    X(ERF,     "erf",     1, CALL,   0)             \
+    X(ABS,     "abs",     1, CALL,   0)             \
+    X(SIGMOID, "sigmoid", 1, CALL,   0)             \
+    X(RELU,    "relu",    1, CALL,   0)             \
+    X(GELU,    "gelu",    1, CALL,   0)             \
+    X(CAST,    "cast",    1, CALL,   0)             \
+    X(SELECT,  "select",  3, CALL,   0)
+
+/* Reductions: name, identity as a float, combining binary operator. */
+#define IR_REDUCE_OPS(X)          \
+    X(SUM,  "sum",  0.0,       ADD) \
+    X(PROD, "prod", 1.0,       MUL) \
+    X(MAX,  "max",  -INFINITY, MAX) \
+    X(MIN,  "min",  INFINITY,  MIN)
+
+#endif

@@ -1,0 +1,88 @@
+/* Bump allocation in chunks. IR nodes are never freed one by one: the
+ * arena that owns a module is destroyed with it. Large requests get a chunk
+ * of their own so a few big arrays do not waste the tail of a chunk. */
+#include "dietcode/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ArenaChunk {
+    ArenaChunk *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char data[];
+};
+
+enum { CHUNK_SIZE = 64 * 1024 };
+
+Arena *ir_arena_new(void)
+{
+    Arena *a = calloc(1, sizeof *a);
+    if (!a)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    return a;
+}
+
+void ir_arena_destroy(Arena *a)
+{
+    if (!a)
+        return;
+    for (ArenaChunk *c = a->head, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    free(a);
+}
+
+void *ir_arena_alloc(Arena *a, size_t size)
+{
+    size = (size + 15) & ~(size_t)15;
+    ArenaChunk *c = a->head;
+    if (!c || c->cap - c->used < size) {
+        size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
+        ArenaChunk *n = malloc(sizeof *n + cap);
+        if (!n)
+            ir_panic(__FILE__, __LINE__, "out of memory (%zu bytes)", size);
+        n->cap = cap;
+        n->used = 0;
+        if (c && cap != CHUNK_SIZE) {
+            /* keep the current chunk in front: it still has room */
+            n->next = c->next;
+            c->next = n;
+        } else {
+            n->next = c;
+            a->head = n;
+        }
+        c = n;
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    a->used_total += size;
+    memset(p, 0, size);
+    return p;
+}
+
+char *ir_arena_strndup(Arena *a, const char *s, size_t n)
+{
+    char *p = ir_arena_alloc(a, n + 1);
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+char *ir_arena_strdup(Arena *a, const char *s)
+{
+    return ir_arena_strndup(a, s, strlen(s));
+}
+
+char *ir_arena_printf(Arena *a, const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *p = ir_arena_alloc(a, (size_t)n + 1);
+    vsnprintf(p, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return p;
+}

@@ -1,0 +1,255 @@
+/* Interval analysis over the dims' ranges and the axes' extents.
+ *
+ * Two layers. ir_interval gives numeric bounds with saturating arithmetic
+ * (IR_NEG_INF / IR_POS_INF for unbounded). Numeric bounds alone cannot
+ * prove i < T for an axis i in 0..T-1 (both range over 0..127), so
+ * ir_prove_nonneg first replaces every axis or loop variable by its
+ * symbolic extreme (0 or extent - 1, an expression over dims), picking the
+ * extreme from the sign of its coefficient, simplifies, and only then asks
+ * for numeric bounds: T - 1 - i becomes T - 1 - (T - 1) = 0.
+ */
+#include "dietcode/ir.h"
+
+/* a + b for a lower (up = false) or upper bound: an infinite operand wins,
+ * and when both infinities meet, the bound stays conservative. */
+static int64_t sat_add(int64_t a, int64_t b, bool up)
+{
+    int64_t inf = up ? IR_POS_INF : IR_NEG_INF, other = up ? IR_NEG_INF : IR_POS_INF;
+    if (a == inf || b == inf)
+        return inf;
+    if (a == other || b == other)
+        return other;
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return a > 0 ? IR_POS_INF : IR_NEG_INF;
+    return r;
+}
+
+static int64_t sat_neg(int64_t a)
+{
+    return a == IR_NEG_INF ? IR_POS_INF : a == IR_POS_INF ? IR_NEG_INF : -a;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+    if (a == 0 || b == 0)
+        return 0;
+    bool neg = (a < 0) != (b < 0);
+    int64_t r;
+    if (a == IR_NEG_INF || a == IR_POS_INF || b == IR_NEG_INF || b == IR_POS_INF ||
+        __builtin_mul_overflow(a, b, &r))
+        return neg ? IR_NEG_INF : IR_POS_INF;
+    return r;
+}
+
+static int64_t min2(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static const Interval UNBOUNDED = {IR_NEG_INF, IR_POS_INF};
+
+static Interval iv_mul(Interval a, Interval b)
+{
+    int64_t p[4] = {sat_mul(a.lo, b.lo), sat_mul(a.lo, b.hi), sat_mul(a.hi, b.lo),
+                    sat_mul(a.hi, b.hi)};
+    Interval r = {p[0], p[0]};
+    for (int i = 1; i < 4; i++) {
+        r.lo = min2(r.lo, p[i]);
+        r.hi = max2(r.hi, p[i]);
+    }
+    return r;
+}
+
+static int64_t sat_floordiv(int64_t a, int64_t d)
+{
+    if (a == IR_NEG_INF || a == IR_POS_INF)
+        return (a == IR_POS_INF) == (d > 0) ? IR_POS_INF : IR_NEG_INF;
+    return ir_floordiv(a, d);
+}
+
+static Interval var_interval(ExprCtx *c, const Var *v, RangeMode m)
+{
+    if (v->kind == VK_DIM)
+        return (Interval){v->lo, m == RANGE_DECLARED ? v->hi : v->max};
+    if (!v->extent)
+        return UNBOUNDED;
+    Interval e = ir_interval(c, v->extent, m);
+    return (Interval){0, e.hi == IR_POS_INF ? IR_POS_INF : max2(0, e.hi - 1)};
+}
+
+Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)
+{
+    Interval a, b;
+    int64_t d;
+    switch (e->kind) {
+    case EX_INT: return (Interval){e->ival, e->ival};
+    case EX_VAR: return var_interval(c, e->var, m);
+    case EX_FLOAT: case EX_LOAD: case EX_REDUCE: return UNBOUNDED;
+    case EX_ADD:
+        a = ir_interval(c, e->op.a, m);
+        b = ir_interval(c, e->op.b, m);
+        return (Interval){sat_add(a.lo, b.lo, false), sat_add(a.hi, b.hi, true)};
+    case EX_SUB:
+        a = ir_interval(c, e->op.a, m);
+        b = ir_interval(c, e->op.b, m);
+        return (Interval){sat_add(a.lo, sat_neg(b.hi), false), sat_add(a.hi, sat_neg(b.lo), true)};
+    case EX_NEG:
+        a = ir_interval(c, e->op.a, m);
+        return (Interval){sat_neg(a.hi), sat_neg(a.lo)};
+    case EX_MUL:
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        return iv_mul(ir_interval(c, e->op.a, m), ir_interval(c, e->op.b, m));
+    case EX_DIV:
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        a = ir_interval(c, e->op.a, m);
+        if (ir_is_const(e->op.b, &d) && d != 0) {
+            int64_t x = sat_floordiv(a.lo, d), y = sat_floordiv(a.hi, d);
+            return (Interval){min2(x, y), max2(x, y)};
+        }
+        b = ir_interval(c, e->op.b, m);
+        if (b.lo > 0 && a.lo >= 0) /* nonnegative over positive */
+            return (Interval){0, a.hi};
+        return UNBOUNDED;
+    case EX_MOD:
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        b = ir_interval(c, e->op.b, m);
+        if (b.lo > 0) {
+            a = ir_interval(c, e->op.a, m);
+            if (a.lo >= 0 && a.hi != IR_POS_INF && a.hi < b.lo)
+                return a;
+            return (Interval){0, b.hi == IR_POS_INF ? IR_POS_INF : b.hi - 1};
+        }
+        return UNBOUNDED;
+    case EX_MIN: case EX_MAX:
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        a = ir_interval(c, e->op.a, m);
+        b = ir_interval(c, e->op.b, m);
+        if (e->kind == EX_MIN)
+            return (Interval){min2(a.lo, b.lo), min2(a.hi, b.hi)};
+        return (Interval){max2(a.lo, b.lo), max2(a.hi, b.hi)};
+    case EX_ABS:
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        a = ir_interval(c, e->op.a, m);
+        if (a.lo >= 0)
+            return a;
+        return (Interval){0, max2(sat_neg(a.lo), a.hi)};
+    case EX_RELU:
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        a = ir_interval(c, e->op.a, m);
+        return (Interval){max2(0, a.lo), max2(0, a.hi)};
+    case EX_SELECT:
+        if (e->type == DT_BOOL)
+            return (Interval){0, 1};
+        if (e->type != DT_I32)
+            return UNBOUNDED;
+        a = ir_interval(c, e->op.b, m);
+        b = ir_interval(c, e->op.c, m);
+        return (Interval){min2(a.lo, b.lo), max2(a.hi, b.hi)};
+    default:
+        if (e->type == DT_BOOL)
+            return (Interval){0, 1};
+        return UNBOUNDED;
+    }
+}
+
+/* The symbolic minimum (want_max false) or maximum of e over the axis and
+ * loop variables, as an expression over dims; NULL when none is known. */
+static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
+{
+    Expr *a, *b;
+    int64_t k;
+    switch (e->kind) {
+    case EX_INT: return e;
+    case EX_VAR:
+        if (e->var->kind == VK_DIM)
+            return e;
+        if (!e->var->extent)
+            return NULL;
+        return want_max ? ir_binop(c, EX_SUB, e->var->extent, ir_int(c, 1)) : ir_int(c, 0);
+    case EX_ADD:
+        a = sym_bound(c, e->op.a, want_max, m);
+        b = sym_bound(c, e->op.b, want_max, m);
+        return a && b ? ir_binop(c, EX_ADD, a, b) : NULL;
+    case EX_SUB:
+        a = sym_bound(c, e->op.a, want_max, m);
+        b = sym_bound(c, e->op.b, !want_max, m);
+        return a && b ? ir_binop(c, EX_SUB, a, b) : NULL;
+    case EX_NEG:
+        a = sym_bound(c, e->op.a, !want_max, m);
+        return a ? ir_unop(c, EX_NEG, a) : NULL;
+    case EX_MUL:
+        if (e->type != DT_I32)
+            return NULL;
+        if (ir_is_const(e->op.b, &k) || ir_is_const(e->op.a, &k)) {
+            Expr *x = e->op.a->kind == EX_INT ? e->op.b : e->op.a;
+            int64_t d;
+            if (x->kind == EX_DIV && ir_is_const(x->op.b, &d) && d > 0 && k % d == 0) {
+                /* d * floor(a / d) lies in a - (d - 1) .. a */
+                bool up = k >= 0 ? want_max : !want_max;
+                a = sym_bound(c, x->op.a, up, m);
+                if (!a)
+                    return NULL;
+                if (!up)
+                    a = ir_binop(c, EX_SUB, a, ir_int(c, d - 1));
+                return ir_binop(c, EX_MUL, a, ir_int(c, k / d));
+            }
+            a = sym_bound(c, x, k >= 0 ? want_max : !want_max, m);
+            return a ? ir_binop(c, EX_MUL, a, ir_int(c, k)) : NULL;
+        }
+        /* both factors nonnegative: the product is monotone in each */
+        if (ir_interval(c, e->op.a, m).lo >= 0 && ir_interval(c, e->op.b, m).lo >= 0) {
+            a = sym_bound(c, e->op.a, want_max, m);
+            b = sym_bound(c, e->op.b, want_max, m);
+            return a && b ? ir_binop(c, EX_MUL, a, b) : NULL;
+        }
+        break;
+    case EX_DIV:
+        if (e->type == DT_I32 && ir_is_const(e->op.b, &k) && k > 0) {
+            a = sym_bound(c, e->op.a, want_max, m);
+            return a ? ir_binop(c, EX_DIV, a, e->op.b) : NULL;
+        }
+        break;
+    case EX_MIN: case EX_MAX:
+        if (e->type != DT_I32)
+            return NULL;
+        a = sym_bound(c, e->op.a, want_max, m);
+        b = sym_bound(c, e->op.b, want_max, m);
+        return a && b ? ir_binop(c, e->kind, a, b) : NULL;
+    default:
+        break;
+    }
+    /* fall back to a numeric bound */
+    Interval iv = ir_interval(c, e, m);
+    int64_t v = want_max ? iv.hi : iv.lo;
+    if (v == IR_NEG_INF || v == IR_POS_INF)
+        return NULL;
+    return ir_int(c, v);
+}
+
+bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m)
+{
+    if (e->type != DT_I32)
+        return false;
+    e = ir_simplify(c, e);
+    if (ir_interval(c, e, m).lo >= 0)
+        return true;
+    Expr *lo = sym_bound(c, e, false, m);
+    if (!lo)
+        return false;
+    lo = ir_simplify(c, lo);
+    return ir_interval(c, lo, m).lo >= 0;
+}
+
+bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interval *range)
+{
+    Expr *s = ir_simplify(c, idx);
+    if (range)
+        *range = ir_interval(c, s, m);
+    Expr *room = ir_binop(c, EX_SUB, ir_binop(c, EX_SUB, extent, s), ir_int(c, 1));
+    return ir_prove_nonneg(c, s, m) && ir_prove_nonneg(c, room, m);
+}

@@ -1,0 +1,381 @@
+/* Hash-consed expressions.
+ *
+ * Every constructor builds a candidate node on the stack, hashes it, and
+ * returns the interned copy if one exists. Interning makes structural
+ * equality a pointer compare and keeps canonical forms cheap to compare.
+ * Constructors also do the language's implicit promotion (an integer meeting
+ * a float becomes a float) so every node is well typed by construction.
+ */
+#include "dietcode/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ExprCtx {
+    Arena *arena;
+    Expr **table;
+    size_t cap, count;
+    uint32_t next_id;
+    int nvars;
+};
+
+static const struct { const char *name; int arity; bool comm; } op_info[EX_KIND_COUNT] = {
+    [EX_INT] = {"int", 0, false},
+    [EX_FLOAT] = {"float", 0, false},
+    [EX_VAR] = {"var", 0, false},
+    [EX_LOAD] = {"load", 0, false},
+    [EX_REDUCE] = {"reduce", 0, false},
+#define X(name, text, arity, form, comm) [EX_##name] = {text, arity, comm},
+    IR_OPS(X)
+#undef X
+};
+
+static const struct { const char *name; double ident; ExprKind comb; } reduce_info[] = {
+#define X(name, text, ident, comb) [RD_##name] = {text, ident, EX_##comb},
+    IR_REDUCE_OPS(X)
+#undef X
+};
+
+int ir_op_arity(ExprKind k) { return op_info[k].arity; }
+const char *ir_op_name(ExprKind k) { return op_info[k].name; }
+bool ir_op_commutative(ExprKind k) { return op_info[k].comm; }
+const char *ir_reduce_name(ReduceOp op) { return reduce_info[op].name; }
+double ir_reduce_identity(ReduceOp op) { return reduce_info[op].ident; }
+ExprKind ir_reduce_combiner(ReduceOp op) { return reduce_info[op].comb; }
+
+const char *ir_dtype_name(DType t)
+{
+    switch (t) {
+    case DT_BOOL: return "bool";
+    case DT_I32: return "i32";
+    case DT_F32: return "f32";
+    }
+    IR_UNREACHABLE();
+}
+
+ExprCtx *ir_ctx_new(Arena *a)
+{
+    ExprCtx *c = calloc(1, sizeof *c);
+    if (!c)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    c->arena = a;
+    c->cap = 1024;
+    c->table = calloc(c->cap, sizeof *c->table);
+    if (!c->table)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    return c;
+}
+
+void ir_ctx_destroy(ExprCtx *c)
+{
+    if (!c)
+        return;
+    free(c->table);
+    free(c);
+}
+
+Arena *ir_ctx_arena(ExprCtx *c) { return c->arena; }
+int ir_var_count(const ExprCtx *c) { return c->nvars; }
+
+static uint32_t mix(uint32_t h, uint64_t v)
+{
+    h ^= (uint32_t)v + 0x9e3779b9u + (h << 6) + (h >> 2);
+    h ^= (uint32_t)(v >> 32) + 0x9e3779b9u + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t ptr_bits(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+static uint32_t hash_expr(const Expr *e)
+{
+    uint32_t h = mix((uint32_t)e->kind * 2654435761u, e->type);
+    switch (e->kind) {
+    case EX_INT: return mix(h, (uint64_t)e->ival);
+    case EX_FLOAT: {
+        uint64_t bits;
+        memcpy(&bits, &e->fval, sizeof bits);
+        return mix(h, bits);
+    }
+    case EX_VAR: return mix(h, ptr_bits(e->var));
+    case EX_LOAD:
+        h = mix(mix(h, ptr_bits(e->load.t)), (uint64_t)e->load.padded);
+        for (int i = 0; i < e->load.n; i++)
+            h = mix(h, ptr_bits(e->load.idx[i]));
+        return h;
+    case EX_REDUCE:
+        h = mix(mix(h, (uint64_t)e->red.op), ptr_bits(e->red.body));
+        for (int i = 0; i < e->red.n; i++)
+            h = mix(h, ptr_bits(e->red.axes[i]));
+        return h;
+    default:
+        return mix(mix(mix(h, ptr_bits(e->op.a)), ptr_bits(e->op.b)), ptr_bits(e->op.c));
+    }
+}
+
+static bool same_expr(const Expr *x, const Expr *y)
+{
+    if (x->kind != y->kind || x->type != y->type)
+        return false;
+    switch (x->kind) {
+    case EX_INT: return x->ival == y->ival;
+    case EX_FLOAT: return memcmp(&x->fval, &y->fval, sizeof x->fval) == 0;
+    case EX_VAR: return x->var == y->var;
+    case EX_LOAD:
+        return x->load.t == y->load.t && x->load.n == y->load.n &&
+               x->load.padded == y->load.padded &&
+               (x->load.n == 0 ||
+                memcmp(x->load.idx, y->load.idx, sizeof(Expr *) * (size_t)x->load.n) == 0);
+    case EX_REDUCE:
+        return x->red.op == y->red.op && x->red.n == y->red.n && x->red.body == y->red.body &&
+               memcmp(x->red.axes, y->red.axes, sizeof(Var *) * (size_t)x->red.n) == 0;
+    default:
+        return x->op.a == y->op.a && x->op.b == y->op.b && x->op.c == y->op.c;
+    }
+}
+
+static void grow(ExprCtx *c)
+{
+    size_t ncap = c->cap * 2;
+    Expr **nt = calloc(ncap, sizeof *nt);
+    if (!nt)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (size_t i = 0; i < c->cap; i++) {
+        Expr *e = c->table[i];
+        if (!e)
+            continue;
+        size_t j = e->hash & (ncap - 1);
+        while (nt[j])
+            j = (j + 1) & (ncap - 1);
+        nt[j] = e;
+    }
+    free(c->table);
+    c->table = nt;
+    c->cap = ncap;
+}
+
+/* Returns the interned copy of the candidate *e (arrays copied on insert). */
+static Expr *intern(ExprCtx *c, Expr *e)
+{
+    e->hash = hash_expr(e);
+    size_t j = e->hash & (c->cap - 1);
+    for (Expr *x; (x = c->table[j]); j = (j + 1) & (c->cap - 1))
+        if (x->hash == e->hash && same_expr(x, e))
+            return x;
+    Expr *n = IR_NEW(c->arena, Expr);
+    *n = *e;
+    n->id = c->next_id++;
+    if (n->kind == EX_LOAD && n->load.n) {
+        n->load.idx = IR_NEWN(c->arena, Expr *, n->load.n);
+        memcpy(n->load.idx, e->load.idx, sizeof(Expr *) * (size_t)e->load.n);
+    } else if (n->kind == EX_REDUCE) {
+        n->red.axes = IR_NEWN(c->arena, Var *, n->red.n);
+        memcpy(n->red.axes, e->red.axes, sizeof(Var *) * (size_t)e->red.n);
+    }
+    c->table[j] = n;
+    if (++c->count * 2 > c->cap)
+        grow(c);
+    return n;
+}
+
+Var *ir_var(ExprCtx *c, const char *name, VarKind kind, Expr *extent)
+{
+    Var *v = IR_NEW(c->arena, Var);
+    v->name = ir_arena_strdup(c->arena, name);
+    v->id = c->nvars++;
+    v->kind = kind;
+    v->extent = extent;
+    return v;
+}
+
+Var *ir_dim(ExprCtx *c, const char *name, int64_t lo, int64_t hi)
+{
+    Var *v = ir_var(c, name, VK_DIM, NULL);
+    v->lo = lo;
+    v->hi = hi;
+    v->max = hi;
+    return v;
+}
+
+Expr *ir_int(ExprCtx *c, int64_t v)
+{
+    Expr e = {.kind = EX_INT, .type = DT_I32, .ival = v};
+    return intern(c, &e);
+}
+
+Expr *ir_bool(ExprCtx *c, bool v)
+{
+    Expr e = {.kind = EX_INT, .type = DT_BOOL, .ival = v};
+    return intern(c, &e);
+}
+
+Expr *ir_float(ExprCtx *c, double v)
+{
+    Expr e = {.kind = EX_FLOAT, .type = DT_F32, .fval = (double)(float)v};
+    return intern(c, &e);
+}
+
+Expr *ir_varref(ExprCtx *c, Var *v)
+{
+    Expr e = {.kind = EX_VAR, .type = DT_I32, .var = v};
+    return intern(c, &e);
+}
+
+Expr *ir_cast(ExprCtx *c, DType to, Expr *a)
+{
+    if (a->type == to)
+        return a;
+    Expr e = {.kind = EX_CAST, .type = to, .op = {a, NULL, NULL}};
+    return intern(c, &e);
+}
+
+static Expr *to_float(ExprCtx *c, Expr *a)
+{
+    return a->type == DT_F32 ? a : ir_cast(c, DT_F32, a);
+}
+
+/* Result type of an operator, promoting operands as the language does. */
+Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x)
+{
+    IR_ASSERT(k > EX_REDUCE && k < EX_KIND_COUNT && k != EX_CAST);
+    Expr e = {.kind = k};
+    switch (k) {
+    case EX_ADD: case EX_SUB: case EX_MUL: case EX_DIV: case EX_MOD:
+    case EX_MIN: case EX_MAX:
+        if (a->type == DT_F32 || b->type == DT_F32) {
+            a = to_float(c, a);
+            b = to_float(c, b);
+            e.type = DT_F32;
+        } else {
+            e.type = DT_I32;
+        }
+        break;
+    case EX_POW:
+        a = to_float(c, a);
+        b = to_float(c, b);
+        e.type = DT_F32;
+        break;
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
+        if (a->type == DT_F32 || b->type == DT_F32) {
+            a = to_float(c, a);
+            b = to_float(c, b);
+        }
+        e.type = DT_BOOL;
+        break;
+    case EX_AND: case EX_OR: case EX_NOT:
+        e.type = DT_BOOL;
+        break;
+    case EX_NEG: case EX_ABS: case EX_RELU:
+        e.type = a->type == DT_F32 ? DT_F32 : DT_I32;
+        break;
+    case EX_SELECT:
+        if (b->type == DT_F32 || x->type == DT_F32) {
+            b = to_float(c, b);
+            x = to_float(c, x);
+        }
+        e.type = b->type;
+        break;
+    default: /* float math */
+        a = to_float(c, a);
+        e.type = DT_F32;
+        break;
+    }
+    e.op.a = a;
+    e.op.b = b;
+    e.op.c = x;
+    return intern(c, &e);
+}
+
+Expr *ir_binop(ExprCtx *c, ExprKind k, Expr *a, Expr *b) { return ir_op(c, k, a, b, NULL); }
+Expr *ir_unop(ExprCtx *c, ExprKind k, Expr *a) { return ir_op(c, k, a, NULL, NULL); }
+Expr *ir_select(ExprCtx *c, Expr *cond, Expr *a, Expr *b) { return ir_op(c, EX_SELECT, cond, a, b); }
+
+Expr *ir_load(ExprCtx *c, Tensor *t, int n, Expr **idx, bool padded)
+{
+    Expr e = {.kind = EX_LOAD, .type = t->dtype, .load = {t, n, padded, idx}};
+    return intern(c, &e);
+}
+
+Expr *ir_reduce(ExprCtx *c, ReduceOp op, int n, Var **axes, Expr *body)
+{
+    Expr e = {.kind = EX_REDUCE, .type = body->type == DT_F32 ? DT_F32 : DT_I32,
+              .red = {op, n, axes, body}};
+    return intern(c, &e);
+}
+
+bool ir_is_const(const Expr *e, int64_t *v)
+{
+    if (e->kind != EX_INT)
+        return false;
+    if (v)
+        *v = e->ival;
+    return true;
+}
+
+Expr *ir_subst(ExprCtx *c, Expr *e, Var *v, Expr *r)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: return e;
+    case EX_VAR: return e->var == v ? r : e;
+    case EX_LOAD: {
+        Expr *buf[16], **idx = e->load.n <= 16 ? buf : IR_NEWN(c->arena, Expr *, e->load.n);
+        bool changed = false;
+        for (int i = 0; i < e->load.n; i++) {
+            idx[i] = ir_subst(c, e->load.idx[i], v, r);
+            changed |= idx[i] != e->load.idx[i];
+        }
+        return changed ? ir_load(c, e->load.t, e->load.n, idx, e->load.padded) : e;
+    }
+    case EX_REDUCE: {
+        Expr *b = ir_subst(c, e->red.body, v, r);
+        return b == e->red.body ? e : ir_reduce(c, e->red.op, e->red.n, e->red.axes, b);
+    }
+    case EX_CAST: {
+        Expr *a = ir_subst(c, e->op.a, v, r);
+        return a == e->op.a ? e : ir_cast(c, e->type, a);
+    }
+    default: {
+        Expr *a = e->op.a ? ir_subst(c, e->op.a, v, r) : NULL;
+        Expr *b = e->op.b ? ir_subst(c, e->op.b, v, r) : NULL;
+        Expr *x = e->op.c ? ir_subst(c, e->op.c, v, r) : NULL;
+        if (a == e->op.a && b == e->op.b && x == e->op.c)
+            return e;
+        return ir_op(c, e->kind, a, b, x);
+    }
+    }
+}
+
+void ir_expr_visit(Expr *e, void (*f)(Expr *e, void *ud), void *ud)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: break;
+    case EX_LOAD:
+        for (int i = 0; i < e->load.n; i++)
+            ir_expr_visit(e->load.idx[i], f, ud);
+        break;
+    case EX_REDUCE: ir_expr_visit(e->red.body, f, ud); break;
+    default:
+        if (e->op.a) ir_expr_visit(e->op.a, f, ud);
+        if (e->op.b) ir_expr_visit(e->op.b, f, ud);
+        if (e->op.c) ir_expr_visit(e->op.c, f, ud);
+        break;
+    }
+    f(e, ud);
+}
+
+bool ir_expr_uses_var(Expr *e, const Var *v)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: return false;
+    case EX_VAR: return e->var == v;
+    case EX_LOAD:
+        for (int i = 0; i < e->load.n; i++)
+            if (ir_expr_uses_var(e->load.idx[i], v))
+                return true;
+        return false;
+    case EX_REDUCE: return ir_expr_uses_var(e->red.body, v);
+    default:
+        return (e->op.a && ir_expr_uses_var(e->op.a, v)) ||
+               (e->op.b && ir_expr_uses_var(e->op.b, v)) ||
+               (e->op.c && ir_expr_uses_var(e->op.c, v));
+    }
+}

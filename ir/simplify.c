@@ -1,0 +1,525 @@
+/* The simplifier: integer expressions to a canonical polynomial form,
+ * constant folding for everything, and facts from interval analysis.
+ *
+ * An integer expression made of + - * and constants is a polynomial: a
+ * constant plus terms coeff * (product of atoms), where an atom is any other
+ * integer expression (a variable, a floor division, a load...). Terms are
+ * kept sorted by atom ids, so equal polynomials rebuild to the same interned
+ * expression and "T - 1 - (T - 1)" cancels to 0. Floor division and modulo by
+ * a positive constant split the polynomial into the part that divides
+ * exactly and a remainder, and drop the remainder when its interval shows it
+ * cannot reach the divisor: (8*io + ii) / 8 is io when ii is in 0..7.
+ * Comparisons, min and max fold when interval analysis decides them.
+ * Facts are taken for every size the program accepts (RANGE_OPEN), so a
+ * guard removed here stays correct for sizes above the declared range.
+ */
+#include "dietcode/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAXF = 4, MAXT = 32 };
+
+typedef struct Term {
+    int64_t coeff;
+    int nf;
+    Expr *f[MAXF]; /* sorted by id */
+} Term;
+
+typedef struct Poly {
+    int n;
+    int64_t k;
+    Term t[MAXT];
+} Poly;
+
+typedef struct Memo {
+    Expr **key, **val;
+    size_t cap, count;
+} Memo;
+
+typedef struct Simp {
+    ExprCtx *c;
+    Memo memo;
+} Simp;
+
+static Expr *simp(Simp *s, Expr *e);
+
+/* ---- polynomials ---- */
+
+static int cmp_term(const Term *a, const Term *b)
+{
+    if (a->nf != b->nf)
+        return a->nf < b->nf ? -1 : 1;
+    for (int i = 0; i < a->nf; i++)
+        if (a->f[i] != b->f[i])
+            return a->f[i]->id < b->f[i]->id ? -1 : 1;
+    return 0;
+}
+
+/* Adds coeff * monomial to p; false on overflow of the fixed capacity. */
+static bool poly_add_term(Poly *p, const Term *t)
+{
+    if (t->coeff == 0)
+        return true;
+    for (int i = 0; i < p->n; i++) {
+        if (cmp_term(&p->t[i], t) == 0) {
+            if (__builtin_add_overflow(p->t[i].coeff, t->coeff, &p->t[i].coeff))
+                return false;
+            if (p->t[i].coeff == 0)
+                p->t[i] = p->t[--p->n];
+            return true;
+        }
+    }
+    if (p->n == MAXT)
+        return false;
+    p->t[p->n++] = *t;
+    return true;
+}
+
+static bool poly_add(Poly *p, const Poly *q, int64_t scale)
+{
+    int64_t k;
+    if (__builtin_mul_overflow(q->k, scale, &k) || __builtin_add_overflow(p->k, k, &p->k))
+        return false;
+    for (int i = 0; i < q->n; i++) {
+        Term t = q->t[i];
+        if (__builtin_mul_overflow(t.coeff, scale, &t.coeff) || !poly_add_term(p, &t))
+            return false;
+    }
+    return true;
+}
+
+static bool term_mul(Term *out, const Term *a, const Term *b)
+{
+    if (a->nf + b->nf > MAXF || __builtin_mul_overflow(a->coeff, b->coeff, &out->coeff))
+        return false;
+    int i = 0, j = 0, n = 0;
+    while (i < a->nf || j < b->nf) {
+        if (j == b->nf || (i < a->nf && a->f[i]->id <= b->f[j]->id))
+            out->f[n++] = a->f[i++];
+        else
+            out->f[n++] = b->f[j++];
+    }
+    out->nf = n;
+    return true;
+}
+
+static bool poly_mul(Poly *out, const Poly *a, const Poly *b)
+{
+    memset(out, 0, sizeof *out);
+    if (__builtin_mul_overflow(a->k, b->k, &out->k))
+        return false;
+    Term ka = {.coeff = a->k}, kb = {.coeff = b->k};
+    for (int i = 0; i < a->n; i++) {
+        Term t;
+        if (!term_mul(&t, &a->t[i], &kb) || !poly_add_term(out, &t))
+            return false;
+        for (int j = 0; j < b->n; j++)
+            if (!term_mul(&t, &a->t[i], &b->t[j]) || !poly_add_term(out, &t))
+                return false;
+    }
+    for (int j = 0; j < b->n; j++) {
+        Term t;
+        if (!term_mul(&t, &ka, &b->t[j]) || !poly_add_term(out, &t))
+            return false;
+    }
+    return true;
+}
+
+static void poly_atom(Poly *p, Expr *e)
+{
+    memset(p, 0, sizeof *p);
+    p->n = 1;
+    p->t[0].coeff = 1;
+    p->t[0].nf = 1;
+    p->t[0].f[0] = e;
+}
+
+/* Reads a (canonical) integer expression as a polynomial. */
+static void poly_of(Poly *p, Expr *e)
+{
+    Poly a, b;
+    memset(p, 0, sizeof *p);
+    if (e->type != DT_I32) {
+        poly_atom(p, e);
+        return;
+    }
+    switch (e->kind) {
+    case EX_INT: p->k = e->ival; return;
+    case EX_ADD: case EX_SUB:
+        poly_of(&a, e->op.a);
+        poly_of(&b, e->op.b);
+        *p = a;
+        if (poly_add(p, &b, e->kind == EX_ADD ? 1 : -1))
+            return;
+        break;
+    case EX_NEG:
+        poly_of(&a, e->op.a);
+        if (poly_add(p, &a, -1))
+            return;
+        break;
+    case EX_MUL:
+        poly_of(&a, e->op.a);
+        poly_of(&b, e->op.b);
+        if (poly_mul(p, &a, &b))
+            return;
+        break;
+    default: break;
+    }
+    poly_atom(p, e);
+}
+
+static int qsort_term(const void *a, const void *b) { return cmp_term(a, b); }
+
+static Expr *poly_expr(ExprCtx *c, Poly *p)
+{
+    qsort(p->t, (size_t)p->n, sizeof(Term), qsort_term);
+    Expr *sum = NULL;
+    for (int i = 0; i < p->n; i++) {
+        Term *t = &p->t[i];
+        Expr *m = t->f[0];
+        for (int j = 1; j < t->nf; j++)
+            m = ir_binop(c, EX_MUL, m, t->f[j]);
+        int64_t mag = t->coeff < 0 && t->coeff != INT64_MIN ? -t->coeff : t->coeff;
+        if (mag != 1)
+            m = ir_binop(c, EX_MUL, m, ir_int(c, mag));
+        if (!sum)
+            sum = t->coeff < 0 && mag > 0 ? ir_unop(c, EX_NEG, m) : m;
+        else
+            sum = ir_binop(c, t->coeff < 0 ? EX_SUB : EX_ADD, sum, m);
+    }
+    if (!sum)
+        return ir_int(c, p->k);
+    if (p->k > 0)
+        sum = ir_binop(c, EX_ADD, sum, ir_int(c, p->k));
+    else if (p->k < 0 && p->k != INT64_MIN)
+        sum = ir_binop(c, EX_SUB, sum, ir_int(c, -p->k));
+    else if (p->k < 0)
+        sum = ir_binop(c, EX_ADD, sum, ir_int(c, p->k));
+    return sum;
+}
+
+/* ---- integer helpers ---- */
+
+int64_t ir_floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+int64_t ir_floormod(int64_t a, int64_t b) { return a - ir_floordiv(a, b) * b; }
+
+/* floor(p / c) or p mod c for a constant c > 0. */
+static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_mod)
+{
+    Poly p, q = {0}, r = {0};
+    poly_of(&p, a);
+    q.k = ir_floordiv(p.k, d);
+    r.k = ir_floormod(p.k, d);
+    for (int i = 0; i < p.n; i++) {
+        Term t = p.t[i];
+        if (t.coeff % d == 0) {
+            t.coeff /= d;
+            poly_add_term(&q, &t);
+        } else {
+            poly_add_term(&r, &t);
+        }
+    }
+    Expr *re = poly_expr(c, &r);
+    Interval iv = ir_interval(c, re, RANGE_OPEN);
+    bool fixed = iv.lo != IR_NEG_INF && iv.hi != IR_POS_INF &&
+                 ir_floordiv(iv.lo, d) == ir_floordiv(iv.hi, d);
+    int64_t m = fixed ? ir_floordiv(iv.lo, d) : 0;
+    if (is_mod) {
+        if (fixed)
+            return ir_simplify(c, ir_binop(c, EX_SUB, re, ir_int(c, m * d)));
+        if (r.n == p.n && r.k == p.k)
+            return orig->op.a == a ? orig : ir_binop(c, EX_MOD, a, orig->op.b);
+        return ir_binop(c, EX_MOD, re, ir_int(c, d));
+    }
+    Expr *rest = fixed ? ir_int(c, m) : ir_binop(c, EX_DIV, re, ir_int(c, d));
+    if (!fixed && r.n == p.n && r.k == p.k && q.n == 0 && q.k == 0)
+        return orig->op.a == a ? orig : ir_binop(c, EX_DIV, a, orig->op.b);
+    Poly qr;
+    poly_of(&qr, rest);
+    if (!poly_add(&q, &qr, 1))
+        return ir_binop(c, EX_DIV, a, ir_int(c, d));
+    return poly_expr(c, &q);
+}
+
+/* ---- folding ---- */
+
+static bool fconst(const Expr *e, double *v)
+{
+    if (e->kind == EX_FLOAT) {
+        *v = e->fval;
+        return true;
+    }
+    return false;
+}
+
+/* Float semantics of one operator, rounded to f32 like the kernels do. */
+double ir_eval_float_op(ExprKind k, double a, double b)
+{
+    float x = (float)a, y = (float)b, r;
+    switch (k) {
+    case EX_ADD: r = x + y; break;
+    case EX_SUB: r = x - y; break;
+    case EX_MUL: r = x * y; break;
+    case EX_DIV: r = x / y; break;
+    case EX_MOD: r = x - y * floorf(x / y); break;
+    case EX_MIN: r = fminf(x, y); break;
+    case EX_MAX: r = fmaxf(x, y); break;
+    case EX_POW: r = powf(x, y); break;
+    case EX_NEG: r = -x; break;
+    case EX_EXP: r = expf(x); break;
+    case EX_LOG: r = logf(x); break;
+    case EX_SQRT: r = sqrtf(x); break;
+    case EX_RSQRT: r = 1.0f / sqrtf(x); break;
+    case EX_TANH: r = tanhf(x); break;
+    case EX_ERF: r = erff(x); break;
+    case EX_ABS: r = fabsf(x); break;
+    case EX_SIGMOID: r = 1.0f / (1.0f + expf(-x)); break;
+    case EX_RELU: r = x > 0 ? x : 0.0f; break;
+    case EX_GELU: r = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); break;
+    default: IR_UNREACHABLE();
+    }
+    return r;
+}
+
+static bool cmp_holds(ExprKind k, double a, double b)
+{
+    switch (k) {
+    case EX_LT: return a < b;
+    case EX_LE: return a <= b;
+    case EX_EQ: return a == b;
+    case EX_NE: return a != b;
+    default: IR_UNREACHABLE();
+    }
+}
+
+/* Folds an integer comparison a K b using interval analysis. -1: unknown. */
+static int decide_cmp(ExprCtx *c, ExprKind k, Expr *a, Expr *b)
+{
+    Expr *d = ir_simplify(c, ir_binop(c, EX_SUB, b, a)); /* b - a */
+    int64_t v;
+    if (ir_is_const(d, &v))
+        return cmp_holds(k, 0, (double)v);
+    Expr *one = ir_int(c, 1);
+    switch (k) {
+    case EX_LT: /* b - a >= 1 */
+        if (ir_prove_nonneg(c, ir_binop(c, EX_SUB, d, one), RANGE_OPEN)) return 1;
+        if (ir_prove_nonneg(c, ir_unop(c, EX_NEG, d), RANGE_OPEN)) return 0;
+        return -1;
+    case EX_LE:
+        if (ir_prove_nonneg(c, d, RANGE_OPEN)) return 1;
+        if (ir_prove_nonneg(c, ir_binop(c, EX_SUB, ir_unop(c, EX_NEG, d), one), RANGE_OPEN))
+            return 0;
+        return -1;
+    default: {
+        Interval iv = ir_interval(c, d, RANGE_OPEN);
+        if (iv.lo > 0 || iv.hi < 0)
+            return k == EX_NE;
+        return -1;
+    }
+    }
+}
+
+static Expr *fold_op(Simp *s, Expr *e)
+{
+    ExprCtx *c = s->c;
+    ExprKind k = e->kind;
+    Expr *a = e->op.a, *b = e->op.b, *x = e->op.c;
+    double fa, fb;
+    int64_t ia, ib;
+
+    if (e->type == DT_I32 && (k == EX_ADD || k == EX_SUB || k == EX_MUL || k == EX_NEG)) {
+        Poly p;
+        poly_of(&p, e);
+        return poly_expr(c, &p);
+    }
+    switch (k) {
+    case EX_DIV: case EX_MOD:
+        if (e->type != DT_I32)
+            break;
+        if (ir_is_const(b, &ib) && ib != 0) {
+            if (ir_is_const(a, &ia) && !(ia == INT64_MIN && ib == -1))
+                return ir_int(c, k == EX_DIV ? ir_floordiv(ia, ib) : ir_floormod(ia, ib));
+            if (ib == 1)
+                return k == EX_DIV ? a : ir_int(c, 0);
+            if (ib > 0)
+                return div_mod_const(c, e, a, ib, k == EX_MOD);
+        }
+        return e;
+    case EX_MIN: case EX_MAX:
+        if (e->type != DT_I32)
+            break;
+        if (a == b)
+            return a;
+        switch (decide_cmp(c, EX_LE, a, b)) {
+        case 1: return k == EX_MIN ? a : b;
+        case 0: return k == EX_MIN ? b : a;
+        default: return e;
+        }
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
+        if (a->type == DT_F32) {
+            if (fconst(a, &fa) && fconst(b, &fb))
+                return ir_bool(c, cmp_holds(k, fa, fb));
+            return e;
+        }
+        if (a == b)
+            return ir_bool(c, k == EX_LE || k == EX_EQ);
+        switch (decide_cmp(c, k, a, b)) {
+        case 1: return ir_bool(c, true);
+        case 0: return ir_bool(c, false);
+        default: return e;
+        }
+    case EX_AND: case EX_OR: {
+        bool is_and = k == EX_AND;
+        if (ir_is_const(a, &ia))
+            return (ia != 0) == is_and ? b : a;
+        if (ir_is_const(b, &ib))
+            return (ib != 0) == is_and ? a : b;
+        return a == b ? a : e;
+    }
+    case EX_NOT:
+        if (ir_is_const(a, &ia))
+            return ir_bool(c, !ia);
+        return e;
+    case EX_SELECT:
+        if (ir_is_const(a, &ia))
+            return ia ? b : x;
+        return b == x ? b : e;
+    case EX_ABS: case EX_RELU:
+        if (e->type == DT_I32) {
+            if (ir_is_const(a, &ia))
+                return ir_int(c, k == EX_ABS ? (ia < 0 ? -ia : ia) : (ia > 0 ? ia : 0));
+            Interval iv = ir_interval(c, a, RANGE_OPEN);
+            if (iv.lo >= 0)
+                return a;
+            return e;
+        }
+        break;
+    case EX_POW:
+        break;
+    default:
+        break;
+    }
+    if (e->type != DT_F32)
+        return e;
+    /* float arithmetic */
+    if (ir_op_arity(k) == 1 && fconst(a, &fa))
+        return ir_float(c, ir_eval_float_op(k, fa, 0));
+    if (ir_op_arity(k) == 2 && fconst(a, &fa) && fconst(b, &fb))
+        return ir_float(c, ir_eval_float_op(k, fa, fb));
+    if (k == EX_MUL && fconst(b, &fb) && fb == 1.0) return a;
+    if (k == EX_MUL && fconst(a, &fa) && fa == 1.0) return b;
+    if ((k == EX_ADD || k == EX_SUB) && fconst(b, &fb) && fb == 0.0) return a;
+    if (k == EX_ADD && fconst(a, &fa) && fa == 0.0) return b;
+    if (k == EX_DIV && fconst(b, &fb) && fb == 1.0) return a;
+    return e;
+}
+
+static Expr *fold_cast(ExprCtx *c, Expr *e, Expr *a)
+{
+    int64_t v;
+    double f;
+    if (e->type == DT_F32 && ir_is_const(a, &v))
+        return ir_float(c, (double)v);
+    if (e->type == DT_I32 && fconst(a, &f)) {
+        if (f != f)
+            return ir_int(c, 0);
+        if (f >= 2147483647.0)
+            return ir_int(c, 2147483647);
+        if (f <= -2147483648.0)
+            return ir_int(c, -2147483648LL);
+        return ir_int(c, (int64_t)f);
+    }
+    return a == e->op.a ? e : ir_cast(c, e->type, a);
+}
+
+/* ---- the walk, memoised per call ---- */
+
+static Expr **memo_slot(Memo *m, Expr *key)
+{
+    size_t j = key->hash & (m->cap - 1);
+    while (m->key[j] && m->key[j] != key)
+        j = (j + 1) & (m->cap - 1);
+    return &m->key[j];
+}
+
+static Expr *memo_get(Memo *m, Expr *key)
+{
+    Expr **slot = memo_slot(m, key);
+    return *slot ? m->val[slot - m->key] : NULL;
+}
+
+static void memo_put(Memo *m, Expr *key, Expr *val)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        Memo n = {calloc(m->cap * 2, sizeof(Expr *)), calloc(m->cap * 2, sizeof(Expr *)),
+                  m->cap * 2, 0};
+        if (!n.key || !n.val)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i])
+                memo_put(&n, m->key[i], m->val[i]);
+        free(m->key);
+        free(m->val);
+        *m = n;
+    }
+    Expr **slot = memo_slot(m, key);
+    if (!*slot)
+        m->count++;
+    *slot = key;
+    m->val[slot - m->key] = val;
+}
+
+static Expr *simp_uncached(Simp *s, Expr *e)
+{
+    ExprCtx *c = s->c;
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR:
+        return e;
+    case EX_LOAD: {
+        Expr *buf[16], **idx = e->load.n <= 16 ? buf : IR_NEWN(ir_ctx_arena(c), Expr *, e->load.n);
+        for (int i = 0; i < e->load.n; i++)
+            idx[i] = simp(s, e->load.idx[i]);
+        return ir_load(c, e->load.t, e->load.n, idx, e->load.padded);
+    }
+    case EX_REDUCE:
+        return ir_reduce(c, e->red.op, e->red.n, e->red.axes, simp(s, e->red.body));
+    case EX_CAST:
+        return fold_cast(c, e, simp(s, e->op.a));
+    default: {
+        Expr *a = e->op.a ? simp(s, e->op.a) : NULL;
+        Expr *b = e->op.b ? simp(s, e->op.b) : NULL;
+        Expr *x = e->op.c ? simp(s, e->op.c) : NULL;
+        Expr *n = (a == e->op.a && b == e->op.b && x == e->op.c) ? e : ir_op(c, e->kind, a, b, x);
+        return fold_op(s, n);
+    }
+    }
+}
+
+static Expr *simp(Simp *s, Expr *e)
+{
+    Expr *r = memo_get(&s->memo, e);
+    if (!r) {
+        r = simp_uncached(s, e);
+        memo_put(&s->memo, e, r);
+    }
+    return r;
+}
+
+Expr *ir_simplify(ExprCtx *c, Expr *e)
+{
+    Simp s = {c, {calloc(64, sizeof(Expr *)), calloc(64, sizeof(Expr *)), 64, 0}};
+    if (!s.memo.key || !s.memo.val)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    Expr *r = simp(&s, e);
+    free(s.memo.key);
+    free(s.memo.val);
+    return r;
+}

@@ -1,0 +1,274 @@
+/* TE programs: construction, lookup, size arithmetic and the verifier.
+ * A program owns its arena and expression context; destroying the program
+ * frees every node at once. */
+#include "dietcode/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+TeProgram *ir_te_new(const char *name)
+{
+    Arena *a = ir_arena_new();
+    TeProgram *p = IR_NEW(a, TeProgram);
+    p->arena = a;
+    p->ctx = ir_ctx_new(a);
+    p->name = ir_arena_strdup(a, name);
+    return p;
+}
+
+void ir_te_destroy(TeProgram *p)
+{
+    if (!p)
+        return;
+    ir_ctx_destroy(p->ctx);
+    ir_arena_destroy(p->arena);
+}
+
+/* Appends x to an arena array of n elements (arrays stay small). */
+static void *append(Arena *a, void *arr, int n, size_t elem, const void *x)
+{
+    unsigned char *na = ir_arena_alloc(a, elem * (size_t)(n + 1));
+    if (n)
+        memcpy(na, arr, elem * (size_t)n);
+    memcpy(na + elem * (size_t)n, x, elem);
+    return na;
+}
+
+Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi)
+{
+    Var *d = ir_dim(p->ctx, name, lo, hi);
+    d->pos = p->ndims;
+    p->dims = append(p->arena, p->dims, p->ndims++, sizeof d, &d);
+    return d;
+}
+
+static Tensor *add_tensor(TeProgram *p, const char *name, TensorKind kind, int rank)
+{
+    Tensor *t = IR_NEW(p->arena, Tensor);
+    t->name = ir_arena_strdup(p->arena, name);
+    t->id = p->ntensors;
+    t->kind = kind;
+    t->dtype = DT_F32;
+    t->rank = rank;
+    t->shape = IR_NEWN(p->arena, Expr *, rank ? rank : 1);
+    p->tensors = append(p->arena, p->tensors, p->ntensors++, sizeof t, &t);
+    return t;
+}
+
+Tensor *ir_te_add_input(TeProgram *p, const char *name, DType dt, int rank, Expr **shape)
+{
+    Tensor *t = add_tensor(p, name, TK_INPUT, rank);
+    t->dtype = dt;
+    memcpy(t->shape, shape, sizeof(Expr *) * (size_t)rank);
+    return t;
+}
+
+Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int rank,
+                          Var **axes, Expr *body)
+{
+    Tensor *t = add_tensor(p, name, kind, rank);
+    t->axes = IR_NEWN(p->arena, Var *, rank ? rank : 1);
+    memcpy(t->axes, axes, sizeof(Var *) * (size_t)rank);
+    for (int i = 0; i < rank; i++)
+        t->shape[i] = axes[i]->extent;
+    t->body = body->type == DT_F32 ? body : ir_cast(p->ctx, DT_F32, body);
+    return t;
+}
+
+Tensor *ir_te_find(const TeProgram *p, const char *name)
+{
+    for (int i = 0; i < p->ntensors; i++)
+        if (strcmp(p->tensors[i]->name, name) == 0)
+            return p->tensors[i];
+    return NULL;
+}
+
+Var *ir_te_find_dim(const TeProgram *p, const char *name)
+{
+    for (int i = 0; i < p->ndims; i++)
+        if (strcmp(p->dims[i]->name, name) == 0)
+            return p->dims[i];
+    return NULL;
+}
+
+int64_t ir_eval_dims(const Expr *e, const int64_t *dims)
+{
+    int64_t a, b, r = 0;
+    switch (e->kind) {
+    case EX_INT: return e->ival;
+    case EX_VAR:
+        IR_ASSERT(e->var->kind == VK_DIM);
+        return dims[e->var->pos];
+    case EX_NEG: return (int64_t)(0 - (uint64_t)ir_eval_dims(e->op.a, dims));
+    default: break;
+    }
+    a = ir_eval_dims(e->op.a, dims);
+    b = ir_eval_dims(e->op.b, dims);
+    switch (e->kind) {
+    case EX_ADD: r = (int64_t)((uint64_t)a + (uint64_t)b); break;
+    case EX_SUB: r = (int64_t)((uint64_t)a - (uint64_t)b); break;
+    case EX_MUL: r = (int64_t)((uint64_t)a * (uint64_t)b); break;
+    case EX_DIV: r = b ? ir_floordiv(a, b) : 0; break;
+    case EX_MOD: r = b ? ir_floormod(a, b) : 0; break;
+    case EX_MIN: r = a < b ? a : b; break;
+    case EX_MAX: r = a > b ? a : b; break;
+    default: ir_panic(__FILE__, __LINE__, "not a size expression: %s", ir_op_name(e->kind));
+    }
+    return r;
+}
+
+/* Evaluates an extent exactly; false if any step overflows int64. */
+static bool eval_checked(const Expr *e, const int64_t *dims, int64_t *out)
+{
+    int64_t a, b;
+    switch (e->kind) {
+    case EX_INT: *out = e->ival; return true;
+    case EX_VAR: *out = dims[e->var->pos]; return true;
+    case EX_NEG:
+        return eval_checked(e->op.a, dims, &a) && !__builtin_sub_overflow((int64_t)0, a, out);
+    default: break;
+    }
+    if (!eval_checked(e->op.a, dims, &a) || !eval_checked(e->op.b, dims, &b))
+        return false;
+    switch (e->kind) {
+    case EX_ADD: return !__builtin_add_overflow(a, b, out);
+    case EX_SUB: return !__builtin_sub_overflow(a, b, out);
+    case EX_MUL: return !__builtin_mul_overflow(a, b, out);
+    default: *out = ir_eval_dims(e, dims); return true;
+    }
+}
+
+int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
+{
+    int64_t n = 1, e;
+    for (int i = 0; i < t->rank; i++)
+        if (!eval_checked(t->shape[i], dims, &e) || e < 0 || __builtin_mul_overflow(n, e, &n))
+            return -1;
+    return n;
+}
+
+bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t errlen)
+{
+    for (int i = 0; i < p->ndims; i++) {
+        const Var *d = p->dims[i];
+        if (dims[i] < d->lo) {
+            snprintf(err, errlen, "%s = %lld is below the declared range %lld..%lld", d->name,
+                     (long long)dims[i], (long long)d->lo, (long long)d->hi);
+            return false;
+        }
+        if (dims[i] > d->max) {
+            if (d->max == d->hi)
+                snprintf(err, errlen,
+                         "%s = %lld is above the declared range %lld..%lld, and the program's "
+                         "accesses are proven in bounds only within it",
+                         d->name, (long long)dims[i], (long long)d->lo, (long long)d->hi);
+            else
+                snprintf(err, errlen, "%s = %lld is too large (at most %lld)", d->name,
+                         (long long)dims[i], (long long)d->max);
+            return false;
+        }
+    }
+    for (int i = 0; i < p->ntensors; i++) {
+        const Tensor *t = p->tensors[i];
+        int64_t n = ir_te_numel(t, dims);
+        if (n < 0 || n > ((int64_t)1 << 40)) {
+            snprintf(err, errlen, "tensor %s would have too many elements for these sizes",
+                     t->name);
+            return false;
+        }
+        for (int j = 0; j < t->rank; j++) {
+            int64_t e;
+            if (!eval_checked(t->shape[j], dims, &e) || e < 1) {
+                snprintf(err, errlen, "extent %d of tensor %s is below 1 for these sizes", j,
+                         t->name);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* ---- verifier ---- */
+
+/* Scope of variables while walking a body: the tensor's axes and the axes
+ * of the reductions that enclose the current node. */
+typedef struct Scope {
+    Var *const *vars;
+    int n;
+    const struct Scope *up;
+} Scope;
+
+static bool in_scope(const Scope *s, const Var *x)
+{
+    for (; s; s = s->up)
+        for (int i = 0; i < s->n; i++)
+            if (s->vars[i] == x)
+                return true;
+    return false;
+}
+
+static const char *verify_expr(const TeProgram *p, const Tensor *cur, const Expr *e,
+                               const Scope *s)
+{
+    const char *bad = NULL;
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: return NULL;
+    case EX_VAR:
+        if (e->var->kind == VK_DIM)
+            return e->var->pos < p->ndims && p->dims[e->var->pos] == e->var
+                       ? NULL : "unknown dim";
+        return in_scope(s, e->var) ? NULL : "variable out of scope";
+    case EX_LOAD:
+        if (e->load.t->id >= cur->id || p->tensors[e->load.t->id] != e->load.t)
+            return "load of a tensor not defined before";
+        if (e->load.n != e->load.t->rank)
+            return "load with the wrong number of indices";
+        for (int i = 0; i < e->load.n && !bad; i++)
+            bad = e->load.idx[i]->type != DT_I32 ? "non-integer index"
+                                                   : verify_expr(p, cur, e->load.idx[i], s);
+        return bad;
+    case EX_REDUCE: {
+        for (int i = 0; i < e->red.n; i++)
+            if (!e->red.axes[i]->extent || in_scope(s, e->red.axes[i]))
+                return "reduction axis without extent or reused";
+        Scope inner = {e->red.axes, e->red.n, s};
+        return verify_expr(p, cur, e->red.body, &inner);
+    }
+    default:
+        if (e->op.a && (bad = verify_expr(p, cur, e->op.a, s)))
+            return bad;
+        if (e->op.b && (bad = verify_expr(p, cur, e->op.b, s)))
+            return bad;
+        return e->op.c ? verify_expr(p, cur, e->op.c, s) : NULL;
+    }
+}
+
+bool ir_verify_te(const TeProgram *p, char *err, size_t errlen)
+{
+    bool has_output = false;
+    for (int i = 0; i < p->ntensors; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->id != i) {
+            snprintf(err, errlen, "tensor %s: id %d at position %d", t->name, t->id, i);
+            return false;
+        }
+        has_output |= t->kind == TK_OUTPUT;
+        if (t->kind == TK_INPUT)
+            continue;
+        if (!t->body || t->body->type != DT_F32) {
+            snprintf(err, errlen, "tensor %s: body missing or not f32", t->name);
+            return false;
+        }
+        Scope axes = {t->axes, t->rank, NULL};
+        const char *problem = verify_expr(p, t, t->body, &axes);
+        if (problem) {
+            snprintf(err, errlen, "tensor %s: %s", t->name, problem);
+            return false;
+        }
+    }
+    if (!has_output) {
+        snprintf(err, errlen, "program has no output");
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,430 @@
+/* runtime/npy.c: NumPy .npy files of float32, read and written.
+ *
+ * A .npy file is the magic "\x93NUMPY", a major and minor version byte, a
+ * little-endian header length (2 bytes in version 1.0, 4 in 2.0 and 3.0),
+ * the header, and the raw data. The header is a Python dict literal such as
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
+ * spaces to a newline. We only deal in little-endian float32 in C order,
+ * which is what the host (x86-64) holds in memory, so the data is copied
+ * as it is.
+ *
+ * Inputs come from users, so the reader trusts nothing: the header is
+ * parsed as the small Python grammar it is (keys in any order, either
+ * quote, free whitespace, trailing commas, () and (5,) tuples) rather than
+ * searched with strstr, every length is checked against the file's real
+ * size before anything is allocated, and a file must end exactly where its
+ * data does. The writer produces the bytes numpy's own np.save produces and
+ * replaces its target atomically through a temporary file and rename.
+ */
+#include "dietcode/runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "npy.c copies float32 data as little-endian bytes");
+
+#define MAGIC "\x93NUMPY"
+#define MAGIC_LEN 6
+#define ALIGN 64             /* numpy aligns the data offset to this */
+#define GROWTH_DIGITS 21     /* numpy leaves room for shape[0] to grow */
+#define MAX_HEADER (1 << 20) /* numpy itself refuses more than 10000 */
+#define MAX_NUMEL (INT64_MAX / 4)
+
+typedef struct Err {
+    const char *path;
+    char *buf;
+    size_t len;
+} Err;
+
+/* Writes "PATH: message" to the caller's buffer as one line and returns -1. */
+__attribute__((format(printf, 2, 3))) static int fail(const Err *e, const char *fmt, ...)
+{
+    if (!e->buf || !e->len)
+        return -1;
+    int n = snprintf(e->buf, e->len, "%s: ", e->path);
+    if (n >= 0 && (size_t)n < e->len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->buf + n, e->len - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    for (char *p = e->buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return -1;
+}
+
+int64_t rt_array_numel(const RtArray *a)
+{
+    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK)
+        return -1;
+    int64_t n = 1;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->shape[i] < 0 || a->shape[i] > MAX_NUMEL / (n ? n : 1))
+            return -1;
+        n *= a->shape[i];
+    }
+    return n;
+}
+
+void rt_array_free(RtArray *a)
+{
+    if (!a)
+        return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- header parsing ---- */
+
+enum { K_DESCR, K_FORTRAN, K_SHAPE, K_COUNT };
+static const char *const keys[K_COUNT] = {"descr", "fortran_order", "shape"};
+
+typedef struct Lex {
+    const char *p, *end;
+    const Err *e;
+} Lex;
+
+typedef struct Header {
+    const char *descr; /* points into the header text */
+    size_t descr_len;
+    bool fortran;
+    int rank;
+    int64_t shape[RT_NPY_MAX_RANK];
+} Header;
+
+static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_ident(char c) { return is_digit(c) || c == '_' || ((c | 32) >= 'a' && (c | 32) <= 'z'); }
+
+static void skip_ws(Lex *l)
+{
+    while (l->p < l->end && is_space(*l->p))
+        l->p++;
+}
+
+static bool eat(Lex *l, char c)
+{
+    skip_ws(l);
+    if (l->p < l->end && *l->p == c) {
+        l->p++;
+        return true;
+    }
+    return false;
+}
+
+static int expected(Lex *l, const char *what)
+{
+    skip_ws(l);
+    if (l->p == l->end)
+        return fail(l->e, "bad header: expected %s, found the end", what);
+    int n = l->end - l->p < 12 ? (int)(l->end - l->p) : 12;
+    return fail(l->e, "bad header: expected %s at \"%.*s\"", what, n, l->p);
+}
+
+/* A quoted string without escapes, as repr() writes a dtype or a key. */
+static bool string(Lex *l, const char **s, size_t *n)
+{
+    skip_ws(l);
+    if (l->p == l->end || (*l->p != '\'' && *l->p != '"'))
+        return false;
+    const char *q = l->p + 1;
+    while (q < l->end && *q != *l->p && *q != '\\' && *q != '\n')
+        q++;
+    if (q == l->end || *q != *l->p)
+        return false;
+    *s = l->p + 1;
+    *n = (size_t)(q - *s);
+    l->p = q + 1;
+    return true;
+}
+
+static bool word(Lex *l, const char *w)
+{
+    skip_ws(l);
+    size_t n = strlen(w);
+    if ((size_t)(l->end - l->p) < n || memcmp(l->p, w, n))
+        return false;
+    const char *q = l->p + n;
+    if (q < l->end && is_ident(*q))
+        return false;
+    l->p = q;
+    return true;
+}
+
+static int dim(Lex *l, int64_t *out)
+{
+    skip_ws(l);
+    bool neg = l->p < l->end && *l->p == '-';
+    l->p += neg;
+    if (l->p == l->end || !is_digit(*l->p))
+        return expected(l, "a dimension");
+    int64_t v = 0;
+    for (; l->p < l->end && is_digit(*l->p); l->p++) {
+        if (v > (INT64_MAX - (*l->p - '0')) / 10)
+            return fail(l->e, "bad header: dimension too large in shape");
+        v = v * 10 + (*l->p - '0');
+    }
+    if (l->p < l->end && *l->p == 'L') /* Python 2 long */
+        l->p++;
+    if (neg && v)
+        return fail(l->e, "negative dimension -%lld in shape", (long long)v);
+    *out = v;
+    return 0;
+}
+
+static int shape(Lex *l, Header *h)
+{
+    if (!eat(l, '('))
+        return expected(l, "a shape tuple");
+    if (eat(l, ')'))
+        return 0;
+    for (;;) {
+        if (h->rank == RT_NPY_MAX_RANK)
+            return fail(l->e, "shape has more than %d dimensions", RT_NPY_MAX_RANK);
+        if (dim(l, &h->shape[h->rank++]) < 0)
+            return -1;
+        if (eat(l, ',')) {
+            if (eat(l, ')'))
+                return 0;
+        } else if (h->rank > 1 && eat(l, ')')) {
+            return 0;
+        } else {
+            return expected(l, h->rank == 1 ? "','" : "',' or ')'");
+        }
+    }
+}
+
+static int parse_header(Lex *l, Header *h)
+{
+    if (l->p == l->end || l->end[-1] != '\n')
+        return fail(l->e, "bad header: not terminated by a newline");
+    if (!eat(l, '{'))
+        return expected(l, "'{'");
+    unsigned seen = 0;
+    while (!eat(l, '}')) {
+        const char *s;
+        size_t n;
+        if (!string(l, &s, &n))
+            return expected(l, "a quoted key or '}'");
+        int k = 0;
+        while (k < K_COUNT && (strlen(keys[k]) != n || memcmp(keys[k], s, n)))
+            k++;
+        if (k == K_COUNT)
+            return fail(l->e, "bad header: unexpected key '%.*s'", n > 40 ? 40 : (int)n, s);
+        if (seen & 1u << k)
+            return fail(l->e, "bad header: duplicate key '%s'", keys[k]);
+        seen |= 1u << k;
+        if (!eat(l, ':'))
+            return expected(l, "':'");
+        if (k == K_DESCR && !string(l, &h->descr, &h->descr_len))
+            return fail(l->e, "dtype is not a simple type string, expected float32 '<f4'");
+        if (k == K_FORTRAN && !(h->fortran = word(l, "True")) && !word(l, "False"))
+            return expected(l, "True or False");
+        if (k == K_SHAPE && shape(l, h) < 0)
+            return -1;
+        if (!eat(l, ',')) {
+            if (!eat(l, '}'))
+                return expected(l, "',' or '}'");
+            break;
+        }
+    }
+    skip_ws(l);
+    if (l->p != l->end)
+        return expected(l, "the end of the header");
+    for (int k = 0; k < K_COUNT; k++)
+        if (!(seen & 1u << k))
+            return fail(l->e, "bad header: no '%s' key", keys[k]);
+    return 0;
+}
+
+/* ---- reading ---- */
+
+static bool read_all(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n; }
+
+static int read_npy(FILE *f, const Err *e, RtArray *out, char **hbuf)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) < 0)
+        return fail(e, "%s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return fail(e, "not a regular file");
+    int64_t size = st.st_size;
+    unsigned char pre[12];
+    size_t got = fread(pre, 1, 10, f);
+    if (!got || memcmp(pre, MAGIC, got < MAGIC_LEN ? got : MAGIC_LEN))
+        return fail(e, "not a .npy file (bad magic)");
+    if (got < 10)
+        return fail(e, "truncated: file ends inside the preamble");
+    if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0)
+        return fail(e, "unsupported .npy format version %d.%d", pre[6], pre[7]);
+    int64_t hlen = pre[8] | pre[9] << 8, off = 10;
+    if (pre[6] > 1) {
+        if (!read_all(f, pre + 10, 2))
+            return fail(e, "truncated: file ends inside the preamble");
+        hlen |= (int64_t)pre[10] << 16 | (int64_t)pre[11] << 24;
+        off = 12;
+    }
+    if (hlen > size - off)
+        return fail(e, "truncated: header is %lld bytes, file has %lld after the preamble",
+                    (long long)hlen, (long long)(size - off));
+    if (hlen > MAX_HEADER)
+        return fail(e, "header is %lld bytes, more than the %d allowed", (long long)hlen,
+                    MAX_HEADER);
+    if (!(*hbuf = malloc((size_t)hlen + 1)))
+        return fail(e, "out of memory");
+    if (!read_all(f, *hbuf, (size_t)hlen))
+        return fail(e, "read error: %s", ferror(f) ? strerror(errno) : "file shrank");
+    Header h = {0};
+    Lex l = {*hbuf, *hbuf + hlen, e};
+    if (parse_header(&l, &h) < 0)
+        return -1;
+    if (h.descr_len != 3 || memcmp(h.descr, "<f4", 3))
+        return fail(e, "dtype is '%.*s', expected float32 '<f4'",
+                    h.descr_len > 40 ? 40 : (int)h.descr_len, h.descr);
+    if (h.fortran)
+        return fail(e, "fortran_order arrays are not supported");
+    RtArray a = {.rank = h.rank};
+    memcpy(a.shape, h.shape, sizeof a.shape);
+    int64_t n = rt_array_numel(&a), have = size - off - hlen;
+    if (n < 0)
+        return fail(e, "shape is too large (more than %lld elements)", (long long)MAX_NUMEL);
+    if (have < 4 * n)
+        return fail(e, have % 4 ? "truncated: header says %lld elements, file has %lld bytes"
+                                : "truncated: header says %lld elements, file has %lld",
+                    (long long)n, (long long)(have % 4 ? have : have / 4));
+    if (have > 4 * n)
+        return fail(e, "trailing data: %lld bytes after the %lld elements the header says",
+                    (long long)(have - 4 * n), (long long)n);
+    if ((uint64_t)n > SIZE_MAX / 4 || !(a.data = malloc(n ? (size_t)n * 4 : 4)))
+        return fail(e, "out of memory for %lld elements", (long long)n);
+    if (!read_all(f, a.data, (size_t)n * 4) || fgetc(f) != EOF) {
+        free(a.data);
+        return fail(e, "read error: %s", ferror(f) ? strerror(errno) : "file changed");
+    }
+    *out = a;
+    return 0;
+}
+
+int rt_npy_read(const char *path, RtArray *out, char *err, size_t errlen)
+{
+    Err e = {path, err, errlen};
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(&e, "cannot open: %s", strerror(errno));
+    char *hbuf = NULL;
+    int rc = read_npy(f, &e, out, &hbuf);
+    free(hbuf);
+    fclose(f);
+    return rc;
+}
+
+/* ---- writing ---- */
+
+/* Formats the preamble and header exactly as numpy 2's np.save does into
+ * buf (HEAD_MAX bytes) and returns their length. */
+#define HEAD_MAX 512
+static size_t format_header(char *buf, const RtArray *a)
+{
+    char dict[HEAD_MAX - 12 - ALIGN], *p = dict;
+    p += sprintf(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    for (int i = 0; i < a->rank; i++)
+        p += sprintf(p, i ? ", %lld" : "%lld", (long long)a->shape[i]);
+    p += sprintf(p, a->rank == 1 ? ",), }" : "), }");
+    if (a->rank > 0) {
+        int digits = snprintf(NULL, 0, "%lld", (long long)a->shape[0]);
+        p += sprintf(p, "%*s", GROWTH_DIGITS - digits, "");
+    }
+    size_t len = (size_t)(p - dict) + 1, lenb = 2; /* +1 for the final '\n' */
+    size_t hlen = len + ALIGN - (MAGIC_LEN + 2 + lenb + len) % ALIGN;
+    if (hlen > 65535) { /* version 2.0; cannot happen with 8 dimensions */
+        lenb = 4;
+        hlen = len + ALIGN - (MAGIC_LEN + 2 + lenb + len) % ALIGN;
+    }
+    memcpy(buf, MAGIC, MAGIC_LEN);
+    buf[6] = lenb == 2 ? 1 : 2;
+    buf[7] = 0;
+    for (size_t i = 0; i < lenb; i++)
+        buf[8 + i] = (char)(hlen >> 8 * i);
+    char *h = buf + 8 + lenb;
+    memcpy(h, dict, len - 1);
+    memset(h + len - 1, ' ', hlen - len);
+    h[hlen - 1] = '\n';
+    return 8 + lenb + hlen;
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Creates PATH.tmp.PID.X exclusively, with the mode the umask gives any new
+ * file (mkstemp would force 0600). */
+static int open_temp(const char *path, char *tmp, size_t cap)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (unsigned long i = 0; i < 100; i++) {
+        snprintf(tmp, cap, "%s.tmp.%d.%lx", path, (int)getpid(),
+                 ((unsigned long)ts.tv_sec << 30 ^ (unsigned long)ts.tv_nsec) + i);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+int rt_npy_write(const char *path, const RtArray *a, char *err, size_t errlen)
+{
+    Err e = {path, err, errlen};
+    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK)
+        return fail(&e, "rank %d is out of range 0..%d", a ? a->rank : -1, RT_NPY_MAX_RANK);
+    int64_t n = rt_array_numel(a);
+    if (n < 0)
+        return fail(&e, "shape has a negative dimension or is too large");
+    if (n > 0 && !a->data)
+        return fail(&e, "array has no data");
+    char head[HEAD_MAX];
+    size_t hlen = format_header(head, a);
+    size_t cap = strlen(path) + 48;
+    char *tmp = malloc(cap);
+    if (!tmp)
+        return fail(&e, "out of memory");
+    int fd = open_temp(path, tmp, cap), rc = 0;
+    if (fd < 0) {
+        rc = fail(&e, "cannot create a temporary file beside it: %s", strerror(errno));
+    } else {
+        const char *what = NULL;
+        int errsv = 0;
+        if (!write_all(fd, head, hlen) || !write_all(fd, (const char *)a->data, (size_t)n * 4))
+            what = "write failed", errsv = errno;
+        if (close(fd) < 0 && !what)
+            what = "write failed", errsv = errno;
+        if (!what && rename(tmp, path) < 0)
+            what = "cannot replace it", errsv = errno;
+        if (what) {
+            unlink(tmp);
+            rc = fail(&e, "%s: %s", what, strerror(errsv));
+        }
+    }
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,20 @@
+#!/bin/sh
+# The demo: compile an example, show its checked form, run it for two
+# sizes (one inside and one above the declared range) and check the result.
+set -eu
+dcc=${1:-build/dcc}
+ex=examples/bert_qkv.tex
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "The program: $ex"
+cat "$ex"
+step "What dcc understood (dcc $ex --emit=te)"
+"$dcc" "$ex" --emit=te
+step "Run it for T=5 with seeded random inputs (dcc run $ex --set T=5)"
+"$dcc" run "$ex" --set T=5
+step "T=200 is above the declared range 1..128: it still runs, checked against the reference"
+"$dcc" run "$ex" --set T=200 --check
+step "A mistake gets a located error"
+printf 'dim T in 1..128\ninput X[T, 768] f32\noutput Y[i: T] = X[i + 1, 0]\n' > /tmp/dcc-demo-bad.tex
+"$dcc" /tmp/dcc-demo-bad.tex || echo "(exit status $?)"
+rm -f /tmp/dcc-demo-bad.tex

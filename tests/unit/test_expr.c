@@ -1,0 +1,187 @@
+/* Unit tests for hash-consing, the simplifier and interval analysis. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "dietcode/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Fx {
+    Arena *a;
+    ExprCtx *c;
+    Var *T, *N;
+} Fx;
+
+static int setup(void **state)
+{
+    Fx *f = calloc(1, sizeof *f);
+    f->a = ir_arena_new();
+    f->c = ir_ctx_new(f->a);
+    f->T = ir_dim(f->c, "T", 1, 128);
+    f->T->max = 1 << 20;
+    f->N = ir_dim(f->c, "N", 1, 16);
+    f->N->max = 16;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fx *f = *state;
+    ir_ctx_destroy(f->c);
+    ir_arena_destroy(f->a);
+    free(f);
+    return 0;
+}
+
+#define C(v) ir_int(f->c, (v))
+#define V(x) ir_varref(f->c, (x))
+#define ADD(x, y) ir_binop(f->c, EX_ADD, (x), (y))
+#define SUB(x, y) ir_binop(f->c, EX_SUB, (x), (y))
+#define MUL(x, y) ir_binop(f->c, EX_MUL, (x), (y))
+#define DIV(x, y) ir_binop(f->c, EX_DIV, (x), (y))
+#define MOD(x, y) ir_binop(f->c, EX_MOD, (x), (y))
+#define S(x) ir_simplify(f->c, (x))
+
+static char *str(Fx *f, Expr *e) { return ir_expr_str(f->a, e); }
+
+static void test_hash_consing(void **state)
+{
+    Fx *f = *state;
+    Expr *x = ADD(V(f->T), C(3)), *y = ADD(V(f->T), C(3));
+    assert_ptr_equal(x, y);
+    assert_ptr_not_equal(x, ADD(C(3), V(f->T)));
+    assert_ptr_equal(ir_float(f->c, 0.5), ir_float(f->c, 0.5));
+    /* promotion: int + float is a float add of a cast */
+    Expr *m = ADD(V(f->T), ir_float(f->c, 1.0));
+    assert_int_equal(m->type, DT_F32);
+    assert_int_equal(m->op.a->kind, EX_CAST);
+}
+
+static void test_canonical_polynomials(void **state)
+{
+    Fx *f = *state;
+    Expr *T = V(f->T);
+    assert_ptr_equal(S(SUB(SUB(T, C(1)), SUB(T, C(1)))), C(0));
+    assert_ptr_equal(S(ADD(T, T)), S(MUL(C(2), T)));
+    assert_ptr_equal(S(ADD(C(3), T)), S(ADD(T, C(3))));
+    assert_string_equal(str(f, S(MUL(ADD(T, C(1)), C(12)))), "T * 12 + 12");
+    assert_string_equal(str(f, S(SUB(C(5), ADD(T, C(2))))), "-T + 3");
+    /* idempotent */
+    Expr *e = S(ADD(MUL(T, V(f->N)), SUB(C(7), V(f->N))));
+    assert_ptr_equal(S(e), e);
+    assert_ptr_equal(S(MUL(SUB(T, T), V(f->N))), C(0));
+}
+
+static void test_div_mod(void **state)
+{
+    Fx *f = *state;
+    Var *ii = ir_var(f->c, "ii", VK_LOOP, C(8));
+    Var *io = ir_var(f->c, "io", VK_LOOP, S(DIV(ADD(V(f->T), C(7)), C(8))));
+    Expr *flat = ADD(MUL(V(io), C(8)), V(ii));
+    assert_ptr_equal(S(DIV(flat, C(8))), V(io));
+    assert_ptr_equal(S(MOD(flat, C(8))), V(ii));
+    assert_ptr_equal(S(DIV(ADD(flat, C(16)), C(8))), S(ADD(V(io), C(2))));
+    assert_ptr_equal(S(DIV(C(-7), C(2))), C(-4)); /* floor */
+    assert_ptr_equal(S(MOD(C(-7), C(2))), C(1));
+    /* not provable: stays a division */
+    Expr *d = S(DIV(ADD(V(f->T), C(7)), C(8)));
+    assert_int_equal(d->kind, EX_DIV);
+}
+
+static void test_intervals(void **state)
+{
+    Fx *f = *state;
+    Interval iv = ir_interval(f->c, V(f->T), RANGE_DECLARED);
+    assert_int_equal(iv.lo, 1);
+    assert_int_equal(iv.hi, 128);
+    iv = ir_interval(f->c, V(f->T), RANGE_OPEN);
+    assert_int_equal(iv.hi, 1 << 20);
+    Var *H = ir_dim(f->c, "H", 3, 10);
+    H->max = 10;
+    iv = ir_interval(f->c, ADD(DIV(SUB(V(H), C(3)), C(2)), C(1)), RANGE_DECLARED);
+    assert_int_equal(iv.lo, 1);
+    assert_int_equal(iv.hi, 4);
+    Var *y = ir_var(f->c, "y", VK_AXIS, C(56));
+    Var *r = ir_var(f->c, "r", VK_AXIS, C(3));
+    iv = ir_interval(f->c, SUB(ADD(V(y), V(r)), C(1)), RANGE_DECLARED);
+    assert_int_equal(iv.lo, -1);
+    assert_int_equal(iv.hi, 56);
+    iv = ir_interval(f->c, MOD(V(y), C(7)), RANGE_DECLARED);
+    assert_int_equal(iv.lo, 0);
+    assert_int_equal(iv.hi, 6);
+}
+
+static void test_symbolic_proofs(void **state)
+{
+    Fx *f = *state;
+    Interval iv;
+    Var *i = ir_var(f->c, "i", VK_AXIS, V(f->T));
+    Var *h = ir_var(f->c, "h", VK_AXIS, C(12));
+    Var *n = ir_var(f->c, "n", VK_AXIS, V(f->N));
+    assert_true(ir_prove_in_bounds(f->c, V(i), V(f->T), RANGE_DECLARED, &iv));
+    assert_int_equal(iv.lo, 0);
+    assert_int_equal(iv.hi, 127);
+    assert_true(ir_prove_in_bounds(f->c, V(i), V(f->T), RANGE_OPEN, NULL));
+    assert_false(ir_prove_in_bounds(f->c, ADD(V(i), C(1)), V(f->T), RANGE_DECLARED, &iv));
+    assert_int_equal(iv.hi, 128);
+    /* flattened: i*12 + h < T*12 */
+    assert_true(ir_prove_in_bounds(f->c, ADD(MUL(V(i), C(12)), V(h)), MUL(V(f->T), C(12)),
+                                   RANGE_DECLARED, NULL));
+    assert_false(ir_prove_in_bounds(f->c, ADD(MUL(V(i), C(12)), V(h)), MUL(V(f->T), C(11)),
+                                    RANGE_DECLARED, NULL));
+    /* n*T + i < N*T, a product of dims */
+    assert_true(ir_prove_in_bounds(f->c, ADD(MUL(V(n), V(f->T)), V(i)), MUL(V(f->N), V(f->T)),
+                                   RANGE_DECLARED, NULL));
+    /* i < 128 holds in the declared range but not above it */
+    assert_true(ir_prove_in_bounds(f->c, V(i), C(128), RANGE_DECLARED, NULL));
+    assert_false(ir_prove_in_bounds(f->c, V(i), C(128), RANGE_OPEN, NULL));
+    /* ceil(T/8)*8 >= T */
+    Expr *up = MUL(DIV(ADD(V(f->T), C(7)), C(8)), C(8));
+    assert_true(ir_prove_nonneg(f->c, SUB(up, V(f->T)), RANGE_OPEN));
+    assert_false(ir_prove_nonneg(f->c, SUB(V(f->T), up), RANGE_OPEN));
+}
+
+static void test_guard_folding(void **state)
+{
+    Fx *f = *state;
+    Var *ii = ir_var(f->c, "ii", VK_LOOP, C(8));
+    Var *io768 = ir_var(f->c, "jo", VK_LOOP, C(96));
+    Var *io = ir_var(f->c, "io", VK_LOOP, S(DIV(ADD(V(f->T), C(7)), C(8))));
+    Expr *full = ir_binop(f->c, EX_LT, ADD(MUL(V(io768), C(8)), V(ii)), C(768));
+    assert_ptr_equal(S(full), ir_bool(f->c, true));
+    Expr *ragged = ir_binop(f->c, EX_LT, ADD(MUL(V(io), C(8)), V(ii)), V(f->T));
+    assert_int_equal(S(ragged)->kind, EX_LT); /* kept: T may not be a multiple of 8 */
+    Expr *i = V(ir_var(f->c, "i", VK_AXIS, V(f->T)));
+    assert_ptr_equal(S(ir_binop(f->c, EX_LT, i, V(f->T))), ir_bool(f->c, true));
+    assert_ptr_equal(S(ir_binop(f->c, EX_LE, V(f->T), i)), ir_bool(f->c, false));
+    assert_ptr_equal(S(ir_binop(f->c, EX_MIN, i, V(f->T))), i);
+}
+
+static void test_float_folding(void **state)
+{
+    Fx *f = *state;
+    Expr *e = ir_binop(f->c, EX_MUL, ir_float(f->c, 2.0), ir_float(f->c, 0.25));
+    assert_ptr_equal(S(e), ir_float(f->c, 0.5));
+    assert_ptr_equal(S(ir_unop(f->c, EX_EXP, ir_float(f->c, 0.0))), ir_float(f->c, 1.0));
+    assert_ptr_equal(S(ir_cast(f->c, DT_F32, C(3))), ir_float(f->c, 3.0));
+    assert_ptr_equal(S(ir_cast(f->c, DT_I32, ir_float(f->c, -2.7))), C(-2));
+    assert_ptr_equal(S(ir_cast(f->c, DT_I32, ir_float(f->c, 1e20))), C(2147483647));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hash_consing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_canonical_polynomials, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_div_mod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_intervals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symbolic_proofs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guard_folding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_float_folding, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

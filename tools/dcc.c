@@ -1,0 +1,500 @@
+/* dcc: the command-line driver. It is the only place that prints to the
+ * user and decides exit status: 0 success, 1 bad input or a failed check,
+ * 2 bad usage. Everything it does is a call into the libraries:
+ *
+ *   dcc FILE.tex [--emit=te] [-o OUT]      compile and dump
+ *   dcc run FILE.tex --set T=5 ...         run with .npy or seeded inputs
+ *
+ * Output files are written whole or not at all (temporary file + rename),
+ * so a failed command never leaves a partial file behind.
+ */
+#include "dietcode/frontend.h"
+#include "dietcode/ir.h"
+#include "dietcode/runtime.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DCC_VERSION "0.1.0"
+
+enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
+
+static const char *usage_text =
+    "usage: dcc FILE.tex [-o OUT] [--emit=te]\n"
+    "       dcc run FILE.tex [--target=reference] --set NAME=VALUE ...\n"
+    "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
+    "               [--seed N] [--check] [--bench N]\n"
+    "       dcc --help | --version\n"
+    "\n"
+    "  --emit=te           print the checked tensor-expression program\n"
+    "  -o OUT              write the emitted text to OUT instead of stdout\n"
+    "  --target=reference  run with the reference interpreter\n"
+    "  --set NAME=VALUE    the run-time value of a dim (every dim needs one)\n"
+    "  --input NAME=PATH   read input NAME from a .npy file (float32, C order);\n"
+    "                      inputs not given are filled from a seeded generator\n"
+    "  --output NAME=PATH  write output NAME to a .npy file\n"
+    "  --seed N            seed of the generated inputs (default 1)\n"
+    "  --check             compare every output with the reference interpreter\n"
+    "  --bench N           time N runs after a warm-up and print the median\n";
+
+static _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static _Noreturn void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dcc: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n(see 'dcc --help')\n", stderr);
+    va_end(ap);
+    exit(EXIT_USAGE);
+}
+
+static _Noreturn void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static _Noreturn void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dcc: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(EXIT_BAD_INPUT);
+}
+
+/* Writes text to path atomically, or to stdout when path is NULL. */
+static void write_output(const char *path, const char *text, size_t len)
+{
+    if (!path) {
+        fwrite(text, 1, len, stdout);
+        return;
+    }
+    char *tmp = malloc(strlen(path) + 32);
+    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        fail("%s: cannot write: %s", path, strerror(errno));
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        fail("%s: cannot write: %s", path, strerror(e));
+    }
+    free(tmp);
+}
+
+/* Parses a non-negative decimal integer; false on anything else. */
+static bool parse_int(const char *s, int64_t *out)
+{
+    if (!*s)
+        return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || v < 0 || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* ---- loading a program ---- */
+
+typedef struct Loaded {
+    Arena *arena;
+    Source src;
+    TeProgram *prog;
+} Loaded;
+
+/* Reads and checks FILE; prints diagnostics and exits 1 on errors. */
+static Loaded load_program(const char *path)
+{
+    Loaded l = {ir_arena_new(), {0}, NULL};
+    char err[512];
+    if (fe_read_source(l.arena, path, &l.src, err, sizeof err) != 0)
+        fail("%s", err);
+    DiagList diags;
+    ir_diags_init(&diags, l.arena, &l.src);
+    l.prog = fe_compile(&l.src, fe_program_name(l.arena, path), &diags);
+    if (!l.prog) {
+        ir_diags_print(&diags, stderr);
+        fprintf(stderr, "%d error%s\n", diags.count, diags.count == 1 ? "" : "s");
+        exit(EXIT_BAD_INPUT);
+    }
+    return l;
+}
+
+static void free_program(Loaded *l)
+{
+    ir_te_destroy(l->prog);
+    ir_arena_destroy(l->arena);
+}
+
+/* ---- dcc FILE.tex ---- */
+
+static int cmd_compile(int argc, char **argv)
+{
+    const char *out = NULL, *emit = NULL, *file = NULL;
+    static const struct option opts[] = {
+        {"emit", required_argument, 0, 'e'},
+        {"output", required_argument, 0, 'o'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'e': emit = optarg; break;
+        case 'o': out = optarg; break;
+        default: usage_error("bad option");
+        }
+    }
+    if (optind != argc - 1)
+        usage_error(optind == argc ? "no input file" : "more than one input file");
+    file = argv[optind];
+    if (emit && strcmp(emit, "te") != 0)
+        usage_error("unknown --emit kind '%s' (expected te)", emit);
+    if (out && !emit)
+        usage_error("-o needs --emit");
+    Loaded l = load_program(file);
+    if (emit) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        ir_print_te(m, l.prog);
+        fclose(m);
+        write_output(out, text, len);
+        free(text);
+    }
+    free_program(&l);
+    return 0;
+}
+
+/* ---- dcc run ---- */
+
+typedef struct NamedArg {
+    const char *name, *value;
+} NamedArg;
+
+typedef struct RunOpts {
+    const char *file, *target;
+    NamedArg sets[MAX_ARGS], inputs[MAX_ARGS], outputs[MAX_ARGS];
+    int nsets, ninputs, noutputs;
+    uint64_t seed;
+    bool check;
+    int64_t bench;
+} RunOpts;
+
+static void add_named(NamedArg *arr, int *n, const char *arg, const char *flag)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+        usage_error("%s expects NAME=VALUE, got '%s'", flag, arg);
+    if (*n == MAX_ARGS)
+        usage_error("too many %s options", flag);
+    arr[*n].name = strndup(arg, (size_t)(eq - arg));
+    arr[*n].value = eq + 1;
+    for (int i = 0; i < *n; i++)
+        if (strcmp(arr[i].name, arr[*n].name) == 0)
+            usage_error("%s %s given twice", flag, arr[*n].name);
+    (*n)++;
+}
+
+static RunOpts parse_run_opts(int argc, char **argv)
+{
+    RunOpts o = {.target = "reference", .seed = 1};
+    static const struct option opts[] = {
+        {"target", required_argument, 0, 't'}, {"set", required_argument, 0, 's'},
+        {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
+        {"seed", required_argument, 0, 'S'},   {"check", no_argument, 0, 'c'},
+        {"bench", required_argument, 0, 'b'},  {0, 0, 0, 0},
+    };
+    int c;
+    int64_t v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': o.target = optarg; break;
+        case 's': add_named(o.sets, &o.nsets, optarg, "--set"); break;
+        case 'i': add_named(o.inputs, &o.ninputs, optarg, "--input"); break;
+        case 'o': add_named(o.outputs, &o.noutputs, optarg, "--output"); break;
+        case 'S':
+            if (!parse_int(optarg, &v))
+                usage_error("--seed expects a non-negative integer, got '%s'", optarg);
+            o.seed = (uint64_t)v;
+            break;
+        case 'c': o.check = true; break;
+        case 'b':
+            if (!parse_int(optarg, &v) || v < 1 || v > 1000000)
+                usage_error("--bench expects a run count from 1 to 1000000, got '%s'", optarg);
+            o.bench = v;
+            break;
+        default: usage_error("bad option");
+        }
+    }
+    if (optind != argc - 1)
+        usage_error(optind == argc ? "no input file" : "more than one input file");
+    o.file = argv[optind];
+    if (strcmp(o.target, "reference") != 0)
+        usage_error("unknown --target '%s' (expected reference)", o.target);
+    return o;
+}
+
+/* The dims' values from --set, checked against the program. */
+static int64_t *resolve_dims(const TeProgram *p, const RunOpts *o)
+{
+    int64_t *dims = calloc((size_t)p->ndims + 1, sizeof *dims);
+    for (int i = 0; i < o->nsets; i++)
+        if (!ir_te_find_dim(p, o->sets[i].name))
+            fail("--set %s: the program has no dim named '%s'", o->sets[i].name, o->sets[i].name);
+    for (int i = 0; i < p->ndims; i++) {
+        const Var *d = p->dims[i];
+        const NamedArg *a = NULL;
+        for (int j = 0; j < o->nsets; j++)
+            if (strcmp(o->sets[j].name, d->name) == 0)
+                a = &o->sets[j];
+        if (!a)
+            fail("missing --set %s=VALUE (dim %s is declared in %lld..%lld)", d->name, d->name,
+                 (long long)d->lo, (long long)d->hi);
+        if (!parse_int(a->value, &dims[i]))
+            fail("--set %s=%s: not a non-negative integer", d->name, a->value);
+    }
+    char err[512];
+    if (!ir_check_dims(p, dims, err, sizeof err))
+        fail("%s", err);
+    return dims;
+}
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *shape)
+{
+    size_t k = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < rank && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, rank == 1 ? ",)" : ")");
+}
+
+static void tensor_shape(const Tensor *t, const int64_t *dims, int64_t *shape)
+{
+    for (int i = 0; i < t->rank; i++)
+        shape[i] = ir_eval_dims(t->shape[i], dims);
+}
+
+/* One buffer per tensor; inputs read from .npy or generated. */
+static float **make_buffers(const TeProgram *p, const int64_t *dims, const RunOpts *o)
+{
+    float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+    for (int i = 0; i < o->ninputs; i++) {
+        const Tensor *t = ir_te_find(p, o->inputs[i].name);
+        if (!t || t->kind != TK_INPUT)
+            fail("--input %s: the program has no input named '%s'", o->inputs[i].name,
+                 o->inputs[i].name);
+    }
+    for (int i = 0; i < p->ntensors; i++) {
+        const Tensor *t = p->tensors[i];
+        int64_t n = ir_te_numel(t, dims);
+        const char *path = NULL;
+        for (int j = 0; j < o->ninputs; j++)
+            if (strcmp(o->inputs[j].name, t->name) == 0)
+                path = o->inputs[j].value;
+        if (!path) {
+            bufs[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+            if (!bufs[i])
+                fail("cannot allocate %lld bytes for tensor %s", (long long)n * 4, t->name);
+            if (t->kind == TK_INPUT)
+                rt_rng_fill(o->seed, rt_rng_hash(t->name), bufs[i], (size_t)n);
+            continue;
+        }
+        RtArray a;
+        char err[512];
+        if (rt_npy_read(path, &a, err, sizeof err) != 0)
+            fail("%s", err);
+        int64_t want[16];
+        tensor_shape(t, dims, want);
+        bool same = a.rank == t->rank;
+        for (int k = 0; same && k < t->rank; k++)
+            same = a.shape[k] == want[k];
+        if (!same) {
+            char got[128], exp[128];
+            shape_str(got, sizeof got, a.rank, a.shape);
+            shape_str(exp, sizeof exp, t->rank, want);
+            fail("%s: shape %s does not match input %s, which is %s for these sizes", path, got,
+                 t->name, exp);
+        }
+        bufs[i] = a.data;
+    }
+    return bufs;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Runs the program once on the chosen target. */
+static void run_once(const TeProgram *p, const int64_t *dims, float **bufs)
+{
+    char err[512];
+    if (ir_interp(p, dims, bufs, err, sizeof err) != 0)
+        fail("%s", err);
+}
+
+/* Compares out with ref: |a - r| <= atol + rtol |r|, scaled by the tensor's magnitude. */
+static bool compare(const char *name, const float *out, const float *ref, int64_t n)
+{
+    double scale = 0, max_abs = 0, max_rel = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(ref[i]) > scale && isfinite(ref[i]))
+            scale = fabs(ref[i]);
+    int64_t bad = -1, nbad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = out[i], r = ref[i];
+        if (isnan(a) && isnan(r))
+            continue;
+        if (isinf(r) && a == r)
+            continue;
+        double d = fabs(a - r);
+        if (!(d <= 1e-5 * (scale + 1) + 1e-3 * fabs(r))) {
+            if (bad < 0)
+                bad = i;
+            nbad++;
+        }
+        if (d > max_abs || isnan(d))
+            max_abs = d;
+        if (fabs(r) > 1e-6 && d / fabs(r) > max_rel)
+            max_rel = d / fabs(r);
+    }
+    if (nbad) {
+        fprintf(stderr, "check: %s differs from the reference at %lld of %lld elements; first at "
+                        "flat index %lld: got %.9g, expected %.9g\n",
+                name, (long long)nbad, (long long)n, (long long)bad, out[bad], ref[bad]);
+        return false;
+    }
+    printf("check: %s matches the reference (%lld elements, max abs error %.3g)\n", name,
+           (long long)n, max_abs);
+    return true;
+}
+
+static void print_summary(const Tensor *t, const int64_t *dims, const float *v, int64_t n)
+{
+    int64_t shape[16];
+    char sh[256];
+    tensor_shape(t, dims, shape);
+    shape_str(sh, sizeof sh, t->rank, shape);
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        lo = fmin(lo, v[i]);
+        hi = fmax(hi, v[i]);
+        sum += v[i];
+    }
+    printf("%s %s: min %.6g, max %.6g, mean %.6g\n  [", t->name, sh, lo, hi, n ? sum / (double)n : 0);
+    for (int64_t i = 0; i < n && i < 6; i++)
+        printf("%s%.6g", i ? ", " : "", v[i]);
+    printf("%s]\n", n > 6 ? ", ..." : "");
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    RunOpts o = parse_run_opts(argc, argv);
+    Loaded l = load_program(o.file);
+    TeProgram *p = l.prog;
+    for (int i = 0; i < o.noutputs; i++) {
+        const Tensor *t = ir_te_find(p, o.outputs[i].name);
+        if (!t || t->kind != TK_OUTPUT)
+            fail("--output %s: the program has no output named '%s'", o.outputs[i].name,
+                 o.outputs[i].name);
+    }
+    int64_t *dims = resolve_dims(p, &o);
+    float **bufs = make_buffers(p, dims, &o);
+
+    run_once(p, dims, bufs);
+    if (o.bench) {
+        double *t = malloc((size_t)o.bench * sizeof *t);
+        for (int64_t i = 0; i < o.bench; i++) {
+            double t0 = now_ms();
+            run_once(p, dims, bufs);
+            t[i] = now_ms() - t0;
+        }
+        qsort(t, (size_t)o.bench, sizeof *t, cmp_double);
+        printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[o.bench / 2], t[0],
+               (long long)o.bench);
+        free(t);
+    }
+    bool ok = true;
+    if (o.check) {
+        float **ref = calloc((size_t)p->ntensors, sizeof *ref);
+        for (int i = 0; i < p->ntensors; i++) {
+            int64_t n = ir_te_numel(p->tensors[i], dims);
+            ref[i] = p->tensors[i]->kind == TK_INPUT ? bufs[i] : malloc((size_t)(n ? n : 1) * 4);
+        }
+        char err[512];
+        if (ir_interp(p, dims, ref, err, sizeof err) != 0)
+            fail("%s", err);
+        for (int i = 0; i < p->ntensors; i++) {
+            const Tensor *t = p->tensors[i];
+            if (t->kind == TK_OUTPUT)
+                ok &= compare(t->name, bufs[i], ref[i], ir_te_numel(t, dims));
+            if (t->kind != TK_INPUT)
+                free(ref[i]);
+        }
+        free(ref);
+    }
+    if (!ok)
+        fail("check failed");
+    for (int i = 0; i < p->ntensors; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind != TK_OUTPUT)
+            continue;
+        const char *path = NULL;
+        for (int j = 0; j < o.noutputs; j++)
+            if (strcmp(o.outputs[j].name, t->name) == 0)
+                path = o.outputs[j].value;
+        int64_t n = ir_te_numel(t, dims);
+        if (!path) {
+            if (!o.check && !o.bench)
+                print_summary(t, dims, bufs[i], n);
+            continue;
+        }
+        RtArray a = {.rank = t->rank, .data = bufs[i]};
+        tensor_shape(t, dims, a.shape);
+        char err[512];
+        if (rt_npy_write(path, &a, err, sizeof err) != 0)
+            fail("%s", err);
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        free(bufs[i]);
+    free(bufs);
+    free(dims);
+    free_program(&l);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        usage_error("no input file");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("dcc (dietcode-c) %s\n", DCC_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    return cmd_compile(argc, argv);
+}
