@@ -105,6 +105,7 @@ expected(Parser *p, const char *fmt, ...)
     fail(p, t->loc, "expected %s, found '%.*s%s'", what, n, t->text, t->len > n ? "..." : "");
 }
 
+/* Tokens that, after a newline, end the statement whatever is open. */
 static bool starts_statement(TokKind k)
 {
     return k == TOK_DIM || k == TOK_INPUT || k == TOK_OUTPUT || k == TOK_EOF;
@@ -218,21 +219,20 @@ static int find_reduce(const char *name, size_t len)
     return -1;
 }
 
-/* Expressions separated by ',' up to `close`, which is left current;
- * p->height is the highest of them. */
+/* Expressions separated by ',' (no trailing one) up to `close`, which is
+ * left current; p->height is the highest of them. */
 static AstExpr **list(Parser *p, TokKind close, int *n)
 {
     AstExpr **v = NULL;
     int h = 0;
     *n = 0;
-    while (p->tok.kind != close) {
+    for (bool more = p->tok.kind != close; more;) {
         AstExpr *e = expr(p);
         h = p->height > h ? p->height : h;
         v = grow(p->arena, v, *n, sizeof *v);
         v[(*n)++] = e;
-        if (p->tok.kind != TOK_COMMA)
-            break;
-        advance(p);
+        if ((more = p->tok.kind == TOK_COMMA))
+            advance(p);
     }
     p->height = h;
     return v;
@@ -244,16 +244,15 @@ static AstAxis *axes(Parser *p, int *n)
     AstAxis *v = NULL;
     int h = 0;
     *n = 0;
-    while (p->tok.kind != TOK_RBRACK) {
+    for (bool more = p->tok.kind != TOK_RBRACK; more;) {
         v = grow(p->arena, v, *n, sizeof *v);
         AstAxis *ax = &v[(*n)++];
         ax->name = ident(p, &ax->loc, "axis name");
         expect(p, TOK_COLON, "after axis name '%s'", ax->name);
         ax->extent = expr(p);
         h = p->height > h ? p->height : h;
-        if (p->tok.kind != TOK_COMMA)
-            break;
-        advance(p);
+        if ((more = p->tok.kind == TOK_COMMA))
+            advance(p);
     }
     p->height = h;
     return v;
@@ -449,6 +448,7 @@ static void input_stmt(Parser *p, AstStmt *s)
 static void def_stmt(Parser *p, AstStmt *s, AstStmtKind kind)
 {
     s->kind = kind;
+    /* only an AST_OUTPUT can lack the name: an AST_DEF starts with it */
     s->name = ident(p, &s->name_loc, "tensor name after 'output'");
     expect(p, TOK_LBRACK, "after tensor name '%s'", s->name);
     s->def.axes = axes(p, &s->def.n);

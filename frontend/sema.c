@@ -9,6 +9,12 @@
  * at run time instead of reading out of bounds. Each problem gets one
  * diagnostic at the offending token; checking goes on with the next
  * statement, so one run reports every bad statement.
+ *
+ * A statement that failed defines nothing, so later uses of its name would
+ * fail too. Those follow-on errors are not reported: a name declared by an
+ * earlier (failed) statement fails quietly, and so does an unknown name
+ * once the parser has dropped statements with syntax errors, since the
+ * name was most likely declared by one of them.
  */
 #include "dietcode/frontend.h"
 #include "frontend/ast.h"
@@ -30,6 +36,8 @@ typedef struct Sema {
     Arena *scratch; /* for messages */
     const AstProgram *ast;
     const char *defining; /* the tensor whose body is being checked */
+    int index;            /* of the statement being checked */
+    bool syntax_errors;   /* the parser dropped statements */
     bool failed;          /* the current statement had an error */
 } Sema;
 
@@ -41,6 +49,13 @@ static void error(Sema *s, SrcLoc loc, const char *fmt, ...)
     va_start(ap, fmt);
     ir_vdiag(s->d, loc, fmt, ap);
     va_end(ap);
+    s->failed = true;
+}
+
+/* Fails the statement without a message: the cause was reported already. */
+static void fail_quietly(Sema *s)
+{
+    IR_ASSERT(s->d->count > 0);
     s->failed = true;
 }
 
@@ -71,6 +86,28 @@ static const AstStmt *find_stmt(const Sema *s, const char *name, int upto)
     return NULL;
 }
 
+/* Whether a statement before the current one declares name as a dim
+ * (dim true) or as a tensor. Called when the lookup of what it declared
+ * failed: then that statement failed, and its error is reported already. */
+static bool failed_decl(const Sema *s, const char *name, bool dim)
+{
+    for (int i = 0; i < s->index; i++) {
+        const AstStmt *st = s->ast->stmts[i];
+        if (st->name && strcmp(st->name, name) == 0 && (st->kind == AST_DIM) == dim)
+            return true;
+    }
+    return false;
+}
+
+/* The innermost index variable named name, if any. */
+static Var *find_axis(const Scope *scope, const char *name)
+{
+    for (const Scope *x = scope; x; x = x->up)
+        if (strcmp(x->name, name) == 0)
+            return x->var;
+    return NULL;
+}
+
 static const char *str(Sema *s, const Expr *e) { return ir_expr_str(s->scratch, e); }
 
 static const char *range_str(Sema *s, Interval iv)
@@ -83,7 +120,7 @@ static const char *range_str(Sema *s, Interval iv)
 
 /* ---- extents: literals and dims with + - *, and / by a positive constant ---- */
 
-static Expr *check_extent_expr(Sema *s, const AstExpr *e)
+static Expr *check_extent_expr(Sema *s, const AstExpr *e, const Scope *scope)
 {
     switch (e->kind) {
     case AX_INT: return ir_int(s->c, e->ival);
@@ -91,16 +128,30 @@ static Expr *check_extent_expr(Sema *s, const AstExpr *e)
         Var *d = ir_te_find_dim(s->p, e->name);
         if (d)
             return ir_varref(s->c, d);
-        if (find_stmt(s, e->name, s->ast->n) && find_stmt(s, e->name, s->ast->n)->kind == AST_DIM)
-            error(s, e->loc, "dim '%s' is used before its declaration", e->name);
+        const AstStmt *def = find_stmt(s, e->name, s->ast->n);
+        if (find_axis(scope, e->name))
+            error(s, e->loc,
+                  "'%s' is an index variable, but an extent may use only integer literals and dims",
+                  e->name);
+        else if (failed_decl(s, e->name, true))
+            fail_quietly(s);
+        else if (def && def->kind == AST_DIM)
+            error(s, e->loc, "dim '%s' is used before its declaration at line %d", e->name,
+                  def->loc.line);
+        else if (def)
+            error(s, e->loc,
+                  "'%s' is a tensor, but an extent may use only integer literals and dims",
+                  e->name);
+        else if (s->syntax_errors)
+            fail_quietly(s);
         else
-            error(s, e->loc, "an extent may use only integer literals and dims; '%s' is not a dim",
+            error(s, e->loc, "unknown dim '%s' (declare it with 'dim %s in LO..HI')", e->name,
                   e->name);
         return NULL;
     }
     case AX_UNARY:
         if (e->unary.op == AOP_NEG) {
-            Expr *a = check_extent_expr(s, e->unary.a);
+            Expr *a = check_extent_expr(s, e->unary.a, scope);
             return a ? ir_unop(s->c, EX_NEG, a) : NULL;
         }
         break;
@@ -116,8 +167,8 @@ static Expr *check_extent_expr(Sema *s, const AstExpr *e)
                   fe_op_str(e->binary.op));
             return NULL;
         }
-        Expr *a = check_extent_expr(s, e->binary.a);
-        Expr *b = a ? check_extent_expr(s, e->binary.b) : NULL;
+        Expr *a = check_extent_expr(s, e->binary.a, scope);
+        Expr *b = a ? check_extent_expr(s, e->binary.b, scope) : NULL;
         if (!a || !b)
             return NULL;
         if (k == EX_DIV) {
@@ -141,21 +192,25 @@ static Expr *check_extent_expr(Sema *s, const AstExpr *e)
     return NULL;
 }
 
-static Expr *check_extent(Sema *s, const AstExpr *e)
+/* An extent, proven to lie in 1 .. MAX_DIM_VALUE; messages show it as
+ * written, not simplified. */
+static Expr *check_extent(Sema *s, const AstExpr *e, const Scope *scope)
 {
-    Expr *x = check_extent_expr(s, e);
-    if (!x)
+    Expr *written = check_extent_expr(s, e, scope);
+    if (!written)
         return NULL;
-    x = ir_simplify(s->c, x);
+    Expr *x = ir_simplify(s->c, written);
     Interval iv = ir_interval(s->c, x, RANGE_DECLARED);
+    const char *range = iv.lo == iv.hi ? "" : ir_arena_printf(s->scratch, " (its range is %s)",
+                                                             range_str(s, iv));
     if (!ir_prove_nonneg(s->c, ir_binop(s->c, EX_SUB, x, ir_int(s->c, 1)), RANGE_DECLARED)) {
-        error(s, e->loc, "extent '%s' may be less than 1 (its range is %s)", str(s, x),
-              range_str(s, iv));
+        error(s, e->loc, "extent '%s' %s less than 1%s", str(s, written),
+              iv.hi < 1 ? "is" : "may be", range);
         return NULL;
     }
     if (iv.hi > MAX_DIM_VALUE) {
-        error(s, e->loc, "extent '%s' may exceed %d (its range is %s)", str(s, x), MAX_DIM_VALUE,
-              range_str(s, iv));
+        error(s, e->loc, "extent '%s' %s %d%s", str(s, written),
+              iv.lo > MAX_DIM_VALUE ? "exceeds" : "may exceed", MAX_DIM_VALUE, range);
         return NULL;
     }
     return x;
@@ -166,7 +221,8 @@ static bool check_new_name(Sema *s, const char *name, SrcLoc loc, const Scope *s
                            const char *what)
 {
     if (is_reserved(name)) {
-        error(s, loc, "'%s' is a builtin name and cannot name %s", name, what);
+        error(s, loc, "'%s' is a builtin name and cannot name %s %s", name,
+              what[0] == 'a' ? "an" : "a", what);
         return false;
     }
     for (const Scope *x = scope; x; x = x->up)
@@ -189,7 +245,7 @@ static Var **check_axes(Sema *s, const AstAxis *axes, int n, Scope **scope, cons
     for (int i = 0; i < n; i++) {
         if (!check_new_name(s, axes[i].name, axes[i].loc, *scope, what))
             return NULL;
-        Expr *ext = check_extent(s, axes[i].extent);
+        Expr *ext = check_extent(s, axes[i].extent, *scope);
         if (!ext)
             return NULL;
         vars[i] = ir_var(s->c, axes[i].name, VK_AXIS, ext);
@@ -261,19 +317,21 @@ static void check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *id
     Expr *ext = t->shape[dim];
     if (!ir_prove_in_bounds(s->c, idx, ext, RANGE_DECLARED, &iv)) {
         Interval ev = ir_interval(s->c, ext, RANGE_DECLARED);
+        Expr *last = ir_simplify(s->c, ir_binop(s->c, EX_SUB, ext, ir_int(s->c, 1)));
         const char *ext_desc = ext->kind == EX_INT
             ? ir_arena_printf(s->scratch, "%lld", (long long)ext->ival)
             : ir_arena_printf(s->scratch, "%s (%s)", str(s, ext), range_str(s, ev));
+        bool surely = iv.hi < 0 || iv.lo >= ev.hi;
         error(s, at->loc,
-              "index '%s' of '%s' may be out of bounds: its range is %s but dimension %d has "
-              "extent %s; use %s?[...] to read zeros outside",
-              str(s, ir_simplify(s->c, idx)), t->name, range_str(s, iv), dim, ext_desc, t->name);
+              "index '%s' of '%s' %s out of bounds: its range is %s, but dimension %d has "
+              "extent %s, so valid indices are 0..%s; use %s?[...] to read zeros outside",
+              str(s, ir_simplify(s->c, idx)), t->name, surely ? "is" : "may be",
+              range_str(s, iv), dim, ext_desc, str(s, last), t->name);
         return;
     }
     if (!ir_prove_in_bounds(s->c, idx, ext, RANGE_OPEN, NULL)) {
         /* holds only within the declared range: refuse larger sizes */
-        bool mark[256] = {0};
-        IR_ASSERT(s->p->ndims <= 256);
+        bool *mark = IR_NEWN(s->scratch, bool, s->p->ndims ? s->p->ndims : 1);
         mark_dims(idx, mark);
         mark_dims(ext, mark);
         for (int i = 0; i < s->p->ndims; i++)
@@ -290,10 +348,16 @@ static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
         const AstStmt *def = find_stmt(s, name, s->ast->n);
         if (s->defining && strcmp(name, s->defining) == 0)
             error(s, e->loc, "'%s' is used in its own definition", name);
-        else if (def && def->kind != AST_DIM)
-            error(s, e->loc, "'%s' is used before its definition at line %d", name, def->loc.line);
+        else if (find_axis(scope, name))
+            error(s, e->loc, "'%s' is an index variable, not a tensor", name);
+        else if (failed_decl(s, name, false))
+            fail_quietly(s);
         else if (ir_te_find_dim(s->p, name) || (def && def->kind == AST_DIM))
             error(s, e->loc, "'%s' is a dim, not a tensor", name);
+        else if (def)
+            error(s, e->loc, "'%s' is used before its definition at line %d", name, def->loc.line);
+        else if (s->syntax_errors)
+            fail_quietly(s);
         else
             error(s, e->loc, "unknown tensor '%s'", name);
         return NULL;
@@ -310,8 +374,10 @@ static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
         if (!idx[i])
             return NULL;
         if (idx[i]->type != DT_I32) {
-            error(s, ae->loc, "type mismatch: index %d of '%s' must be an integer, got %s", i,
-                  name, type_word(idx[i]->type));
+            error(s, ae->loc,
+                  "type mismatch: the index for dimension %d of '%s' must be an integer, got %s%s",
+                  i, name, type_word(idx[i]->type),
+                  idx[i]->type == DT_F32 ? " (convert it with i32(...))" : "");
             return NULL;
         }
         if (!e->access.padded)
@@ -322,9 +388,9 @@ static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
 
 static Expr *check_name(Sema *s, const AstExpr *e, Scope *scope)
 {
-    for (Scope *x = scope; x; x = x->up)
-        if (strcmp(x->name, e->name) == 0)
-            return ir_varref(s->c, x->var);
+    Var *v = find_axis(scope, e->name);
+    if (v)
+        return ir_varref(s->c, v);
     Var *d = ir_te_find_dim(s->p, e->name);
     if (d)
         return ir_varref(s->c, d);
@@ -337,8 +403,17 @@ static Expr *check_name(Sema *s, const AstExpr *e, Scope *scope)
         return NULL;
     }
     const AstStmt *def = find_stmt(s, e->name, s->ast->n);
-    if (def)
+    if (s->defining && strcmp(e->name, s->defining) == 0)
+        error(s, e->loc, "'%s' is used in its own definition", e->name);
+    else if (failed_decl(s, e->name, true) || failed_decl(s, e->name, false))
+        fail_quietly(s);
+    else if (def && def->kind == AST_DIM)
+        error(s, e->loc, "dim '%s' is used before its declaration at line %d", e->name,
+              def->loc.line);
+    else if (def)
         error(s, e->loc, "'%s' is used before its definition at line %d", e->name, def->loc.line);
+    else if (s->syntax_errors)
+        fail_quietly(s);
     else
         error(s, e->loc, "unknown name '%s'", e->name);
     return NULL;
@@ -406,10 +481,9 @@ static Expr *check_call(Sema *s, const AstExpr *e, Scope *scope)
     case AF_SELECT:
         if (!need_bool(s, e->call.args[0], args[0], "select"))
             return NULL;
-        if (args[1]->type == DT_BOOL || args[2]->type == DT_BOOL) {
-            error(s, e->loc, "type mismatch: the values of 'select' must be numbers, not conditions");
-            return NULL;
-        }
+        for (int i = 1; i < 3; i++)
+            if (!need_number(s, e->call.args[i], args[i], "select"))
+                return NULL;
         return ir_select(s->c, args[0], args[1], args[2]);
     case AF_F32: return ir_cast(s->c, DT_F32, args[0]);
     case AF_I32: return ir_cast(s->c, DT_I32, args[0]);
@@ -499,8 +573,8 @@ static void check_dim(Sema *s, const AstStmt *st)
         return;
     }
     if (hi > MAX_DIM_VALUE) {
-        error(s, st->dim.hi_loc, "the upper bound of dim '%s' must be at most %d", st->name,
-              MAX_DIM_VALUE);
+        error(s, st->dim.hi_loc, "the upper bound of dim '%s' must be at most %d, got %lld",
+              st->name, MAX_DIM_VALUE, (long long)hi);
         return;
     }
     Var *d = ir_te_add_dim(s->p, st->name, lo, hi);
@@ -526,7 +600,7 @@ static void check_input(Sema *s, const AstStmt *st)
     }
     Expr *shape[MAX_RANK];
     for (int i = 0; i < st->input.n; i++)
-        if (!(shape[i] = check_extent(s, st->input.extents[i])))
+        if (!(shape[i] = check_extent(s, st->input.extents[i], NULL)))
             return;
     Tensor *t = ir_te_add_input(s->p, st->name, DT_F32, st->input.n, shape);
     t->loc = st->name_loc;
@@ -563,12 +637,14 @@ static void check_def(Sema *s, const AstStmt *st)
 TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)
 {
     Arena *scratch = ir_arena_new();
+    int before = diags->count;
     AstProgram *ast = fe_parse(scratch, src, diags);
     TeProgram *p = ir_te_new(name);
-    Sema s = {p, p->ctx, diags, scratch, ast, NULL, false};
+    Sema s = {p, p->ctx, diags, scratch, ast, NULL, 0, diags->count > before, false};
     bool has_output = false;
     for (int i = 0; i < ast->n; i++) {
         const AstStmt *st = ast->stmts[i];
+        s.index = i;
         s.failed = false;
         if (!check_fresh_global(&s, st, i))
             continue;
@@ -579,12 +655,12 @@ TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)
         }
         has_output |= st->kind == AST_OUTPUT;
     }
-    if (!has_output && diags->count == 0) {
+    if (!has_output && diags->count == before) {
         SrcLoc end = ast->n ? ast->stmts[ast->n - 1]->loc : (SrcLoc){1, 1};
         ir_diag(diags, end, "the program has no output; mark a result with 'output'");
     }
     ir_arena_destroy(scratch);
-    if (diags->count) {
+    if (diags->count > before) {
         ir_te_destroy(p);
         return NULL;
     }

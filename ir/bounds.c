@@ -238,11 +238,21 @@ bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m)
     e = ir_simplify(c, e);
     if (ir_interval(c, e, m).lo >= 0)
         return true;
-    Expr *lo = sym_bound(c, e, false, m);
-    if (!lo)
-        return false;
-    lo = ir_simplify(c, lo);
-    return ir_interval(c, lo, m).lo >= 0;
+    /* A second round sees patterns the first one created: with y in
+     * 0..(H - 3) / 2, the bound of H - 1 - 2 * y is H - 1 - 2 * ((H - 3) / 2),
+     * and only bounding 2 * floor(a / 2) >= a - 1 again proves it >= 0. */
+    for (int round = 0; round < 3; round++) {
+        Expr *lo = sym_bound(c, e, false, m);
+        if (!lo)
+            return false;
+        lo = ir_simplify(c, lo);
+        if (ir_interval(c, lo, m).lo >= 0)
+            return true;
+        if (lo == e)
+            return false;
+        e = lo;
+    }
+    return false;
 }
 
 bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interval *range)

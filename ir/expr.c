@@ -379,3 +379,83 @@ bool ir_expr_uses_var(Expr *e, const Var *v)
                (e->op.c && ir_expr_uses_var(e->op.c, v));
     }
 }
+
+Expr *ir_subst_many(ExprCtx *c, Expr *e, int n, Var *const *vars, Expr *const *by)
+{
+    for (int i = 0; i < n; i++)
+        e = ir_subst(c, e, vars[i], by[i]);
+    return e;
+}
+
+/* Rebuilds e bottom-up with f applied to each rebuilt node. */
+static Expr *rebuild(ExprCtx *c, Expr *e, Expr *(*f)(ExprCtx *c, Expr *e, void *ud), void *ud)
+{
+    Expr *n = e;
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: break;
+    case EX_LOAD: {
+        Expr *buf[16], **idx = e->load.n <= 16 ? buf : IR_NEWN(c->arena, Expr *, e->load.n);
+        bool changed = false;
+        for (int i = 0; i < e->load.n; i++) {
+            idx[i] = rebuild(c, e->load.idx[i], f, ud);
+            changed |= idx[i] != e->load.idx[i];
+        }
+        if (changed)
+            n = ir_load(c, e->load.t, e->load.n, idx, e->load.padded);
+        break;
+    }
+    case EX_REDUCE: {
+        Expr *b = rebuild(c, e->red.body, f, ud);
+        if (b != e->red.body)
+            n = ir_reduce(c, e->red.op, e->red.n, e->red.axes, b);
+        break;
+    }
+    case EX_CAST: {
+        Expr *a = rebuild(c, e->op.a, f, ud);
+        if (a != e->op.a)
+            n = ir_cast(c, e->type, a);
+        break;
+    }
+    default: {
+        Expr *a = e->op.a ? rebuild(c, e->op.a, f, ud) : NULL;
+        Expr *b = e->op.b ? rebuild(c, e->op.b, f, ud) : NULL;
+        Expr *x = e->op.c ? rebuild(c, e->op.c, f, ud) : NULL;
+        if (a != e->op.a || b != e->op.b || x != e->op.c)
+            n = ir_op(c, e->kind, a, b, x);
+        break;
+    }
+    }
+    return f(c, n, ud);
+}
+
+Expr *ir_rewrite(ExprCtx *c, Expr *e, Expr *(*f)(ExprCtx *c, Expr *e, void *ud), void *ud)
+{
+    return rebuild(c, e, f, ud);
+}
+
+typedef struct ReplaceCtx { const Expr *from; Expr *to; } ReplaceCtx;
+
+static Expr *replace_one(ExprCtx *c, Expr *e, void *ud)
+{
+    (void)c;
+    ReplaceCtx *r = ud;
+    return e == r->from ? r->to : e;
+}
+
+Expr *ir_replace(ExprCtx *c, Expr *e, const Expr *from, Expr *to)
+{
+    if (e == from)
+        return to;
+    ReplaceCtx r = {from, to};
+    return rebuild(c, e, replace_one, &r);
+}
+
+static Expr *pad_one(ExprCtx *c, Expr *e, void *ud)
+{
+    (void)ud;
+    if (e->kind != EX_LOAD || e->load.padded)
+        return e;
+    return ir_load(c, e->load.t, e->load.n, e->load.idx, true);
+}
+
+Expr *ir_pad_loads(ExprCtx *c, Expr *e) { return rebuild(c, e, pad_one, NULL); }

@@ -1,76 +1,355 @@
 /* The reference interpreter: the ground truth every compiled kernel is
- * checked against. It is deliberately naive: each computed tensor is
- * evaluated point by point, walking the expression tree, with reductions as
- * plain nested loops accumulating in double. Elementwise float operators
- * use the same f32 semantics the simplifier folds with (ir_eval_float_op).
- * A plain access out of bounds cannot happen in a checked program; it is
- * still caught and reported rather than read.
+ * checked against, so it must be obviously right first and fast second.
+ *
+ * Each computed tensor's body is compiled once per run into a tree of
+ * Nodes that mirrors the Expr tree one for one, with what depends only on
+ * the dims resolved up front: tensor extents and strides, reduction
+ * extents, variable slots. An Expr is evaluated either as an integer or as
+ * a float (its type says which), and the conversions between the two are
+ * nodes of their own (N_F2I, N_TRUNC, N_I2F, N_WIDEN), so no type test is
+ * left for run time.
+ *
+ * The tree is evaluated for a batch of up to LANES output points at once
+ * (consecutive in row-major order): each node computes its value for every
+ * lane of the batch in one loop, so walking the tree costs once per batch
+ * rather than once per point. Lanes never mix: each point's value comes from
+ * exactly the operations, in exactly the order, of a point-by-point walk.
+ * Every float operator rounds to f32 (ir_eval_float_op; + - * / are written
+ * out inline, one f32 operation each). A reduction keeps one double
+ * accumulator per lane, runs its axes as nested loops (first axis
+ * outermost) and rounds to f32 at the end.
+ *
+ * Laziness is kept as well: select evaluates each branch only for the lanes
+ * that take it, && and || their right operand only where it decides, and an
+ * access stops evaluating its indices at the first one out of bounds. Those
+ * nodes evaluate a child on a gathered sub-batch of lanes (eval_some), so a
+ * point never evaluates what a point-by-point walk would skip. A plain
+ * access out of bounds cannot happen in a checked program; it is still
+ * caught, never read, and stops the run with an error. A padded access
+ * reads 0 there.
+ *
+ * A large tensor is split into contiguous ranges of points, a multiple of
+ * LANES long, one per thread; each thread has its own scratch and writes
+ * only its own points, so neither the values nor the batches depend on the
+ * number of threads. All memory of a tensor's run lives in one arena.
  */
 #include "dietcode/ir.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { LANES = 64, MAX_RANK = 16, MAX_THREADS = 8 };
+/* Node evaluations (times points) below which a tensor is not split. */
+#define PARALLEL_WORK 4e6
+
+typedef union Val {
+    int64_t i; /* integer and boolean nodes */
+    double f;  /* float nodes: always a value an f32 holds, or an accumulator */
+} Val;
+
+typedef enum NodeKind {
+    /* integer and boolean values */
+    N_ICONST, /* ival */
+    N_AXIS,   /* slot: the lane's value of the tensor's axis number slot */
+    N_DIM,    /* slot: dims[slot] */
+    N_RAXIS,  /* slot: env[slot], a reduction axis, the same in every lane */
+    N_IBIN,   /* op(a, b): + - * / % min max, wrapping; x / 0 = x % 0 = 0 */
+    N_IUN,    /* op(a): - abs relu */
+    N_ICMP,   /* op(a, b): < <= == != of integers */
+    N_FCMP,   /* op(a, b): < <= == != of floats */
+    N_AND,    /* a && b: b only where a holds */
+    N_OR,     /* a || b: b only where a does not */
+    N_NOT,    /* !a */
+    N_ISEL,   /* a ? b : c, integer branches */
+    N_F2I,    /* i32(a), a float: NaN is 0, clamped to the i32 range, truncated */
+    N_TRUNC,  /* (int64_t)a: the value of an integer reduction (computed as float) */
+    /* float values */
+    N_FCONST, /* fval */
+    N_LOAD,   /* load: element of a tensor */
+    N_I2F,    /* f32(a), a an integer: rounded to f32 */
+    N_WIDEN,  /* (double)a: an integer value where a float is expected */
+    N_FSEL,   /* a ? b : c, float branches */
+    N_REDUCE, /* red: body a accumulated in double over the axes */
+    N_FOP,    /* op(a) or op(a, b) in f32 */
+} NodeKind;
+
+typedef struct Node {
+    NodeKind kind;
+    ExprKind op;  /* N_IBIN N_IUN N_ICMP N_FCMP N_FOP */
+    int a, b, c;  /* children, by index in Prog.nodes; -1 if absent */
+    int lazy;     /* N_AND N_OR N_ISEL N_FSEL N_LOAD: index of its Lazy scratch */
+    union {
+        int64_t ival;
+        double fval;
+        int slot;
+        struct {
+            const float *buf;
+            const char *name;
+            bool padded;
+            bool eager; /* no index can fault: evaluate them all at once */
+            int n;
+            int *idx; /* n index nodes */
+            const int64_t *ext, *stride;
+        } load;
+        struct {
+            ReduceOp op;
+            int n;
+            int *var;      /* n Var ids: slots in env */
+            int64_t *ext;  /* n extents */
+        } red;
+    };
+} Node;
+
 typedef struct Shape {
-    int64_t ext[16], stride[16];
+    int64_t ext[MAX_RANK], stride[MAX_RANK];
 } Shape;
 
-typedef struct Interp {
-    const TeProgram *p;
-    const int64_t *dims;
+/* One computed tensor, compiled for the dims of this run. */
+typedef struct Prog {
+    Arena *arena;  /* everything of this tensor's run */
+    const Tensor *t;
+    const Shape *shapes; /* per tensor */
     float **bufs;
-    Shape *shapes; /* per tensor */
-    int64_t *env;  /* per variable id */
-    const char *fault;
-} Interp;
+    const int64_t *dims;
+    Node *nodes;
+    int n, cap;
+    int nlazy;
+    int root;
+} Prog;
 
-static double evalf(Interp *it, const Expr *e);
+/* Points evaluated together: lane l has axis values ax[0][l].i, ax[1][l].i, ... */
+typedef struct Batch {
+    int n;
+    const Val *ax[MAX_RANK];
+} Batch;
+
+/* Scratch of a node that evaluates a child on some of the lanes only. */
+typedef struct Lazy {
+    bool keep[LANES];           /* lanes the child is evaluated for */
+    int lane[LANES];            /* the kept lanes: sub-batch lane j is lane[j] */
+    Val ax[MAX_RANK][LANES];    /* the sub-batch's axis values */
+    Val tmp[LANES];             /* the child's values, by lane of the batch */
+    int64_t off[LANES];         /* N_LOAD: element offset so far */
+} Lazy;
+
+/* A thread's share of a tensor: points lo..hi-1, with its own scratch. */
+typedef struct Worker {
+    const Prog *g;
+    int64_t lo, hi;
+    int64_t *env;       /* per Var id: the reduction axes' current values */
+    Val *res;           /* LANES values per node */
+    Lazy *lazy;         /* per lazy node */
+    Val *ax;            /* rank * LANES: the batch's axis values */
+    const char *fault;  /* the first tensor accessed out of bounds */
+} Worker;
+
+/* ---- compiling a body ---- */
+
+static int add(Prog *g, Node x)
+{
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 64;
+        Node *nodes = IR_NEWN(g->arena, Node, cap);
+        if (g->n)
+            memcpy(nodes, g->nodes, sizeof(Node) * (size_t)g->n);
+        g->nodes = nodes;
+        g->cap = cap;
+    }
+    g->nodes[g->n] = x;
+    return g->n++;
+}
+
+static int mk(Prog *g, NodeKind k, ExprKind op, int a, int b, int c)
+{
+    return add(g, (Node){.kind = k, .op = op, .a = a, .b = b, .c = c, .lazy = -1});
+}
+
+static int mk_lazy(Prog *g, NodeKind k, int a, int b, int c)
+{
+    return add(g, (Node){.kind = k, .a = a, .b = b, .c = c, .lazy = g->nlazy++});
+}
+
+static int compile_f(Prog *g, const Expr *e);
+
+/* e's value as an integer or boolean. */
+static int compile_i(Prog *g, const Expr *e)
+{
+    Node x = {.a = -1, .b = -1, .c = -1, .lazy = -1};
+    switch (e->kind) {
+    case EX_INT:
+        x.kind = N_ICONST;
+        x.ival = e->ival;
+        return add(g, x);
+    case EX_VAR:
+        if (e->var->kind == VK_DIM) {
+            x.kind = N_DIM;
+            x.slot = e->var->pos;
+            return add(g, x);
+        }
+        x.kind = N_RAXIS;
+        x.slot = e->var->id;
+        for (int i = 0; i < g->t->rank; i++)
+            if (g->t->axes[i] == e->var) {
+                x.kind = N_AXIS;
+                x.slot = i;
+            }
+        return add(g, x);
+    case EX_CAST: return mk(g, N_F2I, EX_CAST, compile_f(g, e->op.a), -1, -1);
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
+        if (e->op.a->type == DT_F32) {
+            int a = compile_f(g, e->op.a);
+            return mk(g, N_FCMP, e->kind, a, compile_f(g, e->op.b), -1);
+        } else {
+            int a = compile_i(g, e->op.a);
+            return mk(g, N_ICMP, e->kind, a, compile_i(g, e->op.b), -1);
+        }
+    case EX_AND: case EX_OR: {
+        int a = compile_i(g, e->op.a);
+        return mk_lazy(g, e->kind == EX_AND ? N_AND : N_OR, a, compile_i(g, e->op.b), -1);
+    }
+    case EX_NOT: return mk(g, N_NOT, EX_NOT, compile_i(g, e->op.a), -1, -1);
+    case EX_SELECT: {
+        int a = compile_i(g, e->op.a), b = compile_i(g, e->op.b);
+        return mk_lazy(g, N_ISEL, a, b, compile_i(g, e->op.c));
+    }
+    case EX_NEG: case EX_ABS: case EX_RELU:
+        return mk(g, N_IUN, e->kind, compile_i(g, e->op.a), -1, -1);
+    case EX_REDUCE: return mk(g, N_TRUNC, EX_REDUCE, compile_f(g, e), -1, -1);
+    case EX_ADD: case EX_SUB: case EX_MUL: case EX_DIV: case EX_MOD: case EX_MIN: case EX_MAX: {
+        int a = compile_i(g, e->op.a);
+        return mk(g, N_IBIN, e->kind, a, compile_i(g, e->op.b), -1);
+    }
+    default: ir_panic(__FILE__, __LINE__, "bad integer operator %s", ir_op_name(e->kind));
+    }
+}
+
+/* Whether evaluating node id may access a tensor out of bounds. */
+static bool can_fault(const Prog *g, int id)
+{
+    if (id < 0)
+        return false;
+    const Node *x = &g->nodes[id];
+    if (x->kind == N_LOAD || x->kind == N_TRUNC)
+        return true;
+    return can_fault(g, x->a) || can_fault(g, x->b) || can_fault(g, x->c);
+}
+
+static int compile_load(Prog *g, const Expr *e)
+{
+    const Tensor *t = e->load.t;
+    IR_ASSERT(e->load.n == t->rank);
+    int *idx = IR_NEWN(g->arena, int, t->rank ? t->rank : 1);
+    for (int i = 0; i < t->rank; i++)
+        idx[i] = compile_i(g, e->load.idx[i]);
+    Node x = {.kind = N_LOAD, .a = -1, .b = -1, .c = -1, .lazy = g->nlazy++};
+    x.load.buf = g->bufs[t->id];
+    x.load.name = t->name;
+    x.load.padded = e->load.padded;
+    x.load.eager = true;
+    for (int i = 0; i < t->rank; i++)
+        x.load.eager &= !can_fault(g, idx[i]);
+    x.load.n = t->rank;
+    x.load.idx = idx;
+    x.load.ext = g->shapes[t->id].ext;
+    x.load.stride = g->shapes[t->id].stride;
+    return add(g, x);
+}
+
+static int compile_reduce(Prog *g, const Expr *e)
+{
+    Node x = {.kind = N_REDUCE, .a = compile_f(g, e->red.body), .b = -1, .c = -1, .lazy = -1};
+    x.red.op = e->red.op;
+    x.red.n = e->red.n;
+    x.red.var = IR_NEWN(g->arena, int, e->red.n ? e->red.n : 1);
+    x.red.ext = IR_NEWN(g->arena, int64_t, e->red.n ? e->red.n : 1);
+    for (int i = 0; i < e->red.n; i++) {
+        x.red.var[i] = e->red.axes[i]->id;
+        x.red.ext[i] = ir_eval_dims(e->red.axes[i]->extent, g->dims);
+    }
+    return add(g, x);
+}
+
+/* e's value as a float. */
+static int compile_f(Prog *g, const Expr *e)
+{
+    switch (e->kind) {
+    case EX_FLOAT:
+        return add(g, (Node){.kind = N_FCONST, .a = -1, .b = -1, .c = -1, .lazy = -1,
+                             .fval = e->fval});
+    case EX_LOAD: return compile_load(g, e);
+    case EX_CAST:
+        if (e->type == DT_F32)
+            return mk(g, N_I2F, EX_CAST, compile_i(g, e->op.a), -1, -1);
+        break;
+    case EX_SELECT: {
+        int a = compile_i(g, e->op.a), b = compile_f(g, e->op.b);
+        return mk_lazy(g, N_FSEL, a, b, compile_f(g, e->op.c));
+    }
+    case EX_REDUCE: return compile_reduce(g, e);
+    default: break;
+    }
+    if (e->type != DT_F32)
+        return mk(g, N_WIDEN, EX_CAST, compile_i(g, e), -1, -1);
+    int a = compile_f(g, e->op.a);
+    return mk(g, N_FOP, e->kind, a, ir_op_arity(e->kind) == 2 ? compile_f(g, e->op.b) : -1, -1);
+}
+
+/* Node evaluations per point, a reduction's body counted once per step:
+ * decides whether a tensor is worth splitting between threads. */
+static double cost(const Prog *g, int id)
+{
+    if (id < 0)
+        return 0;
+    const Node *x = &g->nodes[id];
+    if (x->kind == N_REDUCE) {
+        double steps = 1;
+        for (int i = 0; i < x->red.n; i++)
+            steps *= (double)x->red.ext[i];
+        return 1 + steps * cost(g, x->a);
+    }
+    double c = 1 + cost(g, x->a) + cost(g, x->b) + cost(g, x->c);
+    if (x->kind == N_LOAD)
+        for (int i = 0; i < x->load.n; i++)
+            c += cost(g, x->load.idx[i]);
+    return c;
+}
+
+/* ---- evaluating a batch ---- */
+
+static const Val *eval(Worker *w, int id, const Batch *b);
+
+/* Evaluates node id for the lanes of b where lz->keep holds, on a gathered
+ * sub-batch unless that is all of them. Returns its values by lane of b;
+ * those of the other lanes are meaningless. */
+static const Val *eval_some(Worker *w, int id, const Batch *b, Lazy *lz)
+{
+    int m = 0;
+    for (int l = 0; l < b->n; l++)
+        if (lz->keep[l])
+            lz->lane[m++] = l;
+    if (m == b->n)
+        return eval(w, id, b);
+    if (m == 0)
+        return lz->tmp;
+    Batch sub = {.n = m};
+    for (int i = 0; i < w->g->t->rank; i++) {
+        for (int j = 0; j < m; j++)
+            lz->ax[i][j] = b->ax[i][lz->lane[j]];
+        sub.ax[i] = lz->ax[i];
+    }
+    const Val *v = eval(w, id, &sub);
+    for (int j = 0; j < m; j++)
+        lz->tmp[lz->lane[j]] = v[j];
+    return lz->tmp;
+}
 
 static int64_t wrap(uint64_t v) { return (int64_t)v; }
 
-static int64_t evali(Interp *it, const Expr *e)
+static int64_t int_binop(ExprKind k, int64_t a, int64_t b)
 {
-    int64_t a, b;
-    switch (e->kind) {
-    case EX_INT: return e->ival;
-    case EX_VAR:
-        return e->var->kind == VK_DIM ? it->dims[e->var->pos] : it->env[e->var->id];
-    case EX_CAST: {
-        double f = evalf(it, e->op.a);
-        if (f != f)
-            return 0;
-        if (f >= 2147483647.0)
-            return 2147483647;
-        if (f <= -2147483648.0)
-            return -2147483648LL;
-        return (int64_t)f;
-    }
-    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
-        if (e->op.a->type == DT_F32) {
-            double x = evalf(it, e->op.a), y = evalf(it, e->op.b);
-            return e->kind == EX_LT ? x < y : e->kind == EX_LE ? x <= y
-                 : e->kind == EX_EQ ? x == y : x != y;
-        }
-        a = evali(it, e->op.a);
-        b = evali(it, e->op.b);
-        return e->kind == EX_LT ? a < b : e->kind == EX_LE ? a <= b
-             : e->kind == EX_EQ ? a == b : a != b;
-    case EX_AND: return evali(it, e->op.a) && evali(it, e->op.b);
-    case EX_OR: return evali(it, e->op.a) || evali(it, e->op.b);
-    case EX_NOT: return !evali(it, e->op.a);
-    case EX_SELECT: return evali(it, e->op.a) ? evali(it, e->op.b) : evali(it, e->op.c);
-    case EX_NEG: return wrap(0 - (uint64_t)evali(it, e->op.a));
-    case EX_ABS: a = evali(it, e->op.a); return a < 0 ? wrap(0 - (uint64_t)a) : a;
-    case EX_RELU: a = evali(it, e->op.a); return a > 0 ? a : 0;
-    case EX_REDUCE: {
-        /* integer reductions: rare, evaluated through the float path */
-        return (int64_t)evalf(it, e);
-    }
-    default: break;
-    }
-    a = evali(it, e->op.a);
-    b = evali(it, e->op.b);
-    switch (e->kind) {
+    switch (k) {
     case EX_ADD: return wrap((uint64_t)a + (uint64_t)b);
     case EX_SUB: return wrap((uint64_t)a - (uint64_t)b);
     case EX_MUL: return wrap((uint64_t)a * (uint64_t)b);
@@ -78,116 +357,370 @@ static int64_t evali(Interp *it, const Expr *e)
     case EX_MOD: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : ir_floormod(a, b);
     case EX_MIN: return a < b ? a : b;
     case EX_MAX: return a > b ? a : b;
-    default: ir_panic(__FILE__, __LINE__, "bad integer operator %s", ir_op_name(e->kind));
+    default: IR_UNREACHABLE();
     }
 }
 
-static double load(Interp *it, const Expr *e)
+static int64_t int_unop(ExprKind k, int64_t a)
 {
-    const Tensor *t = e->load.t;
-    const Shape *s = &it->shapes[t->id];
-    int64_t off = 0;
-    for (int i = 0; i < e->load.n; i++) {
-        int64_t x = evali(it, e->load.idx[i]);
-        if (x < 0 || x >= s->ext[i]) {
-            if (e->load.padded)
-                return 0.0;
-            it->fault = t->name;
-            return 0.0;
+    switch (k) {
+    case EX_NEG: return wrap(0 - (uint64_t)a);
+    case EX_ABS: return a < 0 ? wrap(0 - (uint64_t)a) : a;
+    case EX_RELU: return a > 0 ? a : 0;
+    default: IR_UNREACHABLE();
+    }
+}
+
+static bool compare(ExprKind k, double a, double b)
+{
+    return k == EX_LT ? a < b : k == EX_LE ? a <= b : k == EX_EQ ? a == b : a != b;
+}
+
+static bool compare_int(ExprKind k, int64_t a, int64_t b)
+{
+    return k == EX_LT ? a < b : k == EX_LE ? a <= b : k == EX_EQ ? a == b : a != b;
+}
+
+static int64_t f32_to_i32(double f)
+{
+    if (f != f)
+        return 0;
+    if (f >= 2147483647.0)
+        return 2147483647;
+    if (f <= -2147483648.0)
+        return -2147483648LL;
+    return (int64_t)f;
+}
+
+static void load(Worker *w, const Node *x, const Batch *b, Val *r)
+{
+    Lazy *lz = &w->lazy[x->lazy];
+    const int64_t *ext = x->load.ext, *stride = x->load.stride;
+    int n = b->n, nidx = x->load.n;
+    if (x->load.eager) {
+        const Val *v[MAX_RANK];
+        for (int d = 0; d < nidx; d++)
+            v[d] = eval(w, x->load.idx[d], b);
+        for (int l = 0; l < n; l++) {
+            bool in = true;
+            int64_t off = 0;
+            for (int d = 0; d < nidx && in; d++) {
+                int64_t i = v[d][l].i;
+                in = i >= 0 && i < ext[d];
+                off += in ? i * stride[d] : 0;
+            }
+            lz->keep[l] = in;
+            lz->off[l] = off;
         }
-        off += x * s->stride[i];
+    } else {
+        for (int l = 0; l < n; l++) {
+            lz->keep[l] = true; /* no index out of bounds so far */
+            lz->off[l] = 0;
+        }
+        for (int d = 0; d < nidx; d++) {
+            const Val *v = eval_some(w, x->load.idx[d], b, lz);
+            for (int l = 0; l < n; l++) {
+                if (!lz->keep[l])
+                    continue;
+                int64_t i = v[l].i;
+                lz->keep[l] = i >= 0 && i < ext[d];
+                lz->off[l] += lz->keep[l] ? i * stride[d] : 0;
+            }
+        }
     }
-    return it->bufs[t->id][off];
+    for (int l = 0; l < n; l++) {
+        if (lz->keep[l]) {
+            r[l].f = x->load.buf[lz->off[l]];
+        } else {
+            r[l].f = 0.0;
+            if (!x->load.padded && !w->fault)
+                w->fault = x->load.name;
+        }
+    }
 }
 
-/* Runs the reduction's axes as nested loops starting at axis k. */
-static void reduce_loop(Interp *it, const Expr *e, int k, double *acc)
+/* Runs the reduction's axes k.. as nested loops, combining the body's value
+ * into each lane's accumulator at every step. */
+static void reduce_loop(Worker *w, const Node *x, int k, const Batch *b, Val *acc)
 {
-    if (k == e->red.n) {
-        double v = evalf(it, e->red.body);
-        switch (e->red.op) {
-        case RD_SUM: *acc += v; break;
-        case RD_PROD: *acc *= v; break;
-        case RD_MAX: *acc = v > *acc || v != v ? v : *acc; break;
-        case RD_MIN: *acc = v < *acc || v != v ? v : *acc; break;
+    if (k == x->red.n) {
+        const Val *v = eval(w, x->a, b);
+        for (int l = 0; l < b->n; l++) {
+            double s = v[l].f;
+            switch (x->red.op) {
+            case RD_SUM: acc[l].f += s; break;
+            case RD_PROD: acc[l].f *= s; break;
+            case RD_MAX: acc[l].f = s > acc[l].f || s != s ? s : acc[l].f; break;
+            case RD_MIN: acc[l].f = s < acc[l].f || s != s ? s : acc[l].f; break;
+            }
         }
         return;
     }
-    const Var *ax = e->red.axes[k];
-    int64_t n = ir_eval_dims(ax->extent, it->dims);
-    for (int64_t i = 0; i < n && !it->fault; i++) {
-        it->env[ax->id] = i;
-        reduce_loop(it, e, k + 1, acc);
+    for (int64_t i = 0; i < x->red.ext[k] && !w->fault; i++) {
+        w->env[x->red.var[k]] = i;
+        reduce_loop(w, x, k + 1, b, acc);
     }
 }
 
-static double evalf(Interp *it, const Expr *e)
+/* Evaluates node id for every lane of b; returns its values. */
+static const Val *eval(Worker *w, int id, const Batch *b)
 {
-    switch (e->kind) {
-    case EX_FLOAT: return e->fval;
-    case EX_LOAD: return load(it, e);
-    case EX_CAST: return (double)(float)evali(it, e->op.a);
-    case EX_SELECT:
-        return evali(it, e->op.a) ? evalf(it, e->op.b) : evalf(it, e->op.c);
-    case EX_REDUCE: {
-        double acc = ir_reduce_identity(e->red.op);
-        reduce_loop(it, e, 0, &acc);
-        return (double)(float)acc;
-    }
-    default: break;
-    }
-    if (e->type != DT_F32)
-        return (double)evali(it, e);
-    double a = evalf(it, e->op.a);
-    double b = ir_op_arity(e->kind) == 2 ? evalf(it, e->op.b) : 0.0;
-    return ir_eval_float_op(e->kind, a, b);
-}
-
-/* Evaluates computed tensor t at every point of its index space. */
-static void run_tensor(Interp *it, const Tensor *t)
-{
-    const Shape *s = &it->shapes[t->id];
-    int64_t n = ir_te_numel(t, it->dims);
-    float *out = it->bufs[t->id];
-    for (int64_t flat = 0; flat < n && !it->fault; flat++) {
-        int64_t rem = flat;
-        for (int i = t->rank - 1; i >= 0; i--) {
-            it->env[t->axes[i]->id] = rem % s->ext[i];
-            rem /= s->ext[i];
+    const Node *x = &w->g->nodes[id];
+    Val *r = w->res + (size_t)id * LANES;
+    const Val *u, *v;
+    Lazy *lz = x->lazy >= 0 ? &w->lazy[x->lazy] : NULL;
+    int n = b->n;
+    switch (x->kind) {
+    case N_ICONST:
+        for (int l = 0; l < n; l++)
+            r[l].i = x->ival;
+        break;
+    case N_AXIS: return b->ax[x->slot];
+    case N_DIM:
+        for (int l = 0; l < n; l++)
+            r[l].i = w->g->dims[x->slot];
+        break;
+    case N_RAXIS:
+        for (int l = 0; l < n; l++)
+            r[l].i = w->env[x->slot];
+        break;
+    case N_IBIN:
+        u = eval(w, x->a, b);
+        v = eval(w, x->b, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = int_binop(x->op, u[l].i, v[l].i);
+        break;
+    case N_IUN:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = int_unop(x->op, u[l].i);
+        break;
+    case N_ICMP:
+        u = eval(w, x->a, b);
+        v = eval(w, x->b, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = compare_int(x->op, u[l].i, v[l].i);
+        break;
+    case N_FCMP:
+        u = eval(w, x->a, b);
+        v = eval(w, x->b, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = compare(x->op, u[l].f, v[l].f);
+        break;
+    case N_AND:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            lz->keep[l] = u[l].i != 0;
+        v = eval_some(w, x->b, b, lz);
+        for (int l = 0; l < n; l++)
+            r[l].i = lz->keep[l] ? v[l].i != 0 : 0;
+        break;
+    case N_OR:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            lz->keep[l] = u[l].i == 0;
+        v = eval_some(w, x->b, b, lz);
+        for (int l = 0; l < n; l++)
+            r[l].i = lz->keep[l] ? v[l].i != 0 : 1;
+        break;
+    case N_NOT:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = !u[l].i;
+        break;
+    case N_ISEL: case N_FSEL:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            lz->keep[l] = u[l].i != 0;
+        v = eval_some(w, x->b, b, lz);
+        for (int l = 0; l < n; l++)
+            if (lz->keep[l])
+                r[l] = v[l];
+        for (int l = 0; l < n; l++)
+            lz->keep[l] = !lz->keep[l];
+        v = eval_some(w, x->c, b, lz);
+        for (int l = 0; l < n; l++)
+            if (lz->keep[l])
+                r[l] = v[l];
+        break;
+    case N_F2I:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = f32_to_i32(u[l].f);
+        break;
+    case N_TRUNC:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            r[l].i = (int64_t)u[l].f;
+        break;
+    case N_FCONST:
+        for (int l = 0; l < n; l++)
+            r[l].f = x->fval;
+        break;
+    case N_LOAD: load(w, x, b, r); break;
+    case N_I2F:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            r[l].f = (double)(float)u[l].i;
+        break;
+    case N_WIDEN:
+        u = eval(w, x->a, b);
+        for (int l = 0; l < n; l++)
+            r[l].f = (double)u[l].i;
+        break;
+    case N_REDUCE:
+        for (int l = 0; l < n; l++)
+            r[l].f = ir_reduce_identity(x->red.op);
+        reduce_loop(w, x, 0, b, r);
+        for (int l = 0; l < n; l++)
+            r[l].f = (double)(float)r[l].f;
+        break;
+    case N_FOP:
+        u = eval(w, x->a, b);
+        if (x->b < 0) {
+            for (int l = 0; l < n; l++)
+                r[l].f = ir_eval_float_op(x->op, u[l].f, 0.0);
+            break;
         }
-        out[flat] = (float)evalf(it, t->body);
+        v = eval(w, x->b, b);
+        /* + - * / inline: each is one f32 operation, as in ir_eval_float_op */
+        switch (x->op) {
+        case EX_ADD:
+            for (int l = 0; l < n; l++)
+                r[l].f = (float)u[l].f + (float)v[l].f;
+            break;
+        case EX_SUB:
+            for (int l = 0; l < n; l++)
+                r[l].f = (float)u[l].f - (float)v[l].f;
+            break;
+        case EX_MUL:
+            for (int l = 0; l < n; l++)
+                r[l].f = (float)u[l].f * (float)v[l].f;
+            break;
+        case EX_DIV:
+            for (int l = 0; l < n; l++)
+                r[l].f = (float)u[l].f / (float)v[l].f;
+            break;
+        default:
+            for (int l = 0; l < n; l++)
+                r[l].f = ir_eval_float_op(x->op, u[l].f, v[l].f);
+            break;
+        }
+        break;
     }
+    return r;
+}
+
+/* ---- running a tensor ---- */
+
+/* Evaluates the worker's points, a batch of consecutive points at a time. */
+static void *run_range(void *arg)
+{
+    Worker *w = arg;
+    const Prog *g = w->g;
+    const Tensor *t = g->t;
+    const Shape *s = &g->shapes[t->id];
+    float *out = g->bufs[t->id];
+    for (int64_t first = w->lo; first < w->hi && !w->fault; first += LANES) {
+        Batch b = {.n = (int)(w->hi - first < LANES ? w->hi - first : LANES)};
+        for (int i = 0; i < t->rank; i++)
+            b.ax[i] = w->ax + i * LANES;
+        for (int l = 0; l < b.n; l++) {
+            int64_t rem = first + l;
+            for (int i = t->rank - 1; i >= 0; i--) {
+                w->ax[i * LANES + l].i = rem % s->ext[i];
+                rem /= s->ext[i];
+            }
+        }
+        const Val *v = eval(w, g->root, &b);
+        for (int l = 0; l < b.n; l++)
+            out[first + l] = (float)v[l].f;
+    }
+    return NULL;
+}
+
+static int thread_count(double work, int64_t numel)
+{
+    cpu_set_t set;
+    int64_t n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    if (n > MAX_THREADS)
+        n = MAX_THREADS;
+    if (n > (numel + LANES - 1) / LANES)
+        n = (numel + LANES - 1) / LANES;
+    if (work < PARALLEL_WORK * 2)
+        n = 1;
+    return n < 1 ? 1 : (int)n;
+}
+
+/* Evaluates computed tensor t at every point of its index space. Returns
+ * the name of a tensor accessed out of bounds, or NULL. */
+static const char *run_tensor(const TeProgram *p, const Tensor *t, const int64_t *dims,
+                              float **bufs, const Shape *shapes)
+{
+    Prog g = {.arena = ir_arena_new(), .t = t, .shapes = shapes, .bufs = bufs, .dims = dims};
+    IR_ASSERT(t->body->type == DT_F32);
+    g.root = compile_f(&g, t->body);
+    int64_t numel = ir_te_numel(t, dims);
+    int nthreads = thread_count((double)numel * cost(&g, g.root), numel);
+    int64_t chunk = (numel + nthreads - 1) / nthreads;
+    chunk = (chunk + LANES - 1) / LANES * LANES;
+    Worker w[MAX_THREADS];
+    for (int k = 0; k < nthreads; k++) {
+        int64_t lo = chunk * k < numel ? chunk * k : numel;
+        w[k] = (Worker){
+            .g = &g,
+            .lo = lo,
+            .hi = lo + chunk < numel ? lo + chunk : numel,
+            .env = IR_NEWN(g.arena, int64_t, ir_var_count(p->ctx) + 1),
+            .res = IR_NEWN(g.arena, Val, (size_t)g.n * LANES),
+            .lazy = IR_NEWN(g.arena, Lazy, g.nlazy ? g.nlazy : 1),
+            .ax = IR_NEWN(g.arena, Val, (size_t)(t->rank ? t->rank : 1) * LANES),
+        };
+    }
+    pthread_t th[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    for (int k = 1; k < nthreads; k++)
+        started[k] = pthread_create(&th[k], NULL, run_range, &w[k]) == 0;
+    run_range(&w[0]);
+    for (int k = 1; k < nthreads; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            run_range(&w[k]);
+    }
+    const char *fault = NULL;
+    for (int k = 0; k < nthreads && !fault; k++)
+        fault = w[k].fault;
+    ir_arena_destroy(g.arena);
+    return fault;
 }
 
 int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, size_t errlen)
 {
     if (!ir_check_dims(p, dims, err, errlen))
         return -1;
-    Interp it = {p, dims, bufs, calloc((size_t)p->ntensors, sizeof(Shape)),
-                 calloc((size_t)ir_var_count(p->ctx) + 1, sizeof(int64_t)), NULL};
-    if (!it.shapes || !it.env) {
-        free(it.shapes);
-        free(it.env);
+    Shape *shapes = calloc((size_t)p->ntensors + 1, sizeof(Shape));
+    if (!shapes) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
-        IR_ASSERT(t->rank <= 16);
+        IR_ASSERT(t->rank <= MAX_RANK);
         int64_t stride = 1;
         for (int j = t->rank - 1; j >= 0; j--) {
-            it.shapes[i].ext[j] = ir_eval_dims(t->shape[j], dims);
-            it.shapes[i].stride[j] = stride;
-            stride *= it.shapes[i].ext[j];
+            shapes[i].ext[j] = ir_eval_dims(t->shape[j], dims);
+            shapes[i].stride[j] = stride;
+            stride *= shapes[i].ext[j];
         }
     }
-    for (int i = 0; i < p->ntensors && !it.fault; i++)
+    const char *fault = NULL;
+    for (int i = 0; i < p->ntensors && !fault; i++)
         if (p->tensors[i]->kind != TK_INPUT)
-            run_tensor(&it, p->tensors[i]);
-    free(it.shapes);
-    free(it.env);
-    if (it.fault) {
-        snprintf(err, errlen, "access to %s out of bounds for these sizes", it.fault);
+            fault = run_tensor(p, p->tensors[i], dims, bufs, shapes);
+    free(shapes);
+    if (fault) {
+        snprintf(err, errlen, "access to %s out of bounds for these sizes", fault);
         return -1;
     }
     return 0;

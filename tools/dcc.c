@@ -10,6 +10,7 @@
  */
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
+#include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
 #include <errno.h>
@@ -137,12 +138,58 @@ static void free_program(Loaded *l)
 
 /* ---- dcc FILE.tex ---- */
 
+/* Options shared by compiling and running: the pipeline's. */
+typedef struct CompileOpts {
+    PipelineOpts pipe;
+    PassTarget target;
+} CompileOpts;
+
+static bool is_pass_name(const char *s)
+{
+    for (const char *const *n = pass_names(); *n; n++)
+        if (strcmp(*n, s) == 0)
+            return true;
+    return false;
+}
+
+static void set_dump_after(CompileOpts *o, const char *v)
+{
+    if (strcmp(v, "all") != 0 && !is_pass_name(v))
+        usage_error("unknown pass '%s' for --dump-after", v);
+    o->pipe.dump_after = v;
+}
+
+static void set_stop_after(CompileOpts *o, const char *v)
+{
+    if (!is_pass_name(v))
+        usage_error("unknown pass '%s' for --stop-after", v);
+    o->pipe.stop_after = v;
+}
+
+/* Lowers the program; exits 1 with a message on an internal verifier error. */
+static LoopProgram *lower_program(TeProgram *p, const CompileOpts *o)
+{
+    TargetInfo ti = pass_target_info(o->target);
+    char err[512];
+    LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, &o->pipe, err, sizeof err);
+    if (!lp)
+        ir_panic(__FILE__, __LINE__, "loop IR verifier: %s", err);
+    return lp;
+}
+
 static int cmd_compile(int argc, char **argv)
 {
     const char *out = NULL, *emit = NULL, *file = NULL;
+    CompileOpts co = {.target = PT_CPU};
+    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET };
     static const struct option opts[] = {
         {"emit", required_argument, 0, 'e'},
         {"output", required_argument, 0, 'o'},
+        {"dump-after", required_argument, 0, O_DUMP},
+        {"stop-after", required_argument, 0, O_STOP},
+        {"verify-each", no_argument, 0, O_VERIFY},
+        {"time-passes", no_argument, 0, O_TIME},
+        {"target", required_argument, 0, O_TARGET},
         {0, 0, 0, 0},
     };
     int c;
@@ -151,22 +198,40 @@ static int cmd_compile(int argc, char **argv)
         switch (c) {
         case 'e': emit = optarg; break;
         case 'o': out = optarg; break;
+        case O_DUMP: set_dump_after(&co, optarg); break;
+        case O_STOP: set_stop_after(&co, optarg); break;
+        case O_VERIFY: co.pipe.verify_each = true; break;
+        case O_TIME: co.pipe.time_passes = true; break;
+        case O_TARGET:
+            if (strcmp(optarg, "cpu") == 0)
+                co.target = PT_CPU;
+            else if (strcmp(optarg, "nvptx") == 0)
+                co.target = PT_GPU;
+            else
+                usage_error("unknown --target '%s' (expected cpu or nvptx)", optarg);
+            break;
         default: usage_error("bad option");
         }
     }
     if (optind != argc - 1)
         usage_error(optind == argc ? "no input file" : "more than one input file");
     file = argv[optind];
-    if (emit && strcmp(emit, "te") != 0)
-        usage_error("unknown --emit kind '%s' (expected te)", emit);
+    if (emit && strcmp(emit, "te") != 0 && strcmp(emit, "loops") != 0)
+        usage_error("unknown --emit kind '%s' (expected te or loops)", emit);
     if (out && !emit)
         usage_error("-o needs --emit");
     Loaded l = load_program(file);
+    bool lowering = (emit && strcmp(emit, "loops") == 0) || co.pipe.dump_after ||
+                    co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
+    LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
     if (emit) {
         char *text = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
-        ir_print_te(m, l.prog);
+        if (strcmp(emit, "te") == 0)
+            ir_print_te(m, l.prog);
+        else
+            ir_print_loops(m, lp);
         fclose(m);
         write_output(out, text, len);
         free(text);

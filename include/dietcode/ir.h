@@ -77,6 +77,11 @@ typedef struct ExprCtx ExprCtx;
 
 typedef enum TensorKind { TK_INPUT, TK_TEMP, TK_OUTPUT } TensorKind;
 
+/* Where a buffer lives. TE tensors are global; passes add shared (staged
+ * per block: GPU shared memory, CPU packing buffers) and local (per thread:
+ * registers) buffers, whose shapes are constants. */
+typedef enum MemScope { MS_GLOBAL, MS_SHARED, MS_LOCAL } MemScope;
+
 struct Tensor {
     const char *name;
     int id;            /* index in TeProgram.tensors */
@@ -87,6 +92,7 @@ struct Tensor {
     Var **axes;        /* computed tensors: rank axes, extents == shape */
     Expr *body;        /* computed tensors */
     SrcLoc loc;
+    MemScope scope;    /* loop IR: MS_GLOBAL for program tensors */
 };
 
 typedef struct TeProgram {
@@ -98,6 +104,86 @@ typedef struct TeProgram {
     int ntensors;
     Tensor **tensors;  /* definition order: a topological order */
 } TeProgram;
+
+/* ---- Loop IR ----
+ *
+ * Mutable statement trees over immutable Exprs. A loop's variable carries
+ * its extent (Var.extent), so a loop is its variable, kind and body. Loads
+ * are EX_LOAD expressions on buffers (Tensor), stores are statements.
+ * Kernels have one flat block loop (FK_BLOCK) outermost and at most one
+ * flat thread loop (FK_THREAD) inside it; per-axis block and thread
+ * indices are ST_LET bindings decomposed from the flat index, so interval
+ * analysis sees each with its own range.
+ */
+typedef enum ForKind {
+    FK_SERIAL,
+    FK_UNROLLED,   /* constant extent; codegen emits the body per value */
+    FK_VECTORIZED, /* constant extent; codegen runs the body as vector lanes */
+    FK_BLOCK,      /* GPU blockIdx.x; CPU: parallel over the thread pool */
+    FK_THREAD,     /* GPU threadIdx.x; CPU: serial, split at barriers */
+} ForKind;
+
+typedef enum StmtKind { ST_FOR, ST_LET, ST_IF, ST_STORE, ST_ALLOC, ST_BARRIER, ST_SEQ } StmtKind;
+
+typedef struct Stmt Stmt;
+struct Stmt {
+    StmtKind kind;
+    union {
+        struct { Var *var; ForKind fk; Stmt *body; } loop;  /* var in 0 .. extent-1 */
+        struct { Var *var; Expr *value; Stmt *body; } let;  /* value in 0 .. var->extent-1 */
+        struct { Expr *cond; Stmt *then, *els; } ifs;       /* els may be NULL */
+        struct { Tensor *buf; int n; Expr **idx; Expr *value; } store;
+        struct { Tensor *buf; Stmt *body; } alloc;          /* shared or local buffer */
+        struct { int n; Stmt **s; } seq;
+    };
+};
+
+/* A micro-kernel: a schedule that does not depend on any concrete shape.
+ * Spatial axis a (in the output's axis order) gets threads[a] threads per
+ * block, each computing a register tile of tile[a] points, so the block
+ * tile is threads[a] * tile[a]. The reduction (its axes fused when their
+ * extents are constants) advances rchunk elements per step, staged through
+ * shared memory / packing buffers when stage is set, and unrolls by unroll.
+ * vec is the vector width along the innermost spatial axis (vaxis
+ * MK_VEC_SPATIAL, broadcast FMAs) or along the reduction (MK_VEC_REDUCE,
+ * a horizontal sum at the end). */
+enum { MK_MAX_AXES = 8 };
+typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
+typedef struct MicroKernel {
+    int threads[MK_MAX_AXES];
+    int tile[MK_MAX_AXES];
+    int rchunk;
+    int unroll;
+    int vec;
+    VecAxis vaxis;
+    bool stage;
+} MicroKernel;
+
+/* One kernel: a block loop over a grid of independent blocks. */
+typedef struct Kernel {
+    const char *name;
+    const Tensor *out;  /* the TE tensor it computes */
+    MicroKernel mk;
+    Stmt *body;         /* an FK_BLOCK loop */
+    int nthreads;       /* threads per block (extent of the FK_THREAD loop), 1 if none */
+    /* Handles the tile pass leaves for the passes after it (NULL if absent). */
+    Stmt *ko_loop;      /* the loop over reduction chunks */
+    Var *ko, *ki;       /* chunk index; position in the chunk (or its vector part) */
+    Var *lane;          /* vector lane along the reduction (MK_VEC_REDUCE) */
+    int kc;             /* chunk length; 0 when the reduction is not tiled */
+    int nspatial;
+    Var *tvar[MK_MAX_AXES];  /* per spatial axis: thread index (let) */
+    Var *rvar[MK_MAX_AXES];  /* per spatial axis: register-tile loop */
+} Kernel;
+
+/* The lowered program: kernels in execution order over the TE program's
+ * global tensors (a buffer per tensor id; inlined tensors get none). */
+typedef struct LoopProgram {
+    TeProgram *te;
+    int nkernels;
+    Kernel **kernels;
+    bool *materialized;  /* per tensor id: needs a global buffer */
+} LoopProgram;
 
 /* Numeric interval; INT64_MIN / INT64_MAX stand for unbounded. */
 typedef struct Interval { int64_t lo, hi; } Interval;
@@ -137,6 +223,15 @@ const char *ir_dtype_name(DType t);
 bool ir_is_const(const Expr *e, int64_t *v);
 /* Rebuilds e with every occurrence of variable v replaced by r. */
 Expr *ir_subst(ExprCtx *c, Expr *e, Var *v, Expr *r);
+/* Replaces vars[i] by by[i] for each i, in order (the replacements must not
+ * mention later vars). */
+Expr *ir_subst_many(ExprCtx *c, Expr *e, int n, Var *const *vars, Expr *const *by);
+/* Rebuilds e with every occurrence of the sub-expression `from` replaced by `to`. */
+Expr *ir_replace(ExprCtx *c, Expr *e, const Expr *from, Expr *to);
+/* Rebuilds e bottom-up, applying f to every rebuilt node. */
+Expr *ir_rewrite(ExprCtx *c, Expr *e, Expr *(*f)(ExprCtx *c, Expr *e, void *ud), void *ud);
+/* Makes every load in e a padded (zero outside) load. */
+Expr *ir_pad_loads(ExprCtx *c, Expr *e);
 /* Calls f on every sub-expression once, children first. */
 void ir_expr_visit(Expr *e, void (*f)(Expr *e, void *ud), void *ud);
 bool ir_expr_uses_var(Expr *e, const Var *v);
@@ -185,5 +280,34 @@ int64_t ir_te_numel(const Tensor *t, const int64_t *dims);
 /* Checks values of the dims (>= lo, <= max, sizes representable); fills err. */
 bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t errlen);
 int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, size_t errlen);
+
+/* ir/loop.c: statement constructors and walks */
+Stmt *ir_for(Arena *a, Var *v, ForKind fk, Stmt *body);
+Stmt *ir_let(Arena *a, Var *v, Expr *value, Stmt *body);
+Stmt *ir_if(Arena *a, Expr *cond, Stmt *then, Stmt *els);
+Stmt *ir_store(Arena *a, Tensor *buf, int n, Expr **idx, Expr *value);
+Stmt *ir_alloc(Arena *a, Tensor *buf, Stmt *body);
+Stmt *ir_barrier(Arena *a);
+Stmt *ir_seq(Arena *a, int n, Stmt **s);
+Stmt *ir_seq2(Arena *a, Stmt *x, Stmt *y);
+/* A local or shared buffer of constant shape. */
+Tensor *ir_buffer(Arena *a, const char *name, MemScope scope, ExprCtx *c, int rank,
+                  const int64_t *shape);
+const char *ir_for_kind_name(ForKind fk);
+/* Rewrites every expression of s in place with f. */
+void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud);
+Stmt *ir_stmt_clone(Arena *a, const Stmt *s);
+bool ir_stmt_has_barrier(const Stmt *s);
+Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body);
+LoopProgram *ir_loop_program_new(TeProgram *te);
+
+/* ir/print_loops.c */
+void ir_print_stmt(FILE *out, const Stmt *s, int indent);
+void ir_print_kernel(FILE *out, const Kernel *k);
+void ir_print_loops(FILE *out, const LoopProgram *lp);
+void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial);
+
+/* ir/verify_loops.c */
+bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen);
 
 #endif

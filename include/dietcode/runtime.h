@@ -48,4 +48,20 @@ void rt_rng_fill(uint64_t seed, uint64_t stream, float *out, size_t n);
 /* 64-bit FNV-1a of a NUL-terminated string: a stream id from a tensor name. */
 uint64_t rt_rng_hash(const char *s);
 
+/* runtime/pool.c */
+/* A small pool of worker threads for data-parallel loops (the CPU target
+ * runs a kernel's blocks over it). Workers have 16 MB stacks, since kernels
+ * keep their staging buffers on the stack. */
+typedef struct RtPool RtPool;
+/* nthreads: how many threads run a loop, the caller included (nthreads - 1
+ * workers are started); 0 means one per online core. NULL on failure. */
+RtPool *rt_pool_new(int nthreads);
+int rt_pool_nthreads(const RtPool *p);
+/* Calls fn(ctx, begin, end) on disjoint chunks covering [0, n), on the
+ * workers and the calling thread, chunks handed out dynamically; returns
+ * when all are done. Calls from several threads take turns. */
+void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int64_t end),
+                 void *ctx);
+void rt_pool_destroy(RtPool *p); /* joins the workers; NULL is fine */
+
 #endif

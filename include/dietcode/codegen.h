@@ -1,0 +1,152 @@
+/* dietcode/codegen.h: the code generator's table of contents.
+ *
+ * Loop IR -> LLVM IR is one code path (codegen/llvm.c). What differs per
+ * target is a small table of hooks (CgTarget): the kernel's signature and
+ * where dims and buffers come from, the index of a block or thread loop,
+ * barriers, shared-memory allocation and math functions. codegen/cpu.c
+ * fills it for the host CPU; NVPTX and the SIMT emulator add their own.
+ *
+ * CPU kernel ABI, one C function per Kernel:
+ *
+ *     void NAME(const int64_t *dims, float *const *bufs,
+ *               int64_t block_begin, int64_t block_end);
+ *
+ * runs blocks [block_begin, block_end) of the kernel's FK_BLOCK loop.
+ * dims[d->pos] is the value of dim d; bufs[t->id] is global tensor t,
+ * row-major, its shape t->shape evaluated over dims. Integers are i64 with
+ * the reference interpreter's semantics (floor division and modulo, x/0 = 0),
+ * booleans i1, floats f32.
+ *
+ * The JIT (codegen/jit.c) compiles every kernel of a LoopProgram with ORC
+ * LLJIT for the host CPU and caches the machine code per kernel for the
+ * life of the process, so compiling the same kernel again is free; running
+ * a program splits each kernel's blocks over a thread pool (runtime/pool.c).
+ *
+ * Library functions never print and never exit: they return NULL or -1 and
+ * write a one-line message into the caller's err buffer.
+ */
+#ifndef DIETCODE_CODEGEN_H
+#define DIETCODE_CODEGEN_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "dietcode/ir.h"
+#include "dietcode/runtime.h"
+
+/* ---- Targets: the hooks one lowering calls ---- */
+
+typedef struct CgFn CgFn;
+typedef struct CgTarget CgTarget;
+
+/* Float math functions a target provides (everything else is built from
+ * them in codegen/llvm.c). Arguments may be scalars or vectors of f32. */
+typedef enum CgMath {
+    CG_EXP, CG_LOG, CG_SQRT, CG_POW, CG_TANH, CG_ERF, CG_FABS, CG_FLOOR, CG_FMIN, CG_FMAX
+} CgMath;
+
+/* How a block or thread loop runs: either a loop over [lo, hi) on this
+ * processor (index NULL), or one iteration at a hardware index (lo, hi
+ * NULL) guarded by index < extent when guard is set. */
+typedef struct CgRange {
+    LLVMValueRef lo, hi;
+    LLVMValueRef index;
+    bool guard;
+} CgRange;
+
+struct CgTarget {
+    const char *name;        /* "cpu" */
+    const char *triple, *cpu, *features;
+    /* Creates the kernel's function(s) named sym, leaves the builder in the
+     * body's entry block and fills g->dimv and g->bufv. */
+    void (*kernel_begin)(CgFn *g, const Kernel *k, const char *sym);
+    /* Closes the body (after the block loop), e.g. with ret void. */
+    void (*kernel_end)(CgFn *g);
+    /* FK_BLOCK and FK_THREAD loops of the given extent. */
+    CgRange (*loop_range)(CgFn *g, ForKind fk, LLVMValueRef extent);
+    void (*barrier)(CgFn *g); /* NULL: the target has no barriers */
+    /* Storage for an MS_SHARED buffer of array type ty (per block). */
+    LLVMValueRef (*shared_alloc)(CgFn *g, const Tensor *buf, LLVMTypeRef ty);
+    LLVMValueRef (*math)(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
+};
+
+/* The state of lowering one kernel: what hooks read and fill. */
+struct CgFn {
+    const CgTarget *target;
+    const LoopProgram *lp;
+    ExprCtx *ec;
+    LLVMContextRef cx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;          /* the function holding the body */
+    LLVMBasicBlockRef entry;  /* its entry block: allocas go here */
+    LLVMValueRef *dimv;       /* per dim position: i64 value */
+    LLVMValueRef *bufv;       /* per tensor id: ptr to its first element */
+    LLVMValueRef block_lo, block_hi; /* set by CPU-like targets for FK_BLOCK */
+    LLVMTypeRef i1, i32, i64, f32, ptr, voidt;
+    void *priv;               /* codegen/llvm.c's own state */
+};
+
+/* codegen/cpu.c */
+/* The host CPU (triple, name and features detected once, AVX-512 where
+ * present). Thread-safe; the result lives for the whole process. */
+const CgTarget *cg_target_cpu(void);
+
+/* ---- codegen/llvm.c: loop IR -> LLVM IR ---- */
+
+/* Adds kernel k of lp to module mod as function sym, for target t. Expects
+ * no EX_REDUCE and, on targets without barriers, no ST_BARRIER. */
+void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
+                    const Kernel *k, const char *sym);
+/* A module of every kernel of lp (named as the kernels are), verified and,
+ * if optimize, run through default<O3> for t. NULL and err on failure. */
+LLVMModuleRef cg_build_module(LLVMContextRef cx, const CgTarget *t, const LoopProgram *lp,
+                              bool optimize, char *err, size_t errlen);
+LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen);
+/* LLVMVerifyModule, then LLVMRunPasses("default<O3>") with t's machine. */
+int cg_verify_module(LLVMModuleRef mod, char *err, size_t errlen);
+int cg_optimize_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, char *err, size_t errlen);
+/* The host CPU module of lp as LLVM assembly text (malloc'd). */
+char *cg_emit_llvm_text(const LoopProgram *lp, bool optimize, char *err, size_t errlen);
+/* The optimised host CPU module of lp as host assembly (malloc'd). */
+char *cg_emit_asm_text(const LoopProgram *lp, char *err, size_t errlen);
+
+/* Helpers for hooks. */
+LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int nover,
+                          LLVMValueRef *args, int nargs);
+/* Calls float NAME(float) from the C library on each lane of x. */
+LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x);
+LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
+
+/* ---- codegen/jit.c: compiling and running on the host ---- */
+
+typedef void (*CgKernelFn)(const int64_t *dims, float *const *bufs, int64_t block_begin,
+                           int64_t block_end);
+typedef struct CgProgram CgProgram; /* the compiled kernels of one LoopProgram */
+
+/* JIT-compiles every kernel of lp for the host CPU. A kernel compiled before
+ * in this process (same printed loop IR, tensors and dims) is reused. The
+ * result refers to lp (block counts are lp's expressions): destroy it
+ * first. */
+CgProgram *cg_jit_compile(const LoopProgram *lp, char *err, size_t errlen);
+/* Runs every kernel in order over dims (checked against the declared
+ * ranges) and bufs (bufs[t->id]: every materialised tensor), splitting each
+ * kernel's blocks over the process-wide pool. */
+int cg_program_run(CgProgram *p, const int64_t *dims, float *const *bufs, char *err,
+                   size_t errlen);
+/* The same on a given pool (NULL: the process-wide one). */
+int cg_program_run_on(CgProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
+                      char *err, size_t errlen);
+int cg_program_nkernels(const CgProgram *p);
+/* Kernel i's entry point and its number of blocks for dims. */
+CgKernelFn cg_program_kernel(const CgProgram *p, int i);
+int64_t cg_program_nblocks(const CgProgram *p, int i, const int64_t *dims);
+void cg_program_destroy(CgProgram *p);
+/* Number of kernels compiled (cache misses) so far in this process. */
+int64_t cg_jit_compile_count(void);
+/* Releases the JIT, its cache and the default pool (all code compiled so
+ * far dies with them). For tests and leak checkers; later compiles start
+ * a new JIT. No CgProgram may be used across this call. */
+void cg_jit_shutdown(void);
+
+#endif

@@ -1,0 +1,81 @@
+/* dietcode/passes.h: the passes layer's table of contents.
+ *
+ * A TE program and one micro-kernel per stage go in; a LoopProgram comes
+ * out. passes/pipeline.c runs the passes in a fixed, visible order:
+ *
+ *   inline   TE: elementwise intermediates are substituted into consumers
+ *   lower    TE + micro-kernels -> one canonical loop nest per kernel
+ *   tile     block / thread / register-tile loops, reduction chunks
+ *   stage    operands staged per block (GPU shared memory, CPU packing)
+ *   pad      local padding: guarded loads, unguarded compute, guarded stores
+ *   bind     map blocks and threads to the target (CPU: split at barriers)
+ *   simplify fold and drop guards that interval analysis proves redundant
+ *   vectorize  unroll register tiles, vectorise the innermost one
+ *
+ * Passes never print except through the pipeline's dump hook, keep no
+ * global state, and report user-facing problems as return values.
+ */
+#ifndef DIETCODE_PASSES_H
+#define DIETCODE_PASSES_H
+
+#include "dietcode/ir.h"
+
+typedef enum PassTarget { PT_CPU, PT_GPU } PassTarget;
+
+/* Limits of the target the schedule must respect. */
+typedef struct TargetInfo {
+    PassTarget kind;
+    int vec_width;        /* floats per vector register (CPU) / 4 on GPU */
+    int max_threads;      /* per block */
+    int shared_bytes;     /* per block */
+} TargetInfo;
+
+/* passes/inline.c */
+/* Marks which tensors need a global buffer and substitutes every
+ * elementwise intermediate into its consumers. Returns the rewritten body
+ * of each computed tensor in bodies[t->id]. */
+void pass_inline(TeProgram *p, Expr **bodies, bool *materialized);
+
+/* passes/microkernel.c */
+/* The number of spatial axes and the fused reduction extent of a stage. */
+bool pass_stage_has_reduction(const Expr *body);
+MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
+                                     const TargetInfo *ti);
+/* Clamps a micro-kernel to what the target and the stage allow. */
+void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
+
+/* passes/lower.c */
+LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
+                        const MicroKernel *mks);
+
+/* passes/tile.c */
+void pass_tile(LoopProgram *lp, const TargetInfo *ti);
+/* passes/stage.c */
+void pass_stage(LoopProgram *lp, const TargetInfo *ti);
+/* passes/pad.c */
+void pass_pad(LoopProgram *lp);
+/* passes/bind.c */
+void pass_bind(LoopProgram *lp, const TargetInfo *ti);
+/* passes/simplify.c */
+void pass_simplify(LoopProgram *lp);
+/* passes/vectorize.c */
+void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
+
+/* passes/pipeline.c */
+typedef struct PipelineOpts {
+    const char *dump_after;  /* pass name, "all", or NULL */
+    const char *stop_after;  /* pass name or NULL */
+    bool verify_each;
+    bool time_passes;
+    FILE *dump;              /* where dumps and timings go (stderr if NULL) */
+} PipelineOpts;
+
+TargetInfo pass_target_info(PassTarget kind);
+/* The names of the passes in order, NULL-terminated (for option checking). */
+const char *const *pass_names(void);
+/* Lowers p with the given micro-kernels (NULL: the defaults; mks is indexed
+ * by tensor id). Returns NULL with a message on a verifier failure. */
+LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
+                               const PipelineOpts *opts, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,213 @@
+/* Loop IR statements: constructors, in-place expression rewriting, cloning.
+ * Statements are mutable trees in the program's arena; the expressions in
+ * them are the shared, immutable Exprs. */
+#include "dietcode/ir.h"
+
+#include <string.h>
+
+static Stmt *node(Arena *a, StmtKind k)
+{
+    Stmt *s = IR_NEW(a, Stmt);
+    s->kind = k;
+    return s;
+}
+
+Stmt *ir_for(Arena *a, Var *v, ForKind fk, Stmt *body)
+{
+    IR_ASSERT(v->extent && body);
+    Stmt *s = node(a, ST_FOR);
+    s->loop.var = v;
+    s->loop.fk = fk;
+    s->loop.body = body;
+    return s;
+}
+
+Stmt *ir_let(Arena *a, Var *v, Expr *value, Stmt *body)
+{
+    Stmt *s = node(a, ST_LET);
+    s->let.var = v;
+    s->let.value = value;
+    s->let.body = body;
+    return s;
+}
+
+Stmt *ir_if(Arena *a, Expr *cond, Stmt *then, Stmt *els)
+{
+    Stmt *s = node(a, ST_IF);
+    s->ifs.cond = cond;
+    s->ifs.then = then;
+    s->ifs.els = els;
+    return s;
+}
+
+Stmt *ir_store(Arena *a, Tensor *buf, int n, Expr **idx, Expr *value)
+{
+    IR_ASSERT(n == buf->rank);
+    Stmt *s = node(a, ST_STORE);
+    s->store.buf = buf;
+    s->store.n = n;
+    s->store.idx = IR_NEWN(a, Expr *, n ? n : 1);
+    if (n)
+        memcpy(s->store.idx, idx, sizeof(Expr *) * (size_t)n);
+    s->store.value = value;
+    return s;
+}
+
+Stmt *ir_alloc(Arena *a, Tensor *buf, Stmt *body)
+{
+    Stmt *s = node(a, ST_ALLOC);
+    s->alloc.buf = buf;
+    s->alloc.body = body;
+    return s;
+}
+
+Stmt *ir_barrier(Arena *a) { return node(a, ST_BARRIER); }
+
+Stmt *ir_seq(Arena *a, int n, Stmt **items)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i])
+            m += items[i]->kind == ST_SEQ ? items[i]->seq.n : 1;
+    if (m == 1)
+        for (int i = 0; i < n; i++)
+            if (items[i] && items[i]->kind != ST_SEQ)
+                return items[i];
+    Stmt *s = node(a, ST_SEQ);
+    s->seq.s = IR_NEWN(a, Stmt *, m ? m : 1);
+    for (int i = 0; i < n; i++) {
+        if (!items[i])
+            continue;
+        if (items[i]->kind == ST_SEQ)
+            for (int j = 0; j < items[i]->seq.n; j++)
+                s->seq.s[s->seq.n++] = items[i]->seq.s[j];
+        else
+            s->seq.s[s->seq.n++] = items[i];
+    }
+    return s;
+}
+
+Stmt *ir_seq2(Arena *a, Stmt *x, Stmt *y)
+{
+    Stmt *items[2] = {x, y};
+    return ir_seq(a, 2, items);
+}
+
+Tensor *ir_buffer(Arena *a, const char *name, MemScope scope, ExprCtx *c, int rank,
+                  const int64_t *shape)
+{
+    Tensor *t = IR_NEW(a, Tensor);
+    t->name = ir_arena_strdup(a, name);
+    t->id = -1;
+    t->kind = TK_TEMP;
+    t->dtype = DT_F32;
+    t->scope = scope;
+    t->rank = rank;
+    t->shape = IR_NEWN(a, Expr *, rank ? rank : 1);
+    for (int i = 0; i < rank; i++)
+        t->shape[i] = ir_int(c, shape[i]);
+    return t;
+}
+
+const char *ir_for_kind_name(ForKind fk)
+{
+    switch (fk) {
+    case FK_SERIAL: return "serial";
+    case FK_UNROLLED: return "unrolled";
+    case FK_VECTORIZED: return "vectorized";
+    case FK_BLOCK: return "block.x";
+    case FK_THREAD: return "thread.x";
+    }
+    IR_UNREACHABLE();
+}
+
+void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud)
+{
+    switch (s->kind) {
+    case ST_FOR: ir_stmt_map_exprs(s->loop.body, f, ud); break;
+    case ST_LET:
+        s->let.value = f(s->let.value, ud);
+        ir_stmt_map_exprs(s->let.body, f, ud);
+        break;
+    case ST_IF:
+        s->ifs.cond = f(s->ifs.cond, ud);
+        ir_stmt_map_exprs(s->ifs.then, f, ud);
+        if (s->ifs.els)
+            ir_stmt_map_exprs(s->ifs.els, f, ud);
+        break;
+    case ST_STORE:
+        for (int i = 0; i < s->store.n; i++)
+            s->store.idx[i] = f(s->store.idx[i], ud);
+        s->store.value = f(s->store.value, ud);
+        break;
+    case ST_ALLOC: ir_stmt_map_exprs(s->alloc.body, f, ud); break;
+    case ST_BARRIER: break;
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            ir_stmt_map_exprs(s->seq.s[i], f, ud);
+        break;
+    }
+}
+
+Stmt *ir_stmt_clone(Arena *a, const Stmt *s)
+{
+    Stmt *c = IR_NEW(a, Stmt);
+    *c = *s;
+    switch (s->kind) {
+    case ST_FOR: c->loop.body = ir_stmt_clone(a, s->loop.body); break;
+    case ST_LET: c->let.body = ir_stmt_clone(a, s->let.body); break;
+    case ST_IF:
+        c->ifs.then = ir_stmt_clone(a, s->ifs.then);
+        c->ifs.els = s->ifs.els ? ir_stmt_clone(a, s->ifs.els) : NULL;
+        break;
+    case ST_STORE:
+        c->store.idx = IR_NEWN(a, Expr *, s->store.n ? s->store.n : 1);
+        memcpy(c->store.idx, s->store.idx, sizeof(Expr *) * (size_t)s->store.n);
+        break;
+    case ST_ALLOC: c->alloc.body = ir_stmt_clone(a, s->alloc.body); break;
+    case ST_BARRIER: break;
+    case ST_SEQ:
+        c->seq.s = IR_NEWN(a, Stmt *, s->seq.n ? s->seq.n : 1);
+        for (int i = 0; i < s->seq.n; i++)
+            c->seq.s[i] = ir_stmt_clone(a, s->seq.s[i]);
+        break;
+    }
+    return c;
+}
+
+bool ir_stmt_has_barrier(const Stmt *s)
+{
+    switch (s->kind) {
+    case ST_BARRIER: return true;
+    case ST_FOR: return ir_stmt_has_barrier(s->loop.body);
+    case ST_LET: return ir_stmt_has_barrier(s->let.body);
+    case ST_IF:
+        return ir_stmt_has_barrier(s->ifs.then) || (s->ifs.els && ir_stmt_has_barrier(s->ifs.els));
+    case ST_ALLOC: return ir_stmt_has_barrier(s->alloc.body);
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            if (ir_stmt_has_barrier(s->seq.s[i]))
+                return true;
+        return false;
+    case ST_STORE: return false;
+    }
+    IR_UNREACHABLE();
+}
+
+Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body)
+{
+    Kernel *k = IR_NEW(a, Kernel);
+    k->name = ir_arena_strdup(a, name);
+    k->out = out;
+    k->body = body;
+    k->nthreads = 1;
+    return k;
+}
+
+LoopProgram *ir_loop_program_new(TeProgram *te)
+{
+    LoopProgram *lp = IR_NEW(te->arena, LoopProgram);
+    lp->te = te;
+    lp->materialized = IR_NEWN(te->arena, bool, te->ntensors ? te->ntensors : 1);
+    return lp;
+}

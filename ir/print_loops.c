@@ -1,0 +1,113 @@
+/* Printing loop IR (`--emit=loops`, `--dump-after`): one statement a line,
+ * nesting by indentation, expressions in the .tex syntax. */
+#include "dietcode/ir.h"
+
+static void pad(FILE *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        fputs("  ", out);
+}
+
+static void print_shape(FILE *out, const Tensor *t)
+{
+    fputc('[', out);
+    for (int i = 0; i < t->rank; i++) {
+        if (i)
+            fputs(", ", out);
+        ir_print_expr(out, t->shape[i]);
+    }
+    fputc(']', out);
+}
+
+void ir_print_stmt(FILE *out, const Stmt *s, int ind)
+{
+    switch (s->kind) {
+    case ST_FOR:
+        pad(out, ind);
+        fprintf(out, "for %s in 0..", s->loop.var->name);
+        ir_print_expr(out, s->loop.var->extent);
+        fprintf(out, " %s:\n", ir_for_kind_name(s->loop.fk));
+        ir_print_stmt(out, s->loop.body, ind + 1);
+        break;
+    case ST_LET:
+        pad(out, ind);
+        fprintf(out, "let %s = ", s->let.var->name);
+        ir_print_expr(out, s->let.value);
+        fputs("  # < ", out);
+        ir_print_expr(out, s->let.var->extent);
+        fputc('\n', out);
+        ir_print_stmt(out, s->let.body, ind);
+        break;
+    case ST_IF:
+        pad(out, ind);
+        fputs("if ", out);
+        ir_print_expr(out, s->ifs.cond);
+        fputs(":\n", out);
+        ir_print_stmt(out, s->ifs.then, ind + 1);
+        if (s->ifs.els) {
+            pad(out, ind);
+            fputs("else:\n", out);
+            ir_print_stmt(out, s->ifs.els, ind + 1);
+        }
+        break;
+    case ST_STORE:
+        pad(out, ind);
+        fprintf(out, "%s[", s->store.buf->name);
+        for (int i = 0; i < s->store.n; i++) {
+            if (i)
+                fputs(", ", out);
+            ir_print_expr(out, s->store.idx[i]);
+        }
+        fputs("] = ", out);
+        ir_print_expr(out, s->store.value);
+        fputc('\n', out);
+        break;
+    case ST_ALLOC:
+        pad(out, ind);
+        fprintf(out, "alloc %s %s", s->alloc.buf->scope == MS_SHARED ? "shared" : "local",
+                s->alloc.buf->name);
+        print_shape(out, s->alloc.buf);
+        fputc('\n', out);
+        ir_print_stmt(out, s->alloc.body, ind);
+        break;
+    case ST_BARRIER:
+        pad(out, ind);
+        fputs("barrier\n", out);
+        break;
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            ir_print_stmt(out, s->seq.s[i], ind);
+        break;
+    }
+}
+
+void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
+{
+    fputs("threads [", out);
+    for (int i = 0; i < nspatial; i++)
+        fprintf(out, "%s%d", i ? ", " : "", mk->threads[i]);
+    fputs("] tile [", out);
+    for (int i = 0; i < nspatial; i++)
+        fprintf(out, "%s%d", i ? ", " : "", mk->tile[i]);
+    fprintf(out, "] rchunk %d unroll %d vec %d%s%s", mk->rchunk, mk->unroll, mk->vec,
+            mk->vaxis == MK_VEC_REDUCE ? " along reduction" : "", mk->stage ? " staged" : "");
+}
+
+void ir_print_kernel(FILE *out, const Kernel *k)
+{
+    fprintf(out, "kernel %s  # computes %s, %d thread%s per block\n", k->name, k->out->name,
+            k->nthreads, k->nthreads == 1 ? "" : "s");
+    fputs("  # micro-kernel: ", out);
+    ir_print_microkernel(out, &k->mk, k->out->rank);
+    fputc('\n', out);
+    ir_print_stmt(out, k->body, 1);
+}
+
+void ir_print_loops(FILE *out, const LoopProgram *lp)
+{
+    for (int i = 0; i < lp->nkernels; i++) {
+        if (i)
+            fputc('\n', out);
+        ir_print_kernel(out, lp->kernels[i]);
+    }
+}

@@ -1,0 +1,166 @@
+/* The loop IR verifier: run between passes under --verify-each and always
+ * in tests. It checks scoping (every variable bound by an enclosing loop or
+ * let, or a dim; every shared or local buffer by an enclosing alloc),
+ * ranks, types, and the shape rules of kernels (one block loop outermost,
+ * constant extents for unrolled and vectorized loops). */
+#include "dietcode/ir.h"
+
+#include <string.h>
+
+typedef struct Env {
+    const LoopProgram *lp;
+    const Var *vars[256];
+    int nvars;
+    const Tensor *bufs[64];
+    int nbufs;
+    const char *problem;
+    char detail[160];
+} Env;
+
+static bool bound_var(const Env *e, const Var *v)
+{
+    if (v->kind == VK_DIM)
+        return true;
+    for (int i = 0; i < e->nvars; i++)
+        if (e->vars[i] == v)
+            return true;
+    return false;
+}
+
+static bool bound_buf(const Env *e, const Tensor *t)
+{
+    if (t->scope == MS_GLOBAL)
+        return t->id >= 0 && t->id < e->lp->te->ntensors && e->lp->te->tensors[t->id] == t &&
+               e->lp->materialized[t->id];
+    for (int i = 0; i < e->nbufs; i++)
+        if (e->bufs[i] == t)
+            return true;
+    return false;
+}
+
+static void fail(Env *e, const char *what, const char *name)
+{
+    if (!e->problem) {
+        e->problem = what;
+        snprintf(e->detail, sizeof e->detail, "%s '%s'", what, name ? name : "");
+    }
+}
+
+static void check_expr(Env *e, const Expr *x)
+{
+    switch (x->kind) {
+    case EX_INT: case EX_FLOAT: return;
+    case EX_VAR:
+        if (!bound_var(e, x->var))
+            fail(e, "unbound variable", x->var->name);
+        return;
+    case EX_REDUCE: fail(e, "reduction left in loop IR", NULL); return;
+    case EX_LOAD:
+        if (!bound_buf(e, x->load.t))
+            fail(e, "load of an unallocated buffer", x->load.t->name);
+        if (x->load.n != x->load.t->rank)
+            fail(e, "load with the wrong number of indices", x->load.t->name);
+        for (int i = 0; i < x->load.n; i++) {
+            if (x->load.idx[i]->type != DT_I32)
+                fail(e, "non-integer index", x->load.t->name);
+            check_expr(e, x->load.idx[i]);
+        }
+        return;
+    default:
+        if (x->op.a) check_expr(e, x->op.a);
+        if (x->op.b) check_expr(e, x->op.b);
+        if (x->op.c) check_expr(e, x->op.c);
+    }
+}
+
+static void check_stmt(Env *e, const Stmt *s)
+{
+    int64_t v;
+    if (e->problem)
+        return;
+    switch (s->kind) {
+    case ST_FOR:
+        check_expr(e, s->loop.var->extent);
+        if ((s->loop.fk == FK_UNROLLED || s->loop.fk == FK_VECTORIZED) &&
+            !ir_is_const(s->loop.var->extent, &v))
+            fail(e, "unrolled or vectorized loop with a non-constant extent", s->loop.var->name);
+        if (s->loop.fk == FK_BLOCK)
+            fail(e, "block loop not outermost", s->loop.var->name);
+        if (bound_var(e, s->loop.var))
+            fail(e, "loop variable bound twice", s->loop.var->name);
+        if (e->nvars == 256)
+            { fail(e, "nesting too deep", NULL); return; }
+        e->vars[e->nvars++] = s->loop.var;
+        check_stmt(e, s->loop.body);
+        e->nvars--;
+        return;
+    case ST_LET:
+        check_expr(e, s->let.value);
+        if (bound_var(e, s->let.var))
+            fail(e, "let variable bound twice", s->let.var->name);
+        if (e->nvars == 256)
+            { fail(e, "nesting too deep", NULL); return; }
+        e->vars[e->nvars++] = s->let.var;
+        check_stmt(e, s->let.body);
+        e->nvars--;
+        return;
+    case ST_IF:
+        check_expr(e, s->ifs.cond);
+        if (s->ifs.cond->type != DT_BOOL)
+            fail(e, "if condition is not a condition", NULL);
+        check_stmt(e, s->ifs.then);
+        if (s->ifs.els)
+            check_stmt(e, s->ifs.els);
+        return;
+    case ST_STORE:
+        if (!bound_buf(e, s->store.buf))
+            fail(e, "store to an unallocated buffer", s->store.buf->name);
+        if (s->store.n != s->store.buf->rank)
+            fail(e, "store with the wrong number of indices", s->store.buf->name);
+        if (s->store.value->type != DT_F32)
+            fail(e, "store of a non-float value", s->store.buf->name);
+        for (int i = 0; i < s->store.n; i++)
+            check_expr(e, s->store.idx[i]);
+        check_expr(e, s->store.value);
+        return;
+    case ST_ALLOC:
+        if (s->alloc.buf->scope == MS_GLOBAL)
+            fail(e, "alloc of a global buffer", s->alloc.buf->name);
+        for (int i = 0; i < s->alloc.buf->rank; i++)
+            if (!ir_is_const(s->alloc.buf->shape[i], &v) || v < 1)
+                fail(e, "buffer with a non-constant shape", s->alloc.buf->name);
+        if (e->nbufs == 64)
+            { fail(e, "too many buffers", NULL); return; }
+        e->bufs[e->nbufs++] = s->alloc.buf;
+        check_stmt(e, s->alloc.body);
+        e->nbufs--;
+        return;
+    case ST_BARRIER: return;
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            check_stmt(e, s->seq.s[i]);
+        return;
+    }
+}
+
+bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen)
+{
+    for (int i = 0; i < lp->nkernels; i++) {
+        const Kernel *k = lp->kernels[i];
+        Env e;
+        memset(&e, 0, sizeof e);
+        e.lp = lp;
+        const Stmt *body = k->body;
+        if (body->kind == ST_FOR && body->loop.fk == FK_BLOCK) {
+            check_expr(&e, body->loop.var->extent);
+            e.vars[e.nvars++] = body->loop.var;
+            body = body->loop.body;
+        }
+        check_stmt(&e, body);
+        if (e.problem) {
+            snprintf(err, errlen, "kernel %s: %s", k->name, e.detail);
+            return false;
+        }
+    }
+    return true;
+}

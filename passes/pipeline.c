@@ -1,0 +1,121 @@
+/* The pipeline: the passes in order, as straight-line code. Each call goes
+ * through step(), which times the pass, verifies the loop IR afterwards
+ * (--verify-each), dumps it (--dump-after) and stops (--stop-after). */
+#include "dietcode/passes.h"
+
+#include <string.h>
+#include <time.h>
+
+static const char *const names[] = {"inline", "lower", "tile", "stage", "pad", "bind",
+                                    "simplify", "vectorize", NULL};
+
+const char *const *pass_names(void) { return names; }
+
+TargetInfo pass_target_info(PassTarget kind)
+{
+    if (kind == PT_GPU)
+        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024};
+    return (TargetInfo){PT_CPU, 16, 1024, 1 << 20};
+}
+
+typedef struct Run {
+    const PipelineOpts *o;
+    FILE *out;
+    LoopProgram *lp;
+    TeProgram *te;
+    double t0;
+    bool stopped;
+    char *err;
+    size_t errlen;
+    bool failed;
+} Run;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* After a pass: time, verify, dump, and say whether to stop. */
+static bool step(Run *r, const char *name)
+{
+    double t = now() - r->t0;
+    if (r->o->time_passes)
+        fprintf(r->out, "time: %-10s %8.3f ms\n", name, t * 1e3);
+    if (r->lp && r->o->verify_each && !ir_verify_loops(r->lp, r->err, r->errlen)) {
+        r->failed = true;
+        return false;
+    }
+    if (r->o->dump_after &&
+        (strcmp(r->o->dump_after, "all") == 0 || strcmp(r->o->dump_after, name) == 0)) {
+        fprintf(r->out, "# after %s\n", name);
+        if (r->lp)
+            ir_print_loops(r->out, r->lp);
+        else
+            ir_print_te(r->out, r->te);
+        fputc('\n', r->out);
+    }
+    if (r->o->stop_after && strcmp(r->o->stop_after, name) == 0) {
+        r->stopped = true;
+        return false;
+    }
+    r->t0 = now();
+    return true;
+}
+
+LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
+                               const PipelineOpts *opts, char *err, size_t errlen)
+{
+    static const PipelineOpts none = {0};
+    Run r = {opts ? opts : &none, NULL, NULL, p, now(), false, err, errlen, false};
+    r.out = r.o->dump ? r.o->dump : stderr;
+    int n = p->ntensors ? p->ntensors : 1;
+    Expr **bodies = IR_NEWN(p->arena, Expr *, n);
+    bool *materialized = IR_NEWN(p->arena, bool, n);
+    MicroKernel *chosen = IR_NEWN(p->arena, MicroKernel, n);
+
+    pass_inline(p, bodies, materialized);
+    for (int i = 0; i < p->ntensors; i++) {
+        Tensor *t = p->tensors[i];
+        if (t->kind == TK_INPUT || !materialized[i])
+            continue;
+        if (mks) {
+            chosen[i] = mks[i];
+            pass_legalize_microkernel(&chosen[i], t, ti);
+        } else {
+            chosen[i] = pass_default_microkernel(p, t, bodies[i], ti);
+        }
+    }
+    if (!step(&r, "inline"))
+        goto done;
+    r.lp = pass_lower(p, bodies, materialized, chosen);
+    if (!step(&r, "lower"))
+        goto done;
+    pass_tile(r.lp, ti);
+    if (!step(&r, "tile"))
+        goto done;
+    pass_stage(r.lp, ti);
+    if (!step(&r, "stage"))
+        goto done;
+    pass_pad(r.lp);
+    if (!step(&r, "pad"))
+        goto done;
+    pass_bind(r.lp, ti);
+    if (!step(&r, "bind"))
+        goto done;
+    pass_simplify(r.lp);
+    if (!step(&r, "simplify"))
+        goto done;
+    pass_vectorize(r.lp, ti);
+    step(&r, "vectorize");
+done:
+    if (r.failed)
+        return NULL;
+    if (!r.lp) { /* stopped after inline: nothing lowered yet */
+        r.lp = ir_loop_program_new(p);
+        for (int i = 0; i < p->ntensors; i++)
+            r.lp->materialized[i] = materialized[i];
+    }
+    return r.lp;
+}

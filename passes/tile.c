@@ -1,0 +1,363 @@
+/* tile: give the canonical loop nest its block, thread and register-tile
+ * structure from the kernel's micro-kernel.
+ *
+ * requires: lower's canonical nests; legal micro-kernels.
+ * ensures:  each kernel is
+ *
+ *   for B in 0..prod(nb) block.x:           nb[a] = ceil(S[a] / (threads[a] * tile[a]))
+ *     let b_a = B decomposed                 (block index per spatial axis)
+ *     for Th in 0..prod(threads) thread.x:
+ *       let t_a = Th decomposed              (thread index per spatial axis)
+ *       alloc local acc[tile...]:
+ *         acc[r...] = identity                      for each r in the register tile
+ *         for ko in 0..ceil(K / kc):
+ *           for ki in 0..kc:  for r...:  acc[r...] = combine(acc[r...], body)
+ *         for r...:  Y[x...] = epilogue(acc[r...])  x[a] = b_a*bt[a] + t_a*tile[a] + r_a
+ *
+ *           where the reduction axes, when their extents are constants, are
+ *           fused into one index k = ko*kc + ki and recovered by / and %.
+ *
+ * Points past the tensor's edge are computed like the others (local
+ * padding); pad then guards their loads and stores. A reduction update
+ * past the reduction's end is guarded with a select, unless a zero-filled
+ * operand makes the contribution the sum's identity anyway (X?*W: 0).
+ * A body that is not a single reduction (several or nested reductions)
+ * keeps its statements per point, inside the same block and thread loops.
+ * breaks:   nothing; no guards yet, so indices may run past the edges.
+ */
+#include "dietcode/passes.h"
+
+#include <string.h>
+
+typedef struct Canon {
+    int rank;
+    Var *sv[MK_MAX_AXES]; /* spatial loop variables of the lowered nest */
+    Stmt *point;          /* body per spatial point */
+    /* the single-reduction form */
+    bool red;
+    Tensor *acc;
+    ExprKind comb;
+    double ident;
+    int nr;
+    Var *rv[MK_MAX_AXES + 8];
+    Expr *value;          /* v in acc[0] = combine(acc[0], v) */
+    Stmt *final;          /* Y[...] = epilogue(acc[0]) */
+} Canon;
+
+static bool is_acc_load(const Expr *e, const Tensor *acc)
+{
+    return e->kind == EX_LOAD && e->load.t == acc;
+}
+
+static bool uses_buffer(Expr *e, const Tensor *buf);
+
+static void find_buf(Expr *e, void *ud)
+{
+    const Tensor **b = ud;
+    if (e->kind == EX_LOAD && e->load.t == *b)
+        *b = NULL;
+}
+
+static bool uses_buffer(Expr *e, const Tensor *buf)
+{
+    const Tensor *b = buf;
+    ir_expr_visit(e, find_buf, &b);
+    return b == NULL;
+}
+
+static Canon parse_canon(const Kernel *k)
+{
+    Canon c = {0};
+    Stmt *s = k->body;
+    c.rank = k->out->rank;
+    for (int a = 0; a < c.rank; a++) {
+        IR_ASSERT(s->kind == ST_FOR);
+        c.sv[a] = s->loop.var;
+        s = s->loop.body;
+    }
+    c.point = s;
+    if (s->kind != ST_ALLOC || s->alloc.body->kind != ST_SEQ || s->alloc.body->seq.n != 3)
+        return c;
+    Tensor *acc = s->alloc.buf;
+    Stmt **items = s->alloc.body->seq.s;
+    if (items[0]->kind != ST_STORE || items[0]->store.buf != acc ||
+        items[0]->store.value->kind != EX_FLOAT || items[2]->kind != ST_STORE ||
+        items[2]->store.buf == acc)
+        return c;
+    Stmt *l = items[1];
+    int nr = 0;
+    while (l->kind == ST_FOR && nr < MK_MAX_AXES + 8) {
+        c.rv[nr++] = l->loop.var;
+        l = l->loop.body;
+    }
+    if (nr == 0 || l->kind != ST_STORE || l->store.buf != acc)
+        return c;
+    Expr *v = l->store.value;
+    if (ir_op_arity(v->kind) != 2 || !is_acc_load(v->op.a, acc) || uses_buffer(v->op.b, acc))
+        return c;
+    c.red = true;
+    c.acc = acc;
+    c.comb = v->kind;
+    c.ident = items[0]->store.value->fval;
+    c.nr = nr;
+    c.value = v->op.b;
+    c.final = items[2];
+    return c;
+}
+
+/* True when a zero-filled out-of-range operand already makes the update
+ * the identity: a sum of products with a factor indexed by the outermost
+ * reduction variable over exactly that variable's extent. */
+static bool zero_fill_covers(const Expr *v, const Var *r0)
+{
+    if (v->kind == EX_MUL)
+        return zero_fill_covers(v->op.a, r0) || zero_fill_covers(v->op.b, r0);
+    if (v->kind != EX_LOAD || v->load.t->scope != MS_GLOBAL)
+        return false;
+    for (int i = 0; i < v->load.n; i++) {
+        const Expr *x = v->load.idx[i];
+        if (x->kind == EX_VAR && x->var == r0 && v->load.t->shape[i] == r0->extent)
+            return true;
+    }
+    return false;
+}
+
+typedef struct Tiler {
+    Arena *a;
+    ExprCtx *c;
+    Kernel *k;
+    const MicroKernel *mk;
+    Canon cn;
+    Expr *x[MK_MAX_AXES]; /* spatial index per axis */
+    Var *r[MK_MAX_AXES];  /* register-tile loops */
+} Tiler;
+
+static Expr *C(Tiler *t, int64_t v) { return ir_int(t->c, v); }
+static Expr *VR(Tiler *t, Var *v) { return ir_varref(t->c, v); }
+
+/* Wraps s in the register-tile loops (innermost axis innermost). */
+static Stmt *tile_loops(Tiler *t, Stmt *s, Var *lane)
+{
+    if (lane)
+        s = ir_for(t->a, lane, FK_SERIAL, s);
+    for (int a = t->cn.rank - 1; a >= 0; a--)
+        s = ir_for(t->a, t->r[a], FK_SERIAL, s);
+    return s;
+}
+
+typedef struct SubstCtx {
+    Tiler *t;
+    int n;
+    Var **vars;
+    Expr **by;
+} SubstCtx;
+
+static Expr *subst_cb(Expr *e, void *ud)
+{
+    SubstCtx *s = ud;
+    return ir_subst_many(s->t->c, e, s->n, s->vars, s->by);
+}
+
+/* Clones a statement with the spatial loop variables replaced by x. */
+static Stmt *at_point(Tiler *t, const Stmt *s)
+{
+    Stmt *n = ir_stmt_clone(t->a, s);
+    SubstCtx sc = {t, t->cn.rank, t->cn.sv, t->x};
+    ir_stmt_map_exprs(n, subst_cb, &sc);
+    return n;
+}
+
+/* The reduction part: init, the chunked update loops and the final store. */
+static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
+{
+    ExprCtx *c = t->c;
+    const MicroKernel *mk = t->mk;
+    Canon *cn = &t->cn;
+    bool vred = mk->vaxis == MK_VEC_REDUCE && mk->vec > 1;
+    int kc = mk->rchunk > 0 ? mk->rchunk : (Kc > 0 ? (int)Kc : 0);
+    if (Kc > 0 && kc > Kc)
+        kc = (int)Kc;
+    if (vred && (kc == 0 || kc % mk->vec != 0))
+        vred = false;
+    int V = vred ? mk->vec : 1;
+
+    /* acc[tile..., lanes] */
+    int64_t shape[MK_MAX_AXES + 1];
+    int n = 0;
+    for (int a = 0; a < cn->rank; a++)
+        shape[n++] = mk->tile[a];
+    if (vred)
+        shape[n++] = V;
+    if (n == 0)
+        shape[n++] = 1;
+    char name[64];
+    snprintf(name, sizeof name, "acc_%s", t->k->out->name);
+    Tensor *acc = ir_buffer(t->a, name, MS_LOCAL, c, n, shape);
+    Var *lane = vred ? ir_var(c, "lane", VK_LOOP, C(t, V)) : NULL;
+    Expr *aidx[MK_MAX_AXES + 1];
+    int na = 0;
+    for (int a = 0; a < cn->rank; a++)
+        aidx[na++] = VR(t, t->r[a]);
+    if (vred)
+        aidx[na++] = VR(t, lane);
+    if (na == 0)
+        aidx[na++] = C(t, 0);
+    Expr *cur = ir_load(c, acc, na, aidx, false);
+
+    Stmt *init = tile_loops(t, ir_store(t->a, acc, na, aidx, ir_float(c, cn->ident)), lane);
+
+    /* k = ko*kc + ki (+ lane) */
+    Var *ko = NULL, *ki;
+    Expr *k;
+    if (kc > 0) {
+        Expr *nko = ir_simplify(c, ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, K, C(t, kc - 1)), C(t, kc)));
+        ko = ir_var(c, "ko", VK_LOOP, nko);
+        ki = ir_var(c, "ki", VK_LOOP, C(t, kc / V));
+        k = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(t, ko), C(t, kc)),
+                     ir_binop(c, EX_MUL, VR(t, ki), C(t, V)));
+        if (vred)
+            k = ir_binop(c, EX_ADD, k, VR(t, lane));
+    } else {
+        ki = ir_var(c, "k", VK_LOOP, K);
+        k = VR(t, ki);
+    }
+    k = ir_simplify(c, k);
+    /* the original reduction variables from k */
+    Expr *rk[MK_MAX_AXES + 8];
+    int64_t inner = 1;
+    for (int j = cn->nr - 1; j >= 0; j--) {
+        Expr *q = inner == 1 ? k : ir_binop(c, EX_DIV, k, C(t, inner));
+        rk[j] = j == 0 ? q : ir_binop(c, EX_MOD, q, cn->rv[j]->extent);
+        if (j > 0) {
+            int64_t e;
+            IR_ASSERT(ir_is_const(cn->rv[j]->extent, &e));
+            inner *= e;
+        }
+    }
+    Expr *v = ir_subst_many(c, cn->value, cn->rank, cn->sv, t->x);
+    bool covered = cn->comb == EX_ADD && zero_fill_covers(cn->value, cn->rv[0]);
+    v = ir_subst_many(c, v, cn->nr, cn->rv, rk);
+    Expr *upd = ir_binop(c, cn->comb, cur, v);
+    if (!covered)
+        upd = ir_select(c, ir_binop(c, EX_LT, k, K), upd, cur);
+    Stmt *update = tile_loops(t, ir_store(t->a, acc, na, aidx, upd), lane);
+    update = ir_for(t->a, ki, FK_SERIAL, update);
+    Stmt *ko_loop = NULL;
+    if (ko)
+        update = ko_loop = ir_for(t->a, ko, FK_SERIAL, update);
+
+    /* the final store reads the accumulator (lanes combined in order) */
+    Expr *res;
+    if (vred) {
+        Expr *li[MK_MAX_AXES + 1];
+        memcpy(li, aidx, sizeof(Expr *) * (size_t)na);
+        li[na - 1] = C(t, 0);
+        res = ir_load(c, acc, na, li, false);
+        for (int l = 1; l < V; l++) {
+            li[na - 1] = C(t, l);
+            res = ir_binop(c, cn->comb, res, ir_load(c, acc, na, li, false));
+        }
+    } else {
+        res = cur;
+    }
+    Stmt *fin = at_point(t, cn->final);
+    Expr *zero = C(t, 0);
+    Expr *old = ir_load(c, cn->acc, 1, &zero, false);
+    fin->store.value = ir_replace(c, fin->store.value, old, res);
+    Stmt *final = tile_loops(t, fin, NULL);
+
+    t->k->ko_loop = ko_loop;
+    t->k->ko = ko;
+    t->k->ki = ki;
+    t->k->kc = kc;
+    t->k->lane = lane;
+    Stmt *items[3] = {init, update, final};
+    return ir_alloc(t->a, acc, ir_seq(t->a, 3, items));
+}
+
+static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *arena)
+{
+    Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}};
+    Canon *cn = &t.cn;
+    const MicroKernel *mk = &k->mk;
+    int n = cn->rank;
+    (void)ti;
+
+    /* the fused reduction extent, when the body is a single reduction */
+    Expr *K = NULL;
+    int64_t Kc = 0;
+    if (cn->red) {
+        bool all_const = true;
+        int64_t prod = 1;
+        for (int j = 0; j < cn->nr; j++) {
+            int64_t e;
+            if (ir_is_const(cn->rv[j]->extent, &e) && !__builtin_mul_overflow(prod, e, &prod))
+                continue;
+            all_const = false;
+        }
+        if (all_const) {
+            K = C(&t, prod);
+            Kc = prod;
+        } else if (cn->nr == 1) {
+            K = cn->rv[0]->extent;
+        } else {
+            cn->red = false; /* several dynamic reduction axes: per point */
+        }
+    }
+
+    Expr *nb[MK_MAX_AXES];
+    Var *bv[MK_MAX_AXES], *tv[MK_MAX_AXES];
+    Expr *NB = C(&t, 1);
+    int64_t NT = 1;
+    for (int a = 0; a < n; a++) {
+        int64_t bt = (int64_t)mk->threads[a] * mk->tile[a];
+        nb[a] = ir_simplify(c, ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, cn->sv[a]->extent, C(&t, bt - 1)),
+                                        C(&t, bt)));
+        NB = ir_binop(c, EX_MUL, NB, nb[a]);
+        NT *= mk->threads[a];
+        char name[64];
+        snprintf(name, sizeof name, "b_%s", cn->sv[a]->name);
+        bv[a] = ir_var(c, name, VK_LOOP, nb[a]);
+        snprintf(name, sizeof name, "t_%s", cn->sv[a]->name);
+        tv[a] = ir_var(c, name, VK_LOOP, C(&t, mk->threads[a]));
+        snprintf(name, sizeof name, "r_%s", cn->sv[a]->name);
+        t.r[a] = ir_var(c, name, VK_LOOP, C(&t, mk->tile[a]));
+        t.x[a] = ir_simplify(c, ir_binop(c, EX_ADD,
+            ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(&t, bv[a]), C(&t, bt)),
+                     ir_binop(c, EX_MUL, VR(&t, tv[a]), C(&t, mk->tile[a]))),
+            VR(&t, t.r[a])));
+    }
+    NB = ir_simplify(c, NB);
+    Var *B = ir_var(c, "B", VK_LOOP, NB);
+    Var *Th = ir_var(c, "Th", VK_LOOP, C(&t, NT));
+
+    Stmt *inner = cn->red ? tile_reduction(&t, K, Kc) : tile_loops(&t, at_point(&t, cn->point), NULL);
+
+    /* thread lets, innermost axis varying fastest */
+    Expr *below = C(&t, 1);
+    int64_t tbelow = 1;
+    for (int a = n - 1; a >= 0; a--) {
+        Expr *q = ir_binop(c, EX_DIV, VR(&t, Th), C(&t, tbelow));
+        inner = ir_let(arena, tv[a], ir_simplify(c, a == 0 ? q : ir_binop(c, EX_MOD, q, C(&t, mk->threads[a]))), inner);
+        tbelow *= mk->threads[a];
+    }
+    Stmt *body = ir_for(arena, Th, FK_THREAD, inner);
+    for (int a = n - 1; a >= 0; a--) {
+        Expr *q = ir_binop(c, EX_DIV, VR(&t, B), below);
+        body = ir_let(arena, bv[a], ir_simplify(c, a == 0 ? q : ir_binop(c, EX_MOD, q, nb[a])), body);
+        below = ir_binop(c, EX_MUL, below, nb[a]);
+    }
+    k->body = ir_for(arena, B, FK_BLOCK, body);
+    k->nthreads = (int)NT;
+    k->nspatial = n;
+    for (int a = 0; a < n; a++) {
+        k->tvar[a] = tv[a];
+        k->rvar[a] = t.r[a];
+    }
+}
+
+void pass_tile(LoopProgram *lp, const TargetInfo *ti)
+{
+    for (int i = 0; i < lp->nkernels; i++)
+        tile_kernel(lp->kernels[i], ti, lp->te->ctx, lp->te->arena);
+}

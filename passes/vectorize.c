@@ -1,0 +1,103 @@
+/* vectorize: unroll the register tiles and vectorise the innermost one.
+ *
+ * requires: tile's handles (register-tile variables, reduction lane).
+ * ensures:  register-tile loops are FK_UNROLLED, so their values become
+ *           constants and the accumulators registers; with vectors along
+ *           the innermost spatial axis, its tile loop r (tile = m * vec) is
+ *           split into r = ro * vec + rl with ro unrolled and rl
+ *           FK_VECTORIZED; with vectors along the reduction, the lane loop
+ *           is FK_VECTORIZED. Codegen turns vectorized loops into vector
+ *           instructions.
+ */
+#include "dietcode/passes.h"
+
+enum { MAX_UNROLL = 64 };
+
+typedef struct Vec {
+    ExprCtx *c;
+    Arena *a;
+    Kernel *k;
+} Vec;
+
+typedef struct Split {
+    ExprCtx *c;
+    Var *from;
+    Expr *to;
+} Split;
+
+static Expr *split_expr(Expr *e, void *ud)
+{
+    Split *s = ud;
+    return ir_simplify(s->c, ir_subst(s->c, e, s->from, s->to));
+}
+
+static bool is_tile_var(const Kernel *k, const Var *v, int *axis)
+{
+    for (int a = 0; a < k->nspatial; a++)
+        if (k->rvar[a] == v) {
+            *axis = a;
+            return true;
+        }
+    return false;
+}
+
+static void vec_stmt(Vec *v, Stmt *s)
+{
+    Kernel *k = v->k;
+    int a;
+    int64_t ext;
+    switch (s->kind) {
+    case ST_FOR:
+        vec_stmt(v, s->loop.body);
+        if (!ir_is_const(s->loop.var->extent, &ext))
+            return;
+        if (s->loop.var == k->lane) {
+            s->loop.fk = FK_VECTORIZED;
+            return;
+        }
+        if (!is_tile_var(k, s->loop.var, &a))
+            return;
+        if (a == k->nspatial - 1 && k->mk.vaxis == MK_VEC_SPATIAL && k->mk.vec > 1 &&
+            ext % k->mk.vec == 0) {
+            int64_t m = ext / k->mk.vec;
+            if (m == 1) {
+                s->loop.fk = FK_VECTORIZED;
+                return;
+            }
+            Var *ro = ir_var(v->c, "ro", VK_LOOP, ir_int(v->c, m));
+            Var *rl = ir_var(v->c, "rl", VK_LOOP, ir_int(v->c, k->mk.vec));
+            Expr *to = ir_binop(v->c, EX_ADD,
+                                ir_binop(v->c, EX_MUL, ir_varref(v->c, ro), ir_int(v->c, k->mk.vec)),
+                                ir_varref(v->c, rl));
+            Split sp = {v->c, s->loop.var, to};
+            ir_stmt_map_exprs(s->loop.body, split_expr, &sp);
+            Stmt *inner = ir_for(v->a, rl, FK_VECTORIZED, s->loop.body);
+            *s = *ir_for(v->a, ro, ext <= MAX_UNROLL ? FK_UNROLLED : FK_SERIAL, inner);
+            return;
+        }
+        if (ext <= MAX_UNROLL)
+            s->loop.fk = FK_UNROLLED;
+        return;
+    case ST_LET: vec_stmt(v, s->let.body); return;
+    case ST_ALLOC: vec_stmt(v, s->alloc.body); return;
+    case ST_IF:
+        vec_stmt(v, s->ifs.then);
+        if (s->ifs.els)
+            vec_stmt(v, s->ifs.els);
+        return;
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            vec_stmt(v, s->seq.s[i]);
+        return;
+    case ST_STORE: case ST_BARRIER: return;
+    }
+}
+
+void pass_vectorize(LoopProgram *lp, const TargetInfo *ti)
+{
+    (void)ti;
+    for (int i = 0; i < lp->nkernels; i++) {
+        Vec v = {lp->te->ctx, lp->te->arena, lp->kernels[i]};
+        vec_stmt(&v, lp->kernels[i]->body);
+    }
+}

@@ -1,0 +1,154 @@
+/* A small pthread pool for data-parallel loops: the CPU target runs the
+ * blocks of a kernel over it.
+ *
+ * One loop runs at a time. rt_pool_run publishes the job (function, context,
+ * range, chunk size) under the mutex, bumps a generation counter and wakes
+ * the workers; then everyone, the caller included, takes chunks from an
+ * atomic counter until the range is exhausted. Dynamic chunking keeps the
+ * threads busy when blocks cost different amounts (edge tiles, ragged
+ * shapes). The caller returns once every worker has left the job, so the
+ * next job can never be seen by a worker still inside the previous one.
+ * Workers get 16 MB stacks: kernels keep staging buffers on the stack.
+ */
+#include "dietcode/runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { STACK_BYTES = 16 << 20, CHUNKS_PER_THREAD = 8 };
+
+struct RtPool {
+    int nthreads; /* caller included */
+    int nworkers;
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    pthread_mutex_t run_mu; /* one rt_pool_run at a time */
+    uint64_t gen;
+    bool stop;
+    int active; /* workers not yet done with the current generation */
+    void (*fn)(void *ctx, int64_t begin, int64_t end);
+    void *ctx;
+    int64_t n, chunk;
+    _Atomic int64_t next;
+};
+
+static void work(RtPool *p)
+{
+    for (;;) {
+        int64_t b = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
+        if (b >= p->n)
+            return;
+        int64_t e = p->n - b < p->chunk ? p->n : b + p->chunk;
+        p->fn(p->ctx, b, e);
+    }
+}
+
+static void *worker(void *arg)
+{
+    RtPool *p = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen)
+            pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->stop)
+            break;
+        seen = p->gen;
+        pthread_mutex_unlock(&p->mu);
+        work(p);
+        pthread_mutex_lock(&p->mu);
+        if (--p->active == 0)
+            pthread_cond_signal(&p->done_cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+RtPool *rt_pool_new(int nthreads)
+{
+    if (nthreads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = n > 0 ? (int)n : 1;
+    }
+    RtPool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->nthreads = nthreads;
+    p->th = calloc((size_t)nthreads, sizeof *p->th);
+    if (!p->th) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->run_mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    atomic_init(&p->next, 0);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, STACK_BYTES);
+    for (int i = 0; i < nthreads - 1; i++) {
+        if (pthread_create(&p->th[i], &attr, worker, p) != 0)
+            break;
+        p->nworkers++;
+    }
+    pthread_attr_destroy(&attr);
+    if (p->nworkers != nthreads - 1) {
+        rt_pool_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+
+int rt_pool_nthreads(const RtPool *p) { return p->nthreads; }
+
+void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int64_t end),
+                 void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (p->nworkers == 0 || n == 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&p->run_mu);
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    p->chunk = n / ((int64_t)p->nthreads * CHUNKS_PER_THREAD);
+    if (p->chunk < 1)
+        p->chunk = 1;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    p->active = p->nworkers;
+    p->gen++;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    work(p);
+    pthread_mutex_lock(&p->mu);
+    while (p->active > 0)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&p->run_mu);
+}
+
+void rt_pool_destroy(RtPool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nworkers; i++)
+        pthread_join(p->th[i], NULL);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->run_mu);
+    free(p->th);
+    free(p);
+}
