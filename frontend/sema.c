@@ -325,7 +325,7 @@ static void check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *id
         error(s, at->loc,
               "index '%s' of '%s' %s out of bounds: its range is %s, but dimension %d has "
               "extent %s, so valid indices are 0..%s; use %s?[...] to read zeros outside",
-              str(s, ir_simplify(s->c, idx)), t->name, surely ? "is" : "may be",
+              str(s, idx), t->name, surely ? "is" : "may be",
               range_str(s, iv), dim, ext_desc, str(s, last), t->name);
         return;
     }
@@ -420,16 +420,17 @@ static Expr *check_name(Sema *s, const AstExpr *e, Scope *scope)
 }
 
 /* Integer division or modulo needs a divisor that cannot be zero. */
-static bool check_divisor(Sema *s, const AstExpr *at, Expr *b)
+static bool check_divisor(Sema *s, const AstExpr *at, AstOp op, Expr *b)
 {
     Interval iv = ir_interval(s->c, ir_simplify(s->c, b), RANGE_DECLARED);
+    const char *what = op == AOP_DIV ? "division" : "modulo";
     if (iv.lo > 0 || iv.hi < 0)
         return true;
     if (iv.lo == 0 && iv.hi == 0)
-        error(s, at->loc, "integer division by zero");
+        error(s, at->loc, "integer %s by zero", what);
     else
-        error(s, at->loc, "integer division by '%s', which may be zero (its range is %s)",
-              str(s, ir_simplify(s->c, b)), range_str(s, iv));
+        error(s, at->loc, "integer %s by '%s', which may be zero (its range is %s)", what,
+              str(s, b), range_str(s, iv));
     return false;
 }
 
@@ -464,7 +465,7 @@ static Expr *check_binary(Sema *s, const AstExpr *e, Scope *scope)
         if (!need_number(s, e->binary.a, a, ops) || !need_number(s, e->binary.b, b, ops))
             return NULL;
         if ((op == AOP_DIV || op == AOP_MOD) && a->type == DT_I32 && b->type == DT_I32 &&
-            !check_divisor(s, e->binary.b, b))
+            !check_divisor(s, e->binary.b, op, b))
             return NULL;
         return ir_binop(s->c, kinds[op], a, b);
     }

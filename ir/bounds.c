@@ -231,7 +231,39 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
     return ir_int(c, v);
 }
 
-bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m)
+/* The first integer min or max in e, outermost first, not looking into
+ * loads and reductions (their insides are not terms of e). */
+static Expr *find_minmax(Expr *e)
+{
+    if ((e->kind == EX_MIN || e->kind == EX_MAX) && e->type == DT_I32)
+        return e;
+    if (e->kind <= EX_REDUCE)
+        return NULL;
+    Expr *ops[3] = {e->op.a, e->op.b, e->op.c}, *r = NULL;
+    for (int i = 0; i < 3 && !r; i++)
+        if (ops[i])
+            r = find_minmax(ops[i]);
+    return r;
+}
+
+/* e with every occurrence of the sub-expression `from` replaced by `to`. */
+static Expr *replace(ExprCtx *c, Expr *e, Expr *from, Expr *to)
+{
+    if (e == from)
+        return to;
+    if (e->kind <= EX_REDUCE)
+        return e;
+    Expr *a = e->op.a ? replace(c, e->op.a, from, to) : NULL;
+    if (e->kind == EX_CAST)
+        return a == e->op.a ? e : ir_cast(c, e->type, a);
+    Expr *b = e->op.b ? replace(c, e->op.b, from, to) : NULL;
+    Expr *x = e->op.c ? replace(c, e->op.c, from, to) : NULL;
+    if (a == e->op.a && b == e->op.b && x == e->op.c)
+        return e;
+    return ir_op(c, e->kind, a, b, x);
+}
+
+static bool prove_nonneg(ExprCtx *c, Expr *e, RangeMode m, int splits)
 {
     if (e->type != DT_I32)
         return false;
@@ -241,18 +273,31 @@ bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m)
     /* A second round sees patterns the first one created: with y in
      * 0..(H - 3) / 2, the bound of H - 1 - 2 * y is H - 1 - 2 * ((H - 3) / 2),
      * and only bounding 2 * floor(a / 2) >= a - 1 again proves it >= 0. */
+    Expr *x = e;
     for (int round = 0; round < 3; round++) {
-        Expr *lo = sym_bound(c, e, false, m);
+        Expr *lo = sym_bound(c, x, false, m);
         if (!lo)
-            return false;
+            break;
         lo = ir_simplify(c, lo);
         if (ir_interval(c, lo, m).lo >= 0)
             return true;
-        if (lo == e)
-            return false;
-        e = lo;
+        if (lo == x)
+            break;
+        x = lo;
     }
-    return false;
+    /* A min or max equals one of its operands, so e >= 0 holds if it holds
+     * with either operand in its place. This proves clamps such as
+     * T - 1 - min(max(i - 2, 0), T - 1) >= 0, where bounds of the operands
+     * taken separately lose that both sides move with T. Each split doubles
+     * the work, so they are few. */
+    Expr *mm = splits > 0 ? find_minmax(e) : NULL;
+    return mm && prove_nonneg(c, replace(c, e, mm, mm->op.a), m, splits - 1) &&
+           prove_nonneg(c, replace(c, e, mm, mm->op.b), m, splits - 1);
+}
+
+bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m)
+{
+    return prove_nonneg(c, e, m, 3);
 }
 
 bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interval *range)

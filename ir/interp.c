@@ -1,37 +1,38 @@
 /* The reference interpreter: the ground truth every compiled kernel is
  * checked against, so it must be obviously right first and fast second.
  *
- * Each computed tensor's body is compiled once per run into a tree of
- * Nodes that mirrors the Expr tree one for one, with what depends only on
- * the dims resolved up front: tensor extents and strides, reduction
- * extents, variable slots. An Expr is evaluated either as an integer or as
- * a float (its type says which), and the conversions between the two are
- * nodes of their own (N_F2I, N_TRUNC, N_I2F, N_WIDEN), so no type test is
- * left for run time.
+ * Compiling. Each computed tensor's body is compiled once per run into a
+ * tree of Nodes that mirrors the Expr tree one for one, with what depends
+ * only on the dims resolved up front: tensor extents and strides, reduction
+ * extents, variable slots. An Expr is evaluated as an integer or as a float
+ * (its type says which); the conversions the language defines between the
+ * two are nodes of their own (N_F2I, N_TRUNC, N_I2F, N_WIDEN).
  *
- * The tree is evaluated for a batch of up to LANES output points at once
- * (consecutive in row-major order): each node computes its value for every
- * lane of the batch in one loop, so walking the tree costs once per batch
- * rather than once per point. Lanes never mix: each point's value comes from
- * exactly the operations, in exactly the order, of a point-by-point walk.
- * Every float operator rounds to f32 (ir_eval_float_op; + - * / are written
- * out inline, one f32 operation each). A reduction keeps one double
- * accumulator per lane, runs its axes as nested loops (first axis
- * outermost) and rounds to f32 at the end.
+ * Batches. The tree is evaluated for a batch of up to LANES consecutive
+ * output points at a time: each node computes its value for every lane in
+ * one loop, so walking the tree costs once per batch rather than once per
+ * point. A value that is the same in every lane (a constant, a dim, a
+ * reduction axis, an axis all lanes agree on, and what is computed from
+ * those only) is computed and stored once: a Vals with step 0. Lanes never
+ * mix: each point's value comes from exactly the operations, in exactly the
+ * order, of a point-by-point walk. Every float operator rounds to f32 as
+ * ir_eval_float_op does (+ - * / are written out inline, one f32 operation
+ * each). A reduction keeps one double accumulator per lane, runs its axes as
+ * nested loops, first axis outermost, and rounds to f32 at the end.
  *
- * Laziness is kept as well: select evaluates each branch only for the lanes
- * that take it, && and || their right operand only where it decides, and an
- * access stops evaluating its indices at the first one out of bounds. Those
- * nodes evaluate a child on a gathered sub-batch of lanes (eval_some), so a
- * point never evaluates what a point-by-point walk would skip. A plain
- * access out of bounds cannot happen in a checked program; it is still
- * caught, never read, and stops the run with an error. A padded access
- * reads 0 there.
+ * Laziness. select evaluates each branch only for the lanes that take it,
+ * && and || their right operand only where it decides the result, and an
+ * access whose indices contain accesses evaluates each index only where the
+ * ones before it are in bounds. These evaluate a child on a gathered
+ * sub-batch of lanes (eval_some), so no point evaluates what a
+ * point-by-point walk would skip. A plain access out of bounds cannot happen
+ * in a checked program; it is still caught, never read, and fails the run
+ * naming the tensor. A padded access reads 0 there.
  *
- * A large tensor is split into contiguous ranges of points, a multiple of
- * LANES long, one per thread; each thread has its own scratch and writes
- * only its own points, so neither the values nor the batches depend on the
- * number of threads. All memory of a tensor's run lives in one arena.
+ * Threads. A large tensor is split into ranges of whole batches, one per
+ * thread; each thread has its own scratch and writes only its own points,
+ * so neither the values nor the batches depend on the number of threads.
+ * All memory of a tensor's run lives in one arena.
  */
 #include "dietcode/ir.h"
 
@@ -42,7 +43,7 @@
 
 enum { LANES = 64, MAX_RANK = 16, MAX_THREADS = 8 };
 /* Node evaluations (times points) below which a tensor is not split. */
-#define PARALLEL_WORK 4e6
+#define PARALLEL_WORK 3e5
 
 typedef union Val {
     int64_t i; /* integer and boolean nodes */
@@ -79,7 +80,7 @@ typedef struct Node {
     NodeKind kind;
     ExprKind op;  /* N_IBIN N_IUN N_ICMP N_FCMP N_FOP */
     int a, b, c;  /* children, by index in Prog.nodes; -1 if absent */
-    int lazy;     /* N_AND N_OR N_ISEL N_FSEL N_LOAD: index of its Lazy scratch */
+    int lazy;     /* N_AND N_OR N_ISEL N_FSEL, N_LOAD if not eager: its Lazy scratch */
     union {
         int64_t ival;
         double fval;
@@ -88,7 +89,7 @@ typedef struct Node {
             const float *buf;
             const char *name;
             bool padded;
-            bool eager; /* no index can fault: evaluate them all at once */
+            bool eager; /* no index can fault: evaluate all for every lane */
             int n;
             int *idx; /* n index nodes */
             const int64_t *ext, *stride;
@@ -119,10 +120,19 @@ typedef struct Prog {
     int root;
 } Prog;
 
-/* Points evaluated together: lane l has axis values ax[0][l].i, ax[1][l].i, ... */
+/* A node's values in a batch: lane l's is AT(x, l). Step 0 means one value
+ * shared by every lane (stored once): a constant, a dim, a reduction axis,
+ * an axis that all lanes agree on, or anything computed from those only. */
+typedef struct Vals {
+    const Val *v;
+    int step;
+} Vals;
+#define AT(x, l) ((x).v[(l) * (x).step])
+
+/* Points evaluated together: lane l has the value AT(ax[i], l) of axis i. */
 typedef struct Batch {
-    int n;
-    const Val *ax[MAX_RANK];
+    int n; /* lanes: 1 .. LANES */
+    Vals ax[MAX_RANK];
 } Batch;
 
 /* Scratch of a node that evaluates a child on some of the lanes only. */
@@ -225,7 +235,8 @@ static int compile_i(Prog *g, const Expr *e)
     }
 }
 
-/* Whether evaluating node id may access a tensor out of bounds. */
+/* Whether evaluating node id may fail: access a tensor out of bounds, or
+ * truncate an integer reduction out of range. */
 static bool can_fault(const Prog *g, int id)
 {
     if (id < 0)
@@ -243,13 +254,15 @@ static int compile_load(Prog *g, const Expr *e)
     int *idx = IR_NEWN(g->arena, int, t->rank ? t->rank : 1);
     for (int i = 0; i < t->rank; i++)
         idx[i] = compile_i(g, e->load.idx[i]);
-    Node x = {.kind = N_LOAD, .a = -1, .b = -1, .c = -1, .lazy = g->nlazy++};
+    Node x = {.kind = N_LOAD, .a = -1, .b = -1, .c = -1, .lazy = -1};
     x.load.buf = g->bufs[t->id];
     x.load.name = t->name;
     x.load.padded = e->load.padded;
     x.load.eager = true;
     for (int i = 0; i < t->rank; i++)
         x.load.eager &= !can_fault(g, idx[i]);
+    if (!x.load.eager)
+        x.lazy = g->nlazy++;
     x.load.n = t->rank;
     x.load.idx = idx;
     x.load.ext = g->shapes[t->id].ext;
@@ -318,12 +331,14 @@ static double cost(const Prog *g, int id)
 
 /* ---- evaluating a batch ---- */
 
-static const Val *eval(Worker *w, int id, const Batch *b);
+static Vals lanes(const Val *r, int m) { return (Vals){r, m > 1}; }
+
+static Vals eval(Worker *w, int id, const Batch *b);
 
 /* Evaluates node id for the lanes of b where lz->keep holds, on a gathered
  * sub-batch unless that is all of them. Returns its values by lane of b;
  * those of the other lanes are meaningless. */
-static const Val *eval_some(Worker *w, int id, const Batch *b, Lazy *lz)
+static Vals eval_some(Worker *w, int id, const Batch *b, Lazy *lz)
 {
     int m = 0;
     for (int l = 0; l < b->n; l++)
@@ -332,17 +347,20 @@ static const Val *eval_some(Worker *w, int id, const Batch *b, Lazy *lz)
     if (m == b->n)
         return eval(w, id, b);
     if (m == 0)
-        return lz->tmp;
+        return lanes(lz->tmp, b->n);
     Batch sub = {.n = m};
     for (int i = 0; i < w->g->t->rank; i++) {
+        sub.ax[i] = b->ax[i];
+        if (b->ax[i].step == 0)
+            continue;
         for (int j = 0; j < m; j++)
-            lz->ax[i][j] = b->ax[i][lz->lane[j]];
-        sub.ax[i] = lz->ax[i];
+            lz->ax[i][j] = AT(b->ax[i], lz->lane[j]);
+        sub.ax[i] = lanes(lz->ax[i], m);
     }
-    const Val *v = eval(w, id, &sub);
+    Vals v = eval(w, id, &sub);
     for (int j = 0; j < m; j++)
-        lz->tmp[lz->lane[j]] = v[j];
-    return lz->tmp;
+        lz->tmp[lz->lane[j]] = AT(v, j);
+    return lanes(lz->tmp, b->n);
 }
 
 static int64_t wrap(uint64_t v) { return (int64_t)v; }
@@ -371,12 +389,12 @@ static int64_t int_unop(ExprKind k, int64_t a)
     }
 }
 
-static bool compare(ExprKind k, double a, double b)
+static bool compare_f(ExprKind k, double a, double b)
 {
     return k == EX_LT ? a < b : k == EX_LE ? a <= b : k == EX_EQ ? a == b : a != b;
 }
 
-static bool compare_int(ExprKind k, int64_t a, int64_t b)
+static bool compare_i(ExprKind k, int64_t a, int64_t b)
 {
     return k == EX_LT ? a < b : k == EX_LE ? a <= b : k == EX_EQ ? a == b : a != b;
 }
@@ -392,50 +410,87 @@ static int64_t f32_to_i32(double f)
     return (int64_t)f;
 }
 
-static void load(Worker *w, const Node *x, const Batch *b, Val *r)
+/* Adds an index's part to the element offset of lanes 0..m-1; -1 marks a
+ * lane with an index out of bounds. */
+static void add_index(int64_t *off, Vals v, int64_t ext, int64_t stride, int m)
 {
-    Lazy *lz = &w->lazy[x->lazy];
+    for (int l = 0; l < m; l++) {
+        int64_t i = AT(v, l).i;
+        if (off[l] >= 0)
+            off[l] = i >= 0 && i < ext ? off[l] + i * stride : -1;
+    }
+}
+
+static Vals load(Worker *w, const Node *x, const Batch *b, Val *r)
+{
     const int64_t *ext = x->load.ext, *stride = x->load.stride;
-    int n = b->n, nidx = x->load.n;
+    int nidx = x->load.n, m = b->n;
+    int64_t lane_off[LANES], *off = lane_off;
     if (x->load.eager) {
-        const Val *v[MAX_RANK];
-        for (int d = 0; d < nidx; d++)
-            v[d] = eval(w, x->load.idx[d], b);
-        for (int l = 0; l < n; l++) {
-            bool in = true;
-            int64_t off = 0;
-            for (int d = 0; d < nidx && in; d++) {
-                int64_t i = v[d][l].i;
-                in = i >= 0 && i < ext[d];
-                off += in ? i * stride[d] : 0;
-            }
-            lz->keep[l] = in;
-            lz->off[l] = off;
-        }
-    } else {
-        for (int l = 0; l < n; l++) {
-            lz->keep[l] = true; /* no index out of bounds so far */
-            lz->off[l] = 0;
-        }
+        /* the indices shared by all lanes give a base offset, checked once */
+        Vals v[MAX_RANK];
+        int64_t base = 0;
+        m = 1;
         for (int d = 0; d < nidx; d++) {
-            const Val *v = eval_some(w, x->load.idx[d], b, lz);
-            for (int l = 0; l < n; l++) {
-                if (!lz->keep[l])
-                    continue;
-                int64_t i = v[l].i;
-                lz->keep[l] = i >= 0 && i < ext[d];
-                lz->off[l] += lz->keep[l] ? i * stride[d] : 0;
-            }
+            v[d] = eval(w, x->load.idx[d], b);
+            if (v[d].step)
+                m = b->n;
+            else
+                add_index(&base, v[d], ext[d], stride[d], 1);
+        }
+        for (int l = 0; l < m; l++)
+            off[l] = base;
+        for (int d = 0; d < nidx; d++)
+            if (v[d].step)
+                add_index(off, v[d], ext[d], stride[d], m);
+    } else {
+        /* an index may fault: evaluate it only where the ones before are in bounds */
+        Lazy *lz = &w->lazy[x->lazy];
+        off = lz->off;
+        for (int l = 0; l < m; l++)
+            off[l] = 0;
+        for (int d = 0; d < nidx; d++) {
+            for (int l = 0; l < m; l++)
+                lz->keep[l] = off[l] >= 0;
+            add_index(off, eval_some(w, x->load.idx[d], b, lz), ext[d], stride[d], m);
         }
     }
-    for (int l = 0; l < n; l++) {
-        if (lz->keep[l]) {
-            r[l].f = x->load.buf[lz->off[l]];
+    for (int l = 0; l < m; l++) {
+        if (off[l] >= 0) {
+            r[l].f = x->load.buf[off[l]];
         } else {
             r[l].f = 0.0;
             if (!x->load.padded && !w->fault)
                 w->fault = x->load.name;
         }
+    }
+    return lanes(r, m);
+}
+
+/* acc[l] = acc[l] op v[l] for every lane: one step of a reduction. */
+static void combine(ReduceOp op, Val *acc, Vals v, int n)
+{
+    switch (op) {
+    case RD_SUM:
+        for (int l = 0; l < n; l++)
+            acc[l].f += AT(v, l).f;
+        break;
+    case RD_PROD:
+        for (int l = 0; l < n; l++)
+            acc[l].f *= AT(v, l).f;
+        break;
+    case RD_MAX:
+        for (int l = 0; l < n; l++) {
+            double s = AT(v, l).f;
+            acc[l].f = s > acc[l].f || s != s ? s : acc[l].f;
+        }
+        break;
+    case RD_MIN:
+        for (int l = 0; l < n; l++) {
+            double s = AT(v, l).f;
+            acc[l].f = s < acc[l].f || s != s ? s : acc[l].f;
+        }
+        break;
     }
 }
 
@@ -444,16 +499,7 @@ static void load(Worker *w, const Node *x, const Batch *b, Val *r)
 static void reduce_loop(Worker *w, const Node *x, int k, const Batch *b, Val *acc)
 {
     if (k == x->red.n) {
-        const Val *v = eval(w, x->a, b);
-        for (int l = 0; l < b->n; l++) {
-            double s = v[l].f;
-            switch (x->red.op) {
-            case RD_SUM: acc[l].f += s; break;
-            case RD_PROD: acc[l].f *= s; break;
-            case RD_MAX: acc[l].f = s > acc[l].f || s != s ? s : acc[l].f; break;
-            case RD_MIN: acc[l].f = s < acc[l].f || s != s ? s : acc[l].f; break;
-            }
-        }
+        combine(x->red.op, acc, eval(w, x->a, b), b->n);
         return;
     }
     for (int64_t i = 0; i < x->red.ext[k] && !w->fault; i++) {
@@ -462,153 +508,179 @@ static void reduce_loop(Worker *w, const Node *x, int k, const Batch *b, Val *ac
     }
 }
 
-/* Evaluates node id for every lane of b; returns its values. */
-static const Val *eval(Worker *w, int id, const Batch *b)
+/* Evaluates node id for every lane of b. An operator computes m lanes: n,
+ * or 1 when each of its operands has one value for all lanes. */
+static Vals eval(Worker *w, int id, const Batch *b)
 {
     const Node *x = &w->g->nodes[id];
     Val *r = w->res + (size_t)id * LANES;
-    const Val *u, *v;
     Lazy *lz = x->lazy >= 0 ? &w->lazy[x->lazy] : NULL;
-    int n = b->n;
+    int n = b->n, m;
+    Vals u, v;
     switch (x->kind) {
     case N_ICONST:
-        for (int l = 0; l < n; l++)
-            r[l].i = x->ival;
-        break;
+        r[0].i = x->ival;
+        return lanes(r, 1);
     case N_AXIS: return b->ax[x->slot];
     case N_DIM:
-        for (int l = 0; l < n; l++)
-            r[l].i = w->g->dims[x->slot];
-        break;
+        r[0].i = w->g->dims[x->slot];
+        return lanes(r, 1);
     case N_RAXIS:
-        for (int l = 0; l < n; l++)
-            r[l].i = w->env[x->slot];
-        break;
+        r[0].i = w->env[x->slot];
+        return lanes(r, 1);
     case N_IBIN:
         u = eval(w, x->a, b);
         v = eval(w, x->b, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = int_binop(x->op, u[l].i, v[l].i);
-        break;
+        m = u.step || v.step ? n : 1;
+        /* + - * inline, as in int_binop */
+        switch (x->op) {
+        case EX_ADD:
+            for (int l = 0; l < m; l++)
+                r[l].i = wrap((uint64_t)AT(u, l).i + (uint64_t)AT(v, l).i);
+            break;
+        case EX_SUB:
+            for (int l = 0; l < m; l++)
+                r[l].i = wrap((uint64_t)AT(u, l).i - (uint64_t)AT(v, l).i);
+            break;
+        case EX_MUL:
+            for (int l = 0; l < m; l++)
+                r[l].i = wrap((uint64_t)AT(u, l).i * (uint64_t)AT(v, l).i);
+            break;
+        default:
+            for (int l = 0; l < m; l++)
+                r[l].i = int_binop(x->op, AT(u, l).i, AT(v, l).i);
+            break;
+        }
+        return lanes(r, m);
     case N_IUN:
         u = eval(w, x->a, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = int_unop(x->op, u[l].i);
-        break;
+        m = u.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].i = int_unop(x->op, AT(u, l).i);
+        return lanes(r, m);
     case N_ICMP:
         u = eval(w, x->a, b);
         v = eval(w, x->b, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = compare_int(x->op, u[l].i, v[l].i);
-        break;
+        m = u.step || v.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].i = compare_i(x->op, AT(u, l).i, AT(v, l).i);
+        return lanes(r, m);
     case N_FCMP:
         u = eval(w, x->a, b);
         v = eval(w, x->b, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = compare(x->op, u[l].f, v[l].f);
-        break;
+        m = u.step || v.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].i = compare_f(x->op, AT(u, l).f, AT(v, l).f);
+        return lanes(r, m);
     case N_AND:
         u = eval(w, x->a, b);
         for (int l = 0; l < n; l++)
-            lz->keep[l] = u[l].i != 0;
+            lz->keep[l] = AT(u, l).i != 0;
         v = eval_some(w, x->b, b, lz);
         for (int l = 0; l < n; l++)
-            r[l].i = lz->keep[l] ? v[l].i != 0 : 0;
-        break;
+            r[l].i = lz->keep[l] ? AT(v, l).i != 0 : 0;
+        return lanes(r, n);
     case N_OR:
         u = eval(w, x->a, b);
         for (int l = 0; l < n; l++)
-            lz->keep[l] = u[l].i == 0;
+            lz->keep[l] = AT(u, l).i == 0;
         v = eval_some(w, x->b, b, lz);
         for (int l = 0; l < n; l++)
-            r[l].i = lz->keep[l] ? v[l].i != 0 : 1;
-        break;
+            r[l].i = lz->keep[l] ? AT(v, l).i != 0 : 1;
+        return lanes(r, n);
     case N_NOT:
         u = eval(w, x->a, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = !u[l].i;
-        break;
+        m = u.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].i = !AT(u, l).i;
+        return lanes(r, m);
     case N_ISEL: case N_FSEL:
         u = eval(w, x->a, b);
         for (int l = 0; l < n; l++)
-            lz->keep[l] = u[l].i != 0;
+            lz->keep[l] = AT(u, l).i != 0;
         v = eval_some(w, x->b, b, lz);
         for (int l = 0; l < n; l++)
             if (lz->keep[l])
-                r[l] = v[l];
+                r[l] = AT(v, l);
         for (int l = 0; l < n; l++)
             lz->keep[l] = !lz->keep[l];
         v = eval_some(w, x->c, b, lz);
         for (int l = 0; l < n; l++)
             if (lz->keep[l])
-                r[l] = v[l];
-        break;
+                r[l] = AT(v, l);
+        return lanes(r, n);
     case N_F2I:
         u = eval(w, x->a, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = f32_to_i32(u[l].f);
-        break;
+        m = u.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].i = f32_to_i32(AT(u, l).f);
+        return lanes(r, m);
     case N_TRUNC:
         u = eval(w, x->a, b);
-        for (int l = 0; l < n; l++)
-            r[l].i = (int64_t)u[l].f;
-        break;
+        m = u.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].i = (int64_t)AT(u, l).f;
+        return lanes(r, m);
     case N_FCONST:
-        for (int l = 0; l < n; l++)
-            r[l].f = x->fval;
-        break;
-    case N_LOAD: load(w, x, b, r); break;
+        r[0].f = x->fval;
+        return lanes(r, 1);
+    case N_LOAD: return load(w, x, b, r);
     case N_I2F:
         u = eval(w, x->a, b);
-        for (int l = 0; l < n; l++)
-            r[l].f = (double)(float)u[l].i;
-        break;
+        m = u.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].f = (double)(float)AT(u, l).i;
+        return lanes(r, m);
     case N_WIDEN:
         u = eval(w, x->a, b);
-        for (int l = 0; l < n; l++)
-            r[l].f = (double)u[l].i;
-        break;
+        m = u.step ? n : 1;
+        for (int l = 0; l < m; l++)
+            r[l].f = (double)AT(u, l).i;
+        return lanes(r, m);
     case N_REDUCE:
-        for (int l = 0; l < n; l++)
-            r[l].f = ir_reduce_identity(x->red.op);
+        r[0].f = ir_reduce_identity(x->red.op);
+        for (int l = 1; l < n; l++)
+            r[l].f = r[0].f;
         reduce_loop(w, x, 0, b, r);
         for (int l = 0; l < n; l++)
             r[l].f = (double)(float)r[l].f;
-        break;
+        return lanes(r, n);
     case N_FOP:
         u = eval(w, x->a, b);
         if (x->b < 0) {
-            for (int l = 0; l < n; l++)
-                r[l].f = ir_eval_float_op(x->op, u[l].f, 0.0);
-            break;
+            m = u.step ? n : 1;
+            for (int l = 0; l < m; l++)
+                r[l].f = ir_eval_float_op(x->op, AT(u, l).f, 0.0);
+            return lanes(r, m);
         }
         v = eval(w, x->b, b);
+        m = u.step || v.step ? n : 1;
         /* + - * / inline: each is one f32 operation, as in ir_eval_float_op */
         switch (x->op) {
         case EX_ADD:
-            for (int l = 0; l < n; l++)
-                r[l].f = (float)u[l].f + (float)v[l].f;
+            for (int l = 0; l < m; l++)
+                r[l].f = (float)AT(u, l).f + (float)AT(v, l).f;
             break;
         case EX_SUB:
-            for (int l = 0; l < n; l++)
-                r[l].f = (float)u[l].f - (float)v[l].f;
+            for (int l = 0; l < m; l++)
+                r[l].f = (float)AT(u, l).f - (float)AT(v, l).f;
             break;
         case EX_MUL:
-            for (int l = 0; l < n; l++)
-                r[l].f = (float)u[l].f * (float)v[l].f;
+            for (int l = 0; l < m; l++)
+                r[l].f = (float)AT(u, l).f * (float)AT(v, l).f;
             break;
         case EX_DIV:
-            for (int l = 0; l < n; l++)
-                r[l].f = (float)u[l].f / (float)v[l].f;
+            for (int l = 0; l < m; l++)
+                r[l].f = (float)AT(u, l).f / (float)AT(v, l).f;
             break;
         default:
-            for (int l = 0; l < n; l++)
-                r[l].f = ir_eval_float_op(x->op, u[l].f, v[l].f);
+            for (int l = 0; l < m; l++)
+                r[l].f = ir_eval_float_op(x->op, AT(u, l).f, AT(v, l).f);
             break;
         }
-        break;
+        return lanes(r, m);
     }
-    return r;
+    IR_UNREACHABLE();
 }
 
 /* ---- running a tensor ---- */
@@ -622,33 +694,43 @@ static void *run_range(void *arg)
     const Shape *s = &g->shapes[t->id];
     float *out = g->bufs[t->id];
     for (int64_t first = w->lo; first < w->hi && !w->fault; first += LANES) {
-        Batch b = {.n = (int)(w->hi - first < LANES ? w->hi - first : LANES)};
-        for (int i = 0; i < t->rank; i++)
-            b.ax[i] = w->ax + i * LANES;
-        for (int l = 0; l < b.n; l++) {
-            int64_t rem = first + l;
-            for (int i = t->rank - 1; i >= 0; i--) {
-                w->ax[i * LANES + l].i = rem % s->ext[i];
-                rem /= s->ext[i];
+        Batch b;
+        b.n = (int)(w->hi - first < LANES ? w->hi - first : LANES);
+        /* lane l is point first + l: axis i advances every `inner` points */
+        int64_t inner = 1;
+        for (int i = t->rank - 1; i >= 0; i--) {
+            Val *a = w->ax + i * LANES;
+            int64_t x = first / inner % s->ext[i];
+            int64_t left = inner - first % inner; /* points before axis i advances */
+            b.ax[i] = lanes(a, left < b.n ? b.n : 1);
+            for (int l = 0; l < b.n; l++) {
+                a[l].i = x;
+                if (--left == 0) {
+                    left = inner;
+                    x = x + 1 < s->ext[i] ? x + 1 : 0;
+                }
             }
+            inner *= s->ext[i];
         }
-        const Val *v = eval(w, g->root, &b);
+        Vals v = eval(w, g->root, &b);
         for (int l = 0; l < b.n; l++)
-            out[first + l] = (float)v[l].f;
+            out[first + l] = (float)AT(v, l).f;
     }
     return NULL;
 }
 
+/* Threads for a tensor: one per PARALLEL_WORK node evaluations, at most
+ * one per processor and one per batch. */
 static int thread_count(double work, int64_t numel)
 {
     cpu_set_t set;
-    int64_t n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    double n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     if (n > MAX_THREADS)
         n = MAX_THREADS;
-    if (n > (numel + LANES - 1) / LANES)
-        n = (numel + LANES - 1) / LANES;
-    if (work < PARALLEL_WORK * 2)
-        n = 1;
+    if (n > (double)((numel + LANES - 1) / LANES))
+        n = (double)((numel + LANES - 1) / LANES);
+    if (n > work / PARALLEL_WORK)
+        n = work / PARALLEL_WORK;
     return n < 1 ? 1 : (int)n;
 }
 

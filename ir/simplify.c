@@ -209,7 +209,14 @@ int64_t ir_floordiv(int64_t a, int64_t b)
     return q;
 }
 
-int64_t ir_floormod(int64_t a, int64_t b) { return a - ir_floordiv(a, b) * b; }
+/* Without a - floordiv(a, b) * b, whose product overflows near INT64_MIN. */
+int64_t ir_floormod(int64_t a, int64_t b)
+{
+    if (b == -1)
+        return 0; /* INT64_MIN % -1 overflows */
+    int64_t r = a % b;
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
 
 /* floor(p / c) or p mod c for a constant c > 0. */
 static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_mod)
@@ -229,12 +236,16 @@ static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_m
     }
     Expr *re = poly_expr(c, &r);
     Interval iv = ir_interval(c, re, RANGE_OPEN);
+    int64_t m = 0, md = 0;
     bool fixed = iv.lo != IR_NEG_INF && iv.hi != IR_POS_INF &&
                  ir_floordiv(iv.lo, d) == ir_floordiv(iv.hi, d);
-    int64_t m = fixed ? ir_floordiv(iv.lo, d) : 0;
+    if (fixed) {
+        m = ir_floordiv(iv.lo, d);
+        fixed = !__builtin_mul_overflow(m, d, &md);
+    }
     if (is_mod) {
         if (fixed)
-            return ir_simplify(c, ir_binop(c, EX_SUB, re, ir_int(c, m * d)));
+            return ir_simplify(c, ir_binop(c, EX_SUB, re, ir_int(c, md)));
         if (r.n == p.n && r.k == p.k)
             return orig->op.a == a ? orig : ir_binop(c, EX_MOD, a, orig->op.b);
         return ir_binop(c, EX_MOD, re, ir_int(c, d));
@@ -394,7 +405,7 @@ static Expr *fold_op(Simp *s, Expr *e)
         return b == x ? b : e;
     case EX_ABS: case EX_RELU:
         if (e->type == DT_I32) {
-            if (ir_is_const(a, &ia))
+            if (ir_is_const(a, &ia) && ia != INT64_MIN) /* -INT64_MIN overflows */
                 return ir_int(c, k == EX_ABS ? (ia < 0 ? -ia : ia) : (ia > 0 ? ia : 0));
             Interval iv = ir_interval(c, a, RANGE_OPEN);
             if (iv.lo >= 0)
@@ -513,12 +524,25 @@ static Expr *simp(Simp *s, Expr *e)
     return r;
 }
 
+/* The walk in progress on this thread, if any. Folding a comparison or a
+ * min/max asks interval analysis, which simplifies again (decide_cmp,
+ * ir_prove_nonneg); those nested calls share the outer call's memo, or a
+ * chain of n clamps min(max(...)) would take time exponential in n. The
+ * memo is valid for the whole outer call: nothing changes a range while
+ * it runs. Set only for the duration of that call. */
+static _Thread_local Simp *active;
+
 Expr *ir_simplify(ExprCtx *c, Expr *e)
 {
+    if (active && active->c == c)
+        return simp(active, e);
     Simp s = {c, {calloc(64, sizeof(Expr *)), calloc(64, sizeof(Expr *)), 64, 0}};
     if (!s.memo.key || !s.memo.val)
         ir_panic(__FILE__, __LINE__, "out of memory");
+    Simp *outer = active;
+    active = &s;
     Expr *r = simp(&s, e);
+    active = outer;
     free(s.memo.key);
     free(s.memo.val);
     return r;

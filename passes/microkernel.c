@@ -1,18 +1,41 @@
 /* Default micro-kernels and their legalisation.
  *
  * Without tuning records every stage gets a default that suits the target
- * and does not look at any concrete shape. On the CPU a reduction stage
- * gets the outer-product kernel of DESIGN.md: 6 x (2 vectors) register
- * tiles, operands packed per block in 256-long chunks, vectors along the
- * innermost output axis; a rank-1 reduction (a row max, a row sum) has no
- * spatial axis worth vectorising, so it vectorises along the reduction.
- * Elementwise stages get one vector per thread along the innermost axis.
+ * and does not look at any concrete shape. On the CPU a reduction whose
+ * operands are contiguous along the reduction (a dense layer X * W^T,
+ * attention scores) gets the dot-product kernel of DESIGN.md: 4 x 4
+ * outputs a thread, vectors along the reduction, no packing, which serves
+ * small and large T alike; one whose operands are contiguous along the
+ * output (a convolution) gets the outer-product kernel: 6 x (2 vectors)
+ * tiles with operands packed per block. Elementwise stages get one vector
+ * per thread along the innermost axis.
  */
 #include "dietcode/passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Counts, over the global loads of a reduction stage, those whose innermost
+ * index moves with the innermost output axis and those whose innermost
+ * index moves only with the reduction: which way vectors read contiguously. */
+typedef struct Contig {
+    const Var *last;
+    int spatial, reduce;
+} Contig;
+
+static void count_contig(Expr *e, void *ud)
+{
+    Contig *c = ud;
+    if (e->kind != EX_LOAD || e->load.n == 0)
+        return;
+    Expr *x = e->load.idx[e->load.n - 1];
+    if (c->last && ir_expr_uses_var(x, c->last))
+        c->spatial++;
+    else if (x->kind != EX_INT)
+        c->reduce++;
+}
 
 MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
                                      const TargetInfo *ti)
@@ -26,23 +49,29 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
     mk.vec = ti->vec_width;
     int n = t->rank;
     bool red = pass_stage_has_reduction(body);
+    Contig cg = {n ? t->axes[n - 1] : NULL, 0, 0};
+    if (red)
+        ir_expr_visit((Expr *)body, count_contig, &cg);
     if (ti->kind == PT_GPU) {
         if (n >= 1) { mk.threads[n - 1] = 16; mk.tile[n - 1] = 4; }
         if (n >= 2) { mk.threads[n - 2] = 16; mk.tile[n - 2] = 4; }
         mk.rchunk = red ? 16 : 0;
         mk.stage = red && n >= 2;
         mk.vec = 4;
-    } else if (red && n >= 2) {
+    } else if (red && (n < 2 || cg.reduce > cg.spatial)) {
+        /* dot products: vectors along the reduction, 4x4 outputs a thread */
+        if (n >= 1) { mk.threads[n - 1] = n >= 2 ? 16 : 4; mk.tile[n - 1] = 4; }
+        if (n >= 2) mk.tile[n - 2] = 4;
+        mk.rchunk = 16 * ti->vec_width;
+        mk.vaxis = MK_VEC_REDUCE;
+    } else if (red) {
+        /* outer products: 6 x (2 vectors) tiles, operands packed per block */
         mk.threads[n - 1] = 8;
         mk.tile[n - 1] = 2 * ti->vec_width;
         mk.threads[n - 2] = 4;
         mk.tile[n - 2] = 6;
         mk.rchunk = 256;
         mk.stage = true;
-    } else if (red) {
-        if (n == 1) { mk.threads[0] = 4; mk.tile[0] = 4; }
-        mk.rchunk = 16 * ti->vec_width;
-        mk.vaxis = MK_VEC_REDUCE;
     } else if (n >= 1) {
         mk.threads[n - 1] = 8;
         mk.tile[n - 1] = ti->vec_width;
@@ -75,4 +104,87 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
         mk->vec = 1;
     if (mk->rchunk == 0)
         mk->stage = false;
+}
+
+/* Reads "[a, b, ...]" into v; returns the count or -1. */
+static int parse_list(const char **s, int *v, int max)
+{
+    const char *p = *s;
+    int n = 0;
+    while (*p == ' ')
+        p++;
+    if (*p++ != '[')
+        return -1;
+    while (*p == ' ')
+        p++;
+    while (*p && *p != ']') {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || n == max || x < 1 || x > 4096)
+            return -1;
+        v[n++] = (int)x;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (*p == ',')
+            p++;
+        while (*p == ' ')
+            p++;
+    }
+    if (*p != ']')
+        return -1;
+    *s = p + 1;
+    return n;
+}
+
+bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
+{
+    memset(mk, 0, sizeof *mk);
+    for (int a = 0; a < MK_MAX_AXES; a++)
+        mk->threads[a] = mk->tile[a] = 1;
+    mk->unroll = mk->vec = 1;
+    int nt = -1, nl = -1;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        int len = (int)strcspn(p, " [");
+        long x = 0;
+        char *end;
+        if (len == 7 && strncmp(p, "threads", 7) == 0) {
+            p += 7;
+            nt = parse_list(&p, mk->threads, MK_MAX_AXES);
+            if (nt < 0)
+                return false;
+        } else if (len == 4 && strncmp(p, "tile", 4) == 0) {
+            p += 4;
+            nl = parse_list(&p, mk->tile, MK_MAX_AXES);
+            if (nl < 0)
+                return false;
+        } else if ((len == 6 && strncmp(p, "rchunk", 6) == 0) ||
+                   (len == 6 && strncmp(p, "unroll", 6) == 0) || (len == 3 && strncmp(p, "vec", 3) == 0)) {
+            x = strtol(p + len, &end, 10);
+            if (end == p + len || x < 0 || x > 4096)
+                return false;
+            if (p[0] == 'r') mk->rchunk = (int)x;
+            else if (p[0] == 'u') mk->unroll = (int)x;
+            else mk->vec = (int)x;
+            p = end;
+        } else if (strncmp(p, "along reduction", 15) == 0) {
+            mk->vaxis = MK_VEC_REDUCE;
+            p += 15;
+        } else if (len == 6 && strncmp(p, "staged", 6) == 0) {
+            mk->stage = true;
+            p += 6;
+        } else {
+            return false;
+        }
+    }
+    if (nt != nl)
+        return false;
+    if (nspatial)
+        *nspatial = nt < 0 ? 0 : nt;
+    return true;
 }

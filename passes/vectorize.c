@@ -1,8 +1,9 @@
 /* vectorize: unroll the register tiles and vectorise the innermost one.
  *
  * requires: tile's handles (register-tile variables, reduction lane).
- * ensures:  register-tile loops are FK_UNROLLED, so their values become
- *           constants and the accumulators registers; with vectors along
+ * ensures:  register-tile loops over straight-line code are FK_UNROLLED, so
+ *           their values become constants and the accumulators registers
+ *           (a per-point body with loops inside stays serial); with vectors along
  *           the innermost spatial axis, its tile loop r (tile = m * vec) is
  *           split into r = ro * vec + rl with ro unrolled and rl
  *           FK_VECTORIZED; with vectors along the reduction, the lane loop
@@ -31,6 +32,23 @@ static Expr *split_expr(Expr *e, void *ud)
     return ir_simplify(s->c, ir_subst(s->c, e, s->from, s->to));
 }
 
+/* Lanes run the body together: only straight-line stores qualify (a loop
+ * or an allocation inside would be shared by the lanes). */
+static bool lanes_ok(const Stmt *s)
+{
+    switch (s->kind) {
+    case ST_STORE: return true;
+    case ST_LET: return lanes_ok(s->let.body);
+    case ST_IF: return lanes_ok(s->ifs.then) && (!s->ifs.els || lanes_ok(s->ifs.els));
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            if (!lanes_ok(s->seq.s[i]))
+                return false;
+        return true;
+    default: return false;
+    }
+}
+
 static bool is_tile_var(const Kernel *k, const Var *v, int *axis)
 {
     for (int a = 0; a < k->nspatial; a++)
@@ -52,13 +70,13 @@ static void vec_stmt(Vec *v, Stmt *s)
         if (!ir_is_const(s->loop.var->extent, &ext))
             return;
         if (s->loop.var == k->lane) {
-            s->loop.fk = FK_VECTORIZED;
+            s->loop.fk = lanes_ok(s->loop.body) ? FK_VECTORIZED : FK_UNROLLED;
             return;
         }
         if (!is_tile_var(k, s->loop.var, &a))
             return;
         if (a == k->nspatial - 1 && k->mk.vaxis == MK_VEC_SPATIAL && k->mk.vec > 1 &&
-            ext % k->mk.vec == 0) {
+            ext % k->mk.vec == 0 && lanes_ok(s->loop.body)) {
             int64_t m = ext / k->mk.vec;
             if (m == 1) {
                 s->loop.fk = FK_VECTORIZED;
@@ -72,10 +90,10 @@ static void vec_stmt(Vec *v, Stmt *s)
             Split sp = {v->c, s->loop.var, to};
             ir_stmt_map_exprs(s->loop.body, split_expr, &sp);
             Stmt *inner = ir_for(v->a, rl, FK_VECTORIZED, s->loop.body);
-            *s = *ir_for(v->a, ro, ext <= MAX_UNROLL ? FK_UNROLLED : FK_SERIAL, inner);
+            *s = *ir_for(v->a, ro, m <= MAX_UNROLL ? FK_UNROLLED : FK_SERIAL, inner);
             return;
         }
-        if (ext <= MAX_UNROLL)
+        if (ext <= MAX_UNROLL && lanes_ok(s->loop.body))
             s->loop.fk = FK_UNROLLED;
         return;
     case ST_LET: vec_stmt(v, s->let.body); return;

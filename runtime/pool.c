@@ -6,8 +6,10 @@
  * the workers; then everyone, the caller included, takes chunks from an
  * atomic counter until the range is exhausted. Dynamic chunking keeps the
  * threads busy when blocks cost different amounts (edge tiles, ragged
- * shapes). The caller returns once every worker has left the job, so the
- * next job can never be seen by a worker still inside the previous one.
+ * shapes). A worker joins a job under the mutex, and only while chunks are
+ * left; the caller returns once every chunk is taken and no worker is in
+ * the job. So a worker that wakes late (the machine is busy) costs the
+ * caller nothing, and can never run a chunk of a job that has returned.
  * Workers get 16 MB stacks: kernels keep staging buffers on the stack.
  */
 #include "dietcode/runtime.h"
@@ -28,7 +30,7 @@ struct RtPool {
     pthread_mutex_t run_mu; /* one rt_pool_run at a time */
     uint64_t gen;
     bool stop;
-    int active; /* workers not yet done with the current generation */
+    int active; /* workers inside the current job */
     void (*fn)(void *ctx, int64_t begin, int64_t end);
     void *ctx;
     int64_t n, chunk;
@@ -57,6 +59,9 @@ static void *worker(void *arg)
         if (p->stop)
             break;
         seen = p->gen;
+        if (atomic_load_explicit(&p->next, memory_order_relaxed) >= p->n)
+            continue; /* nothing left: the job may already have returned */
+        p->active++;
         pthread_mutex_unlock(&p->mu);
         work(p);
         pthread_mutex_lock(&p->mu);
@@ -123,7 +128,6 @@ void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int6
     if (p->chunk < 1)
         p->chunk = 1;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->active = p->nworkers;
     p->gen++;
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);

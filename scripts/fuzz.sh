@@ -6,10 +6,11 @@
 # Configures build-fuzz with clang-14 and -DDC_FUZZ=ON (ASan + UBSan +
 # coverage on all code), builds fuzz_frontend and runs it on a scratch
 # corpus (first: libFuzzer writes new inputs there) seeded from
-# tests/fuzz/corpus (second: read only). Exits non-zero on a crash, leak,
-# sanitizer report or timeout; the input that triggered it is left in
-# build-fuzz/artifacts/. Add it to tests/fuzz/corpus as regress-NAME.tex
-# once fixed.
+# tests/fuzz/corpus (second: read only), with the keywords and builtins of
+# tests/fuzz/frontend.dict. Exits non-zero on a crash, leak, sanitizer
+# report or an input that runs over 10 s; the input that triggered it is
+# left in build-fuzz/artifacts/. Once fixed, add it to tests/fuzz/corpus as
+# regress_NAME.tex (and, if it is a program worth reading, to tests/golden).
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}

@@ -8,6 +8,7 @@
  * Output files are written whole or not at all (temporary file + rename),
  * so a failed command never leaves a partial file behind.
  */
+#include "dietcode/codegen.h"
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
@@ -25,15 +26,25 @@
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
 
 static const char *usage_text =
-    "usage: dcc FILE.tex [-o OUT] [--emit=te]\n"
-    "       dcc run FILE.tex [--target=reference] --set NAME=VALUE ...\n"
+    "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|llvm|asm] [--target=cpu]\n"
+    "               [--dump-after=PASS|all] [--stop-after=PASS] [--verify-each]\n"
+    "               [--time-passes]\n"
+    "       dcc run FILE.tex [--target=cpu|reference|loops] --set NAME=VALUE ...\n"
     "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
     "               [--seed N] [--check] [--bench N]\n"
     "       dcc --help | --version\n"
     "\n"
     "  --emit=te           print the checked tensor-expression program\n"
+    "  --emit=loops        print the loop IR after the last pass\n"
+    "  --emit=llvm|asm     print the optimised LLVM IR or host assembly\n"
     "  -o OUT              write the emitted text to OUT instead of stdout\n"
-    "  --target=reference  run with the reference interpreter\n"
+    "  --dump-after=PASS   print the IR after PASS (or all passes) on stderr\n"
+    "  --stop-after=PASS   stop the pipeline after PASS\n"
+    "  --verify-each       run the loop IR verifier after every pass\n"
+    "  --time-passes       print the time each pass takes\n"
+    "  --target=cpu        (run) JIT-compile the kernels for this CPU (default)\n"
+    "  --target=reference  (run) run with the reference interpreter\n"
+    "  --target=loops      (run) interpret the lowered loop IR (for debugging)\n"
     "  --set NAME=VALUE    the run-time value of a dim (every dim needs one)\n"
     "  --input NAME=PATH   read input NAME from a .npy file (float32, C order);\n"
     "                      inputs not given are filled from a seeded generator\n"
@@ -216,15 +227,28 @@ static int cmd_compile(int argc, char **argv)
     if (optind != argc - 1)
         usage_error(optind == argc ? "no input file" : "more than one input file");
     file = argv[optind];
-    if (emit && strcmp(emit, "te") != 0 && strcmp(emit, "loops") != 0)
-        usage_error("unknown --emit kind '%s' (expected te or loops)", emit);
+    if (emit && strcmp(emit, "te") != 0 && strcmp(emit, "loops") != 0 &&
+        strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
+        usage_error("unknown --emit kind '%s' (expected te, loops, llvm or asm)", emit);
     if (out && !emit)
         usage_error("-o needs --emit");
     Loaded l = load_program(file);
-    bool lowering = (emit && strcmp(emit, "loops") == 0) || co.pipe.dump_after ||
+    bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
-    if (emit) {
+    if (emit && lp && co.pipe.stop_after) {
+        free_program(&l);
+        return 0; /* --stop-after: the dumps were the output */
+    }
+    if (emit && (strcmp(emit, "llvm") == 0 || strcmp(emit, "asm") == 0)) {
+        char err[512];
+        char *text = strcmp(emit, "llvm") == 0 ? cg_emit_llvm_text(lp, true, err, sizeof err)
+                                               : cg_emit_asm_text(lp, err, sizeof err);
+        if (!text)
+            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+        write_output(out, text, strlen(text));
+        free(text);
+    } else if (emit) {
         char *text = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
@@ -272,7 +296,7 @@ static void add_named(NamedArg *arr, int *n, const char *arg, const char *flag)
 
 static RunOpts parse_run_opts(int argc, char **argv)
 {
-    RunOpts o = {.target = "reference", .seed = 1};
+    RunOpts o = {.target = "cpu", .seed = 1};
     static const struct option opts[] = {
         {"target", required_argument, 0, 't'}, {"set", required_argument, 0, 's'},
         {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
@@ -305,8 +329,9 @@ static RunOpts parse_run_opts(int argc, char **argv)
     if (optind != argc - 1)
         usage_error(optind == argc ? "no input file" : "more than one input file");
     o.file = argv[optind];
-    if (strcmp(o.target, "reference") != 0)
-        usage_error("unknown --target '%s' (expected reference)", o.target);
+    if (strcmp(o.target, "reference") != 0 && strcmp(o.target, "cpu") != 0 &&
+        strcmp(o.target, "loops") != 0)
+        usage_error("unknown --target '%s' (expected reference, cpu or loops)", o.target);
     return o;
 }
 
@@ -409,11 +434,22 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* What a run executes: the program and, for compiled targets, its lowering. */
+typedef struct Exec {
+    const char *target;
+    TeProgram *p;
+    LoopProgram *lp;  /* cpu, loops */
+    CgProgram *cp;    /* cpu */
+} Exec;
+
 /* Runs the program once on the chosen target. */
-static void run_once(const TeProgram *p, const int64_t *dims, float **bufs)
+static void run_once(const Exec *x, const int64_t *dims, float **bufs)
 {
     char err[512];
-    if (ir_interp(p, dims, bufs, err, sizeof err) != 0)
+    int rc = x->cp   ? cg_program_run(x->cp, dims, bufs, err, sizeof err)
+             : x->lp ? ir_run_loops(x->lp, dims, bufs, err, sizeof err)
+                     : ir_interp(x->p, dims, bufs, err, sizeof err);
+    if (rc != 0)
         fail("%s", err);
 }
 
@@ -485,12 +521,22 @@ static int cmd_run(int argc, char **argv)
     int64_t *dims = resolve_dims(p, &o);
     float **bufs = make_buffers(p, dims, &o);
 
-    run_once(p, dims, bufs);
+    Exec x = {o.target, p, NULL, NULL};
+    if (strcmp(o.target, "reference") != 0) {
+        CompileOpts co = {.target = PT_CPU};
+        x.lp = lower_program(p, &co);
+    }
+    if (strcmp(o.target, "cpu") == 0) {
+        char err[512];
+        if (!(x.cp = cg_jit_compile(x.lp, err, sizeof err)))
+            ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
+    }
+    run_once(&x, dims, bufs);
     if (o.bench) {
         double *t = malloc((size_t)o.bench * sizeof *t);
         for (int64_t i = 0; i < o.bench; i++) {
             double t0 = now_ms();
-            run_once(p, dims, bufs);
+            run_once(&x, dims, bufs);
             t[i] = now_ms() - t0;
         }
         qsort(t, (size_t)o.bench, sizeof *t, cmp_double);
@@ -543,6 +589,7 @@ static int cmd_run(int argc, char **argv)
         free(bufs[i]);
     free(bufs);
     free(dims);
+    cg_program_destroy(x.cp);
     free_program(&l);
     return 0;
 }

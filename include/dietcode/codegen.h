@@ -103,6 +103,9 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
 LLVMModuleRef cg_build_module(LLVMContextRef cx, const CgTarget *t, const LoopProgram *lp,
                               bool optimize, char *err, size_t errlen);
 LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen);
+/* An empty module with t's triple and tm's data layout. */
+LLVMModuleRef cg_module_new(LLVMContextRef cx, const char *name, const CgTarget *t,
+                            LLVMTargetMachineRef tm);
 /* LLVMVerifyModule, then LLVMRunPasses("default<O3>") with t's machine. */
 int cg_verify_module(LLVMModuleRef mod, char *err, size_t errlen);
 int cg_optimize_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, char *err, size_t errlen);

@@ -307,6 +307,11 @@ void ir_print_kernel(FILE *out, const Kernel *k);
 void ir_print_loops(FILE *out, const LoopProgram *lp);
 void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial);
 
+/* ir/interp_loops.c: runs CPU-form loop IR directly (tests, debugging);
+ * bufs as for ir_interp, only materialized tensors used. */
+int ir_run_loops(const LoopProgram *lp, const int64_t *dims, float **bufs, char *err,
+                 size_t errlen);
+
 /* ir/verify_loops.c */
 bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen);
 

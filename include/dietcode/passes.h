@@ -43,6 +43,10 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
                                      const TargetInfo *ti);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
+/* Reads the form ir_print_microkernel writes: "threads [4, 8] tile [6, 32]
+ * rchunk 256 unroll 1 vec 16 [along reduction] [staged]". The lists give
+ * the spatial axes in order; *nspatial gets their number. */
+bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial);
 
 /* passes/lower.c */
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,

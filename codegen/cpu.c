@@ -1,0 +1,183 @@
+/* The CPU target's hooks: kernels for the host processor.
+ *
+ * Each kernel becomes two functions. NAME is the C ABI entry point
+ * (dims, bufs, block_begin, block_end); it loads every dim and buffer
+ * pointer once and calls NAME.body, an internal always-inline function that
+ * takes them as separate arguments, each buffer `noalias`: once inlined,
+ * LLVM knows distinct tensors never overlap, so loads can be hoisted past
+ * stores. The block loop is a serial loop over [block_begin, block_end)
+ * (the runner splits the blocks over a thread pool), thread loops are
+ * serial loops, shared buffers are stack arrays in the entry block (one per
+ * call, i.e. per chunk of blocks), and there are no barriers: a pass splits
+ * the thread loop at each one before codegen. Math goes to LLVM intrinsics,
+ * which lower to the C library's expf, logf, powf on x86, or to erff and
+ * tanhf directly: the same functions the reference interpreter calls.
+ */
+#include "dietcode/codegen.h"
+
+#include <llvm-c/Target.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static char host_triple[128], host_cpu[128], host_features[8192];
+static CgTarget host;
+
+static void add_fn_attr(LLVMContextRef cx, LLVMValueRef fn, const char *name)
+{
+    LLVMAddAttributeAtIndex(
+        fn, LLVMAttributeFunctionIndex,
+        LLVMCreateEnumAttribute(cx, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0));
+}
+
+static void add_str_attr(LLVMContextRef cx, LLVMValueRef fn, const char *k, const char *v)
+{
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(cx, k, (unsigned)strlen(k), v,
+                                                      (unsigned)strlen(v)));
+}
+
+static void target_attrs(CgFn *g, LLVMValueRef fn)
+{
+    add_fn_attr(g->cx, fn, "nounwind");
+    if (g->target->cpu[0])
+        add_str_attr(g->cx, fn, "target-cpu", g->target->cpu);
+    if (g->target->features[0])
+        add_str_attr(g->cx, fn, "target-features", g->target->features);
+}
+
+static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
+{
+    const TeProgram *te = g->lp->te;
+    int nd = te->ndims, nt = te->ntensors, np = nd + nt + 2;
+    LLVMTypeRef *pt = calloc((size_t)np, sizeof *pt);
+    if (!pt)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < np; i++)
+        pt[i] = i >= nd && i < nd + nt ? g->ptr : g->i64;
+    size_t n = strlen(sym);
+    char *bodyname = malloc(n + 6);
+    if (!bodyname)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    memcpy(bodyname, sym, n);
+    memcpy(bodyname + n, ".body", 6);
+    LLVMValueRef body = LLVMAddFunction(g->mod, bodyname, LLVMFunctionType(g->voidt, pt, (unsigned)np, 0));
+    free(bodyname);
+    free(pt);
+    LLVMSetLinkage(body, LLVMInternalLinkage);
+    target_attrs(g, body);
+    add_fn_attr(g->cx, body, "alwaysinline");
+    unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+    for (int i = 0; i < nd; i++)
+        LLVMSetValueName2(LLVMGetParam(body, (unsigned)i), te->dims[i]->name,
+                          strlen(te->dims[i]->name));
+    for (int i = 0; i < nt; i++) {
+        LLVMValueRef p = LLVMGetParam(body, (unsigned)(nd + i));
+        LLVMSetValueName2(p, te->tensors[i]->name, strlen(te->tensors[i]->name));
+        LLVMAddAttributeAtIndex(body, (unsigned)(nd + i + 1),
+                                LLVMCreateEnumAttribute(g->cx, noalias, 0));
+    }
+    LLVMSetValueName2(LLVMGetParam(body, (unsigned)np - 2), "block_begin", 11);
+    LLVMSetValueName2(LLVMGetParam(body, (unsigned)np - 1), "block_end", 9);
+
+    /* the ABI entry: unpack dims and buffers, call the body */
+    LLVMTypeRef abi[4] = {g->ptr, g->ptr, g->i64, g->i64};
+    LLVMValueRef fn = LLVMAddFunction(g->mod, sym, LLVMFunctionType(g->voidt, abi, 4, 0));
+    target_attrs(g, fn);
+    const char *names[4] = {"dims", "bufs", "block_begin", "block_end"};
+    for (unsigned i = 0; i < 4; i++)
+        LLVMSetValueName2(LLVMGetParam(fn, i), names[i], strlen(names[i]));
+    LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->cx, fn, "entry"));
+    LLVMValueRef *args = calloc((size_t)np, sizeof *args);
+    if (!args)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < nd + nt; i++) {
+        bool isdim = i < nd;
+        LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)(isdim ? i : i - nd), 0);
+        LLVMValueRef p = LLVMBuildGEP2(g->b, isdim ? g->i64 : g->ptr, LLVMGetParam(fn, isdim ? 0 : 1),
+                                       &idx, 1, "");
+        args[i] = LLVMBuildLoad2(g->b, isdim ? g->i64 : g->ptr, p, "");
+        LLVMSetAlignment(args[i], 8);
+    }
+    args[np - 2] = LLVMGetParam(fn, 2);
+    args[np - 1] = LLVMGetParam(fn, 3);
+    LLVMBuildCall2(g->b, LLVMGlobalGetValueType(body), body, args, (unsigned)np, "");
+    LLVMBuildRetVoid(g->b);
+    free(args);
+
+    g->fn = body;
+    g->entry = LLVMAppendBasicBlockInContext(g->cx, body, "entry");
+    LLVMPositionBuilderAtEnd(g->b, g->entry);
+    for (int i = 0; i < nd; i++)
+        g->dimv[i] = LLVMGetParam(body, (unsigned)i);
+    for (int i = 0; i < nt; i++)
+        g->bufv[i] = LLVMGetParam(body, (unsigned)(nd + i));
+    g->block_lo = LLVMGetParam(body, (unsigned)np - 2);
+    g->block_hi = LLVMGetParam(body, (unsigned)np - 1);
+    (void)k;
+}
+
+static void cpu_kernel_end(CgFn *g) { LLVMBuildRetVoid(g->b); }
+
+static CgRange cpu_loop_range(CgFn *g, ForKind fk, LLVMValueRef extent)
+{
+    if (fk == FK_BLOCK)
+        return (CgRange){.lo = g->block_lo, .hi = g->block_hi};
+    return (CgRange){.lo = LLVMConstInt(g->i64, 0, 0), .hi = extent};
+}
+
+static LLVMValueRef cpu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
+{
+    return cg_entry_alloca(g, ty, buf->name);
+}
+
+static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
+{
+    static const char *const intr[] = {
+        [CG_EXP] = "llvm.exp", [CG_LOG] = "llvm.log", [CG_SQRT] = "llvm.sqrt",
+        [CG_POW] = "llvm.pow", [CG_FABS] = "llvm.fabs", [CG_FLOOR] = "llvm.floor",
+        [CG_FMIN] = "llvm.minnum", [CG_FMAX] = "llvm.maxnum",
+    };
+    if (f == CG_TANH)
+        return cg_libm_call(g, "tanhf", a);
+    if (f == CG_ERF)
+        return cg_libm_call(g, "erff", a);
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef args[2] = {a, b};
+    return cg_intrinsic(g, intr[f], &t, 1, args, b ? 2 : 1);
+}
+
+static void copy_msg(char *dst, size_t n, char *msg)
+{
+    snprintf(dst, n, "%s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+}
+
+static void host_init(void)
+{
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+    copy_msg(host_triple, sizeof host_triple, LLVMGetDefaultTargetTriple());
+    copy_msg(host_cpu, sizeof host_cpu, LLVMGetHostCPUName());
+    copy_msg(host_features, sizeof host_features, LLVMGetHostCPUFeatures());
+    host = (CgTarget){
+        .name = "cpu",
+        .triple = host_triple,
+        .cpu = host_cpu,
+        .features = host_features,
+        .kernel_begin = cpu_kernel_begin,
+        .kernel_end = cpu_kernel_end,
+        .loop_range = cpu_loop_range,
+        .barrier = NULL,
+        .shared_alloc = cpu_shared_alloc,
+        .math = cpu_math,
+    };
+}
+
+const CgTarget *cg_target_cpu(void)
+{
+    pthread_once(&host_once, host_init);
+    return &host;
+}

@@ -1,0 +1,1134 @@
+/* Loop IR -> LLVM IR: the one lowering every target shares.
+ *
+ * A kernel is lowered by walking its statement tree with an environment
+ * (an LLVM value per loop or let variable) and a builder. What a target
+ * decides (the signature, where dims and buffers come from, block and thread
+ * indices, barriers, shared memory, math functions) goes through the hooks
+ * of CgTarget; everything else is here, once.
+ *
+ * Types: booleans are i1, integers i64 (the interpreter's semantics: wrapping
+ * + - *, floor division and modulo, x / 0 = 0), floats f32. Float + - * carry
+ * the `contract` flag so LLVM forms FMAs; nothing else is relaxed.
+ *
+ * Vectorised loops are lowered Halide-style rather than as loops: the loop
+ * variable becomes the vector <0, 1, ..., V-1> and every expression that
+ * depends on it (directly or through a let bound inside the loop) is computed
+ * as a <V x T> vector; everything else stays scalar and is broadcast where
+ * it meets a vector. A load or store looks at the flat offset of its access
+ * as an expression: with the lane-varying lets inlined, stride =
+ * simplify(flat[v := v + 1] - flat). Stride 1 is one unaligned vector access
+ * at the lane-0 address, stride 0 a scalar access (broadcast when mixed),
+ * anything else a per-lane gather or scatter. An If whose condition varies
+ * across lanes does not branch: its condition becomes a lane mask that
+ * masks every load and store beneath it.
+ *
+ * Loads never touch memory they are not allowed to: a padded load (value 0
+ * outside its tensor) and any load under a condition (a masked If, a select
+ * arm, the right side of && or ||) clamps its offset to 0 or masks its
+ * lanes instead of branching, so expressions stay straight-line code.
+ */
+#include "dietcode/codegen.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_VEC = 64 };
+
+typedef struct MemoEnt {
+    const Expr *e;
+    LLVMValueRef guard, v;
+} MemoEnt;
+
+typedef struct LocalBuf {
+    const Tensor *t;
+    LLVMValueRef p;
+} LocalBuf;
+
+/* A let bound inside the vectorised loop whose value varies across lanes:
+ * its value with earlier such lets substituted, over the lane variable. */
+typedef struct VecLet {
+    Var *v;
+    Expr *inl;
+} VecLet;
+
+typedef struct Lower {
+    CgFn *g;
+    LLVMValueRef *env; /* per var id */
+    int nvars;
+    LocalBuf *bufs;
+    int nbufs, capbufs;
+    Var *lane; /* vectorised loop variable, NULL outside one */
+    int width;
+    VecLet *vlets;
+    int nvlets, capvlets;
+    MemoEnt *memo; /* per statement: expressions are straight-line code */
+    size_t memocap, memocount;
+} Lower;
+
+static void st(Lower *L, Stmt *s, LLVMValueRef guard);
+static LLVMValueRef ex(Lower *L, Expr *e, LLVMValueRef guard);
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    return q;
+}
+
+/* ---- values, vectors, masks ---- */
+
+static bool is_vec(LLVMValueRef v) { return v && LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind; }
+
+static LLVMTypeRef elem_type(LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+}
+
+/* scalar, or a vector of scalar as wide as shape */
+static LLVMTypeRef like(Lower *L, LLVMTypeRef scalar, LLVMValueRef shape)
+{
+    return is_vec(shape) ? LLVMVectorType(scalar, LLVMGetVectorSize(LLVMTypeOf(shape))) : scalar;
+}
+
+static LLVMValueRef splat_n(Lower *L, LLVMValueRef v, unsigned n)
+{
+    if (is_vec(v))
+        return v;
+    if (LLVMIsConstant(v)) {
+        LLVMValueRef c[MAX_VEC];
+        for (unsigned i = 0; i < n; i++)
+            c[i] = v;
+        return LLVMConstVector(c, n);
+    }
+    LLVMBuilderRef b = L->g->b;
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(v), n);
+    LLVMValueRef x = LLVMBuildInsertElement(b, LLVMGetPoison(vt), v,
+                                            LLVMConstInt(L->g->i32, 0, 0), "");
+    return LLVMBuildShuffleVector(b, x, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(L->g->i32, n)), "splat");
+}
+
+static LLVMValueRef splat(Lower *L, LLVMValueRef v) { return splat_n(L, v, (unsigned)L->width); }
+
+/* Broadcasts the scalar of a mixed pair. */
+static void bcast(Lower *L, LLVMValueRef *a, LLVMValueRef *b)
+{
+    if (is_vec(*a) && !is_vec(*b))
+        *b = splat_n(L, *b, LLVMGetVectorSize(LLVMTypeOf(*a)));
+    else if (is_vec(*b) && !is_vec(*a))
+        *a = splat_n(L, *a, LLVMGetVectorSize(LLVMTypeOf(*b)));
+}
+
+static LLVMValueRef cint(Lower *L, LLVMValueRef shape, int64_t v)
+{
+    LLVMValueRef c = LLVMConstInt(L->g->i64, (unsigned long long)v, 1);
+    return is_vec(shape) ? splat_n(L, c, LLVMGetVectorSize(LLVMTypeOf(shape))) : c;
+}
+
+static LLVMValueRef cfloat(Lower *L, LLVMValueRef shape, double v)
+{
+    LLVMValueRef c = LLVMConstReal(L->g->f32, v);
+    return is_vec(shape) ? splat_n(L, c, LLVMGetVectorSize(LLVMTypeOf(shape))) : c;
+}
+
+static LLVMValueRef as_int(Lower *L, LLVMValueRef v)
+{
+    if (elem_type(v) == L->g->i1)
+        return LLVMBuildZExt(L->g->b, v, like(L, L->g->i64, v), "");
+    return v;
+}
+
+static LLVMValueRef as_bool(Lower *L, LLVMValueRef v)
+{
+    if (elem_type(v) == L->g->i1)
+        return v;
+    if (elem_type(v) == L->g->f32)
+        return LLVMBuildFCmp(L->g->b, LLVMRealUNE, v, cfloat(L, v, 0.0), "");
+    return LLVMBuildICmp(L->g->b, LLVMIntNE, v, cint(L, v, 0), "");
+}
+
+/* a && b over masks, either of which may be NULL (all lanes on). */
+static LLVMValueRef mask_and(Lower *L, LLVMValueRef a, LLVMValueRef b)
+{
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    bcast(L, &a, &b);
+    return LLVMBuildAnd(L->g->b, a, b, "");
+}
+
+static LLVMValueRef mask_not(Lower *L, LLVMValueRef a) { return LLVMBuildNot(L->g->b, a, ""); }
+
+static LLVMValueRef any_lane(Lower *L, LLVMValueRef m)
+{
+    if (!is_vec(m))
+        return m;
+    LLVMTypeRef t = LLVMTypeOf(m);
+    return cg_intrinsic(L->g, "llvm.vector.reduce.or", &t, 1, &m, 1);
+}
+
+static LLVMValueRef all_true(Lower *L, unsigned n)
+{
+    return splat_n(L, LLVMConstInt(L->g->i1, 1, 0), n);
+}
+
+/* ---- helpers shared with the targets ---- */
+
+LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *over, int nover,
+                          LLVMValueRef *args, int nargs)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    if (!id)
+        ir_panic(__FILE__, __LINE__, "unknown intrinsic %s", name);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, over, (size_t)nover);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(g->cx, id, over, (size_t)nover);
+    return LLVMBuildCall2(g->b, fty, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x)
+{
+    LLVMTypeRef fty = LLVMFunctionType(g->f32, &g->f32, 1, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(g->mod, name, fty);
+        const char *attrs[] = {"nounwind", "willreturn", "nosync"};
+        for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++)
+            LLVMAddAttributeAtIndex(
+                fn, LLVMAttributeFunctionIndex,
+                LLVMCreateEnumAttribute(
+                    g->cx, LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
+        /* memory(none): these libm functions do not touch errno */
+        LLVMAddAttributeAtIndex(
+            fn, LLVMAttributeFunctionIndex,
+            LLVMCreateEnumAttribute(g->cx, LLVMGetEnumAttributeKindForName("memory", 6), 0));
+    }
+    if (!is_vec(x))
+        return LLVMBuildCall2(g->b, fty, fn, &x, 1, "");
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(x));
+    LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(x));
+    for (unsigned i = 0; i < n; i++) {
+        LLVMValueRef lane = LLVMConstInt(g->i32, i, 0);
+        LLVMValueRef xi = LLVMBuildExtractElement(g->b, x, lane, "");
+        LLVMValueRef yi = LLVMBuildCall2(g->b, fty, fn, &xi, 1, "");
+        r = LLVMBuildInsertElement(g->b, r, yi, lane, "");
+    }
+    return r;
+}
+
+LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name)
+{
+    LLVMBuilderRef eb = LLVMCreateBuilderInContext(g->cx);
+    LLVMValueRef first = LLVMGetFirstInstruction(g->entry);
+    if (first)
+        LLVMPositionBuilderBefore(eb, first);
+    else
+        LLVMPositionBuilderAtEnd(eb, g->entry);
+    LLVMValueRef a = LLVMBuildAlloca(eb, ty, name);
+    LLVMSetAlignment(a, 64);
+    LLVMDisposeBuilder(eb);
+    return a;
+}
+
+/* ---- memo of emitted expressions, reset at every statement ---- */
+
+static size_t memo_hash(const Expr *e, LLVMValueRef g)
+{
+    return ((size_t)e->hash * 31u) ^ ((size_t)(uintptr_t)g >> 4);
+}
+
+static LLVMValueRef memo_get(Lower *L, const Expr *e, LLVMValueRef g)
+{
+    if (!L->memocount)
+        return NULL;
+    for (size_t j = memo_hash(e, g) & (L->memocap - 1); L->memo[j].e; j = (j + 1) & (L->memocap - 1))
+        if (L->memo[j].e == e && L->memo[j].guard == g)
+            return L->memo[j].v;
+    return NULL;
+}
+
+static void memo_put(Lower *L, const Expr *e, LLVMValueRef g, LLVMValueRef v)
+{
+    if ((L->memocount + 1) * 2 > L->memocap) {
+        MemoEnt *old = L->memo;
+        size_t oldcap = L->memocap;
+        L->memocap = oldcap ? oldcap * 2 : 64;
+        L->memo = calloc(L->memocap, sizeof *L->memo);
+        if (!L->memo)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        L->memocount = 0;
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].e)
+                memo_put(L, old[i].e, old[i].guard, old[i].v);
+        free(old);
+    }
+    size_t j = memo_hash(e, g) & (L->memocap - 1);
+    while (L->memo[j].e)
+        j = (j + 1) & (L->memocap - 1);
+    L->memo[j] = (MemoEnt){e, g, v};
+    L->memocount++;
+}
+
+static void memo_reset(Lower *L)
+{
+    if (L->memocount) {
+        memset(L->memo, 0, L->memocap * sizeof *L->memo);
+        L->memocount = 0;
+    }
+}
+
+/* ---- analysis of lane-varying expressions ---- */
+
+static LLVMValueRef var_value(Lower *L, const Var *v)
+{
+    if (v->kind == VK_DIM)
+        return L->g->dimv[v->pos];
+    IR_ASSERT(v->id < L->nvars);
+    if (!L->env[v->id])
+        ir_panic(__FILE__, __LINE__, "variable %s used outside its binding", v->name);
+    return L->env[v->id];
+}
+
+static bool varies(Lower *L, const Expr *e)
+{
+    if (!L->lane)
+        return false;
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: return false;
+    case EX_VAR: return e->var->kind != VK_DIM && is_vec(var_value(L, e->var));
+    case EX_LOAD:
+        for (int i = 0; i < e->load.n; i++)
+            if (varies(L, e->load.idx[i]))
+                return true;
+        return false;
+    case EX_REDUCE: IR_UNREACHABLE();
+    default:
+        return (e->op.a && varies(L, e->op.a)) || (e->op.b && varies(L, e->op.b)) ||
+               (e->op.c && varies(L, e->op.c));
+    }
+}
+
+static bool has_load(const Expr *e, bool unsafe_only)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: return false;
+    case EX_LOAD:
+        if (!unsafe_only || !e->load.padded)
+            return true;
+        for (int i = 0; i < e->load.n; i++)
+            if (has_load(e->load.idx[i], unsafe_only))
+                return true;
+        return false;
+    case EX_REDUCE: return has_load(e->red.body, unsafe_only);
+    default:
+        return (e->op.a && has_load(e->op.a, unsafe_only)) ||
+               (e->op.b && has_load(e->op.b, unsafe_only)) ||
+               (e->op.c && has_load(e->op.c, unsafe_only));
+    }
+}
+
+static Expr *inline_vlets(Lower *L, Expr *e)
+{
+    for (int i = L->nvlets - 1; i >= 0; i--)
+        e = ir_subst(L->g->ec, e, L->vlets[i].v, L->vlets[i].inl);
+    return e;
+}
+
+/* The row-major flat offset of buf[idx...] as an expression. */
+static Expr *flat_offset(Lower *L, const Tensor *t, int n, Expr **idx)
+{
+    ExprCtx *c = L->g->ec;
+    if (n == 0)
+        return ir_int(c, 0);
+    Expr *f = idx[0];
+    for (int i = 1; i < n; i++)
+        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, t->shape[i]), idx[i]);
+    return ir_simplify(c, f);
+}
+
+typedef enum Access { AC_SCALAR, AC_CONTIG, AC_GATHER } Access;
+
+/* Classifies an access at flat offset f; for AC_CONTIG and AC_SCALAR sets
+ * *base to the lane-0 offset, an expression uniform across lanes. */
+static Access classify(Lower *L, Expr *f, Expr **base)
+{
+    *base = f;
+    if (!varies(L, f))
+        return AC_SCALAR;
+    ExprCtx *c = L->g->ec;
+    Expr *inl = inline_vlets(L, f);
+    if (has_load(inl, false))
+        return AC_GATHER;
+    Expr *lane = ir_varref(c, L->lane);
+    Expr *next = ir_subst(c, inl, L->lane, ir_binop(c, EX_ADD, lane, ir_int(c, 1)));
+    Expr *stride = ir_simplify(c, ir_binop(c, EX_SUB, next, inl));
+    int64_t k;
+    if (!ir_is_const(stride, &k) || (k != 0 && k != 1))
+        return AC_GATHER;
+    *base = ir_simplify(c, ir_subst(c, inl, L->lane, ir_int(c, 0)));
+    return k == 1 ? AC_CONTIG : AC_SCALAR;
+}
+
+/* ---- memory ---- */
+
+static LLVMValueRef buffer_ptr(Lower *L, const Tensor *t)
+{
+    if (t->scope == MS_GLOBAL) {
+        IR_ASSERT(t->id >= 0 && t->id < L->g->lp->te->ntensors && L->g->lp->te->tensors[t->id] == t);
+        return L->g->bufv[t->id];
+    }
+    for (int i = L->nbufs - 1; i >= 0; i--)
+        if (L->bufs[i].t == t)
+            return L->bufs[i].p;
+    ir_panic(__FILE__, __LINE__, "buffer %s used outside its alloc", t->name);
+}
+
+static LLVMValueRef clamp_lanes(Lower *L, LLVMValueRef x)
+{
+    LLVMBuilderRef B = L->g->b;
+    LLVMValueRef zero = cint(L, x, 0), w = cint(L, x, L->width);
+    x = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, x, zero, ""), zero, x, "");
+    x = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, x, w, ""), w, x, "");
+    return splat(L, LLVMBuildTrunc(B, x, L->g->i32, ""));
+}
+
+/* In-bounds mask of a padded access: every index in [0, extent). An index
+ * base + lane (stride 1 along the lanes, the common case) is in range on
+ * the lanes [-base, extent - base), compared as small i32 lane numbers. */
+static LLVMValueRef inbounds(Lower *L, const Tensor *t, int n, Expr **idx, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    LLVMValueRef m = NULL;
+    for (int i = 0; i < n; i++) {
+        LLVMValueRef e = ex(L, t->shape[i], NULL), c;
+        Expr *b0;
+        if (varies(L, idx[i]) && classify(L, idx[i], &b0) == AC_CONTIG) {
+            LLVMValueRef base = as_int(L, ex(L, b0, NULL));
+            LLVMValueRef lo = clamp_lanes(L, LLVMBuildNeg(g->b, base, ""));
+            LLVMValueRef hi = clamp_lanes(L, LLVMBuildSub(g->b, e, base, ""));
+            LLVMValueRef lanes[MAX_VEC];
+            for (int j = 0; j < L->width; j++)
+                lanes[j] = LLVMConstInt(g->i32, (unsigned long long)j, 0);
+            LLVMValueRef lv = LLVMConstVector(lanes, (unsigned)L->width);
+            c = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, lv, lo, ""),
+                             LLVMBuildICmp(g->b, LLVMIntSLT, lv, hi, ""), "inb");
+        } else {
+            LLVMValueRef x = as_int(L, ex(L, idx[i], guard));
+            bcast(L, &x, &e);
+            c = LLVMBuildICmp(g->b, LLVMIntULT, x, e, "inb");
+        }
+        m = mask_and(L, m, c);
+    }
+    return m;
+}
+
+/* The offset of a masked vector access: off, or 0 when no lane is active.
+ * Masked-off lanes never fault, but on current x86 cores they cost a
+ * microcode assist of about a microsecond each when they fall on an
+ * unmapped page, as whole vectors of padding past a tensor's ends do; an
+ * access with no active lane is parked on the tensor's first element.
+ * (Stack buffers are always surrounded by mapped memory.) */
+static LLVMValueRef park(Lower *L, const Tensor *t, LLVMValueRef off, LLVMValueRef mask)
+{
+    if (t->scope != MS_GLOBAL)
+        return off;
+    return LLVMBuildSelect(L->g->b, any_lane(L, mask), off, cint(L, off, 0), "");
+}
+
+static LLVMValueRef gep(Lower *L, LLVMValueRef base, LLVMValueRef off)
+{
+    return LLVMBuildGEP2(L->g->b, L->g->f32, base, &off, 1, "");
+}
+
+static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    const Tensor *t = e->load.t;
+    IR_ASSERT(t->dtype == DT_F32);
+    LLVMValueRef base = buffer_ptr(L, t);
+    LLVMValueRef inb = e->load.padded ? inbounds(L, t, e->load.n, e->load.idx, guard) : NULL;
+    LLVMValueRef mask = mask_and(L, guard, inb);
+    Expr *f = flat_offset(L, t, e->load.n, e->load.idx), *f0;
+    Access ac = classify(L, f, &f0);
+    if (ac == AC_SCALAR && is_vec(inb))
+        ac = AC_GATHER, f0 = f;
+    LLVMValueRef zero = LLVMConstReal(g->f32, 0.0);
+    switch (ac) {
+    case AC_SCALAR: {
+        LLVMValueRef off = ex(L, f0, is_vec(guard) ? NULL : guard);
+        if (mask) /* clamp: a lane that may not read reads element 0 */
+            off = LLVMBuildSelect(g->b, any_lane(L, mask), off, cint(L, off, 0), "");
+        LLVMValueRef v = LLVMBuildLoad2(g->b, g->f32, gep(L, base, off), t->name);
+        LLVMSetAlignment(v, 4);
+        return inb ? LLVMBuildSelect(g->b, inb, v, zero, "") : v;
+    }
+    case AC_CONTIG: {
+        LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)L->width);
+        LLVMValueRef off = ex(L, f0, NULL);
+        if (!mask) {
+            LLVMValueRef v = LLVMBuildLoad2(g->b, vt, gep(L, base, off), t->name);
+            LLVMSetAlignment(v, 4);
+            return v;
+        }
+        LLVMTypeRef over[2] = {vt, g->ptr};
+        LLVMValueRef args[4] = {gep(L, base, park(L, t, off, mask)), LLVMConstInt(g->i32, 4, 0),
+                                splat(L, mask), LLVMConstNull(vt)};
+        return cg_intrinsic(g, "llvm.masked.load", over, 2, args, 4);
+    }
+    case AC_GATHER: {
+        LLVMValueRef off = splat(L, ex(L, f0, guard));
+        if (mask)
+            off = LLVMBuildSelect(g->b, splat(L, mask), off, cint(L, off, 0), "");
+        LLVMValueRef ptrs = gep(L, base, off);
+        LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)L->width);
+        LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(g->i32, 4, 0),
+                                mask ? splat(L, mask) : all_true(L, (unsigned)L->width),
+                                LLVMConstNull(vt)};
+        return cg_intrinsic(g, "llvm.masked.gather", over, 2, args, 4);
+    }
+    }
+    IR_UNREACHABLE();
+}
+
+static LLVMValueRef to_f32(Lower *L, LLVMValueRef v)
+{
+    LLVMTypeRef et = elem_type(v);
+    if (et == L->g->f32)
+        return v;
+    LLVMTypeRef ft = like(L, L->g->f32, v);
+    return et == L->g->i1 ? LLVMBuildUIToFP(L->g->b, v, ft, "") : LLVMBuildSIToFP(L->g->b, v, ft, "");
+}
+
+static void store(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    const Tensor *t = s->store.buf;
+    IR_ASSERT(t->dtype == DT_F32);
+    IR_ASSERT(!guard || is_vec(guard));
+    LLVMValueRef base = buffer_ptr(L, t);
+    LLVMValueRef val = to_f32(L, ex(L, s->store.value, guard));
+    Expr *f = flat_offset(L, t, s->store.n, s->store.idx), *f0;
+    Access ac = classify(L, f, &f0);
+    if (ac == AC_SCALAR && !is_vec(val) && !guard) {
+        LLVMValueRef st = LLVMBuildStore(g->b, val, gep(L, base, ex(L, f0, NULL)));
+        LLVMSetAlignment(st, 4);
+        return;
+    }
+    LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)L->width);
+    val = splat(L, val);
+    if (ac == AC_CONTIG) {
+        LLVMValueRef off = ex(L, f0, NULL);
+        if (!guard) {
+            LLVMValueRef st = LLVMBuildStore(g->b, val, gep(L, base, off));
+            LLVMSetAlignment(st, 4);
+            return;
+        }
+        LLVMTypeRef over[2] = {vt, g->ptr};
+        LLVMValueRef args[4] = {val, gep(L, base, park(L, t, off, guard)), LLVMConstInt(g->i32, 4, 0),
+                                guard};
+        cg_intrinsic(g, "llvm.masked.store", over, 2, args, 4);
+        return;
+    }
+    /* a scatter; lanes store in order, so with a uniform address the last
+     * active lane wins, as it would in a serial loop */
+    LLVMValueRef off = splat(L, ex(L, ac == AC_SCALAR ? f0 : f, guard));
+    if (guard)
+        off = LLVMBuildSelect(g->b, guard, off, cint(L, off, 0), "");
+    LLVMValueRef ptrs = gep(L, base, off);
+    LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
+    LLVMValueRef args[4] = {val, ptrs, LLVMConstInt(g->i32, 4, 0),
+                            guard ? guard : all_true(L, (unsigned)L->width)};
+    cg_intrinsic(g, "llvm.masked.scatter", over, 2, args, 4);
+}
+
+/* ---- expressions ---- */
+
+static LLVMValueRef fmath(Lower *L, CgMath f, LLVMValueRef a, LLVMValueRef b)
+{
+    if (b)
+        bcast(L, &a, &b);
+    return L->g->target->math(L->g, f, a, b);
+}
+
+static LLVMValueRef contract(LLVMValueRef v)
+{
+    if (LLVMIsAInstruction(v))
+        LLVMSetFastMathFlags(v, LLVMFastMathAllowContract);
+    return v;
+}
+
+/* Floor division or modulo with x / 0 = 0 (and INT64_MIN / -1 = 0). */
+static LLVMValueRef idivmod(Lower *L, LLVMValueRef a, LLVMValueRef b, Expr *be, bool mod)
+{
+    LLVMBuilderRef B = L->g->b;
+    int64_t d;
+    if (ir_is_const(be, &d) && d > 0) {
+        if ((d & (d - 1)) == 0) {
+            int k = __builtin_ctzll((unsigned long long)d);
+            return mod ? LLVMBuildAnd(B, a, cint(L, a, d - 1), "")
+                       : LLVMBuildAShr(B, a, cint(L, a, k), "");
+        }
+        LLVMValueRef q = LLVMBuildSDiv(B, a, b, ""), r = LLVMBuildSRem(B, a, b, "");
+        LLVMValueRef neg = LLVMBuildICmp(B, LLVMIntSLT, r, cint(L, r, 0), "");
+        return mod ? LLVMBuildAdd(B, r, LLVMBuildSelect(B, neg, b, cint(L, b, 0), ""), "")
+                   : LLVMBuildSub(B, q, LLVMBuildZExt(B, neg, LLVMTypeOf(q), ""), "");
+    }
+    LLVMValueRef zero = cint(L, a, 0);
+    LLVMValueRef bad = LLVMBuildOr(
+        B, LLVMBuildICmp(B, LLVMIntEQ, b, zero, ""),
+        LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, a, cint(L, a, INT64_MIN), ""),
+                     LLVMBuildICmp(B, LLVMIntEQ, b, cint(L, b, -1), ""), ""),
+        "");
+    LLVMValueRef bs = LLVMBuildSelect(B, bad, cint(L, b, 1), b, "");
+    LLVMValueRef q = LLVMBuildSDiv(B, a, bs, ""), r = LLVMBuildSRem(B, a, bs, "");
+    LLVMValueRef fix = LLVMBuildAnd(
+        B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
+        LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildXor(B, r, bs, ""), zero, ""), "");
+    LLVMValueRef res = mod ? LLVMBuildAdd(B, r, LLVMBuildSelect(B, fix, bs, zero, ""), "")
+                           : LLVMBuildSub(B, q, LLVMBuildZExt(B, fix, LLVMTypeOf(q), ""), "");
+    return LLVMBuildSelect(B, bad, zero, res, "");
+}
+
+static LLVMValueRef cast(Lower *L, Expr *e, LLVMValueRef a)
+{
+    CgFn *g = L->g;
+    LLVMTypeRef et = elem_type(a);
+    switch (e->type) {
+    case DT_F32: return to_f32(L, a);
+    case DT_I32:
+    case DT_BOOL: {
+        LLVMValueRef r;
+        if (et == g->f32) { /* saturating, NaN -> 0 */
+            LLVMTypeRef over[2] = {like(L, g->i32, a), LLVMTypeOf(a)};
+            r = cg_intrinsic(g, "llvm.fptosi.sat", over, 2, &a, 1);
+            r = LLVMBuildSExt(g->b, r, like(L, g->i64, a), "");
+        } else if (et == g->i1) {
+            r = as_int(L, a);
+        } else {
+            r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, a, cint(L, a, INT32_MAX), ""),
+                                cint(L, a, INT32_MAX), a, "");
+            r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, r, cint(L, r, INT32_MIN), ""),
+                                cint(L, r, INT32_MIN), r, "");
+        }
+        return e->type == DT_BOOL ? as_bool(L, r) : r;
+    }
+    }
+    IR_UNREACHABLE();
+}
+
+static LLVMValueRef float_op(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMBuilderRef B = L->g->b;
+    if (b)
+        bcast(L, &a, &b);
+    switch (k) {
+    case EX_ADD: return contract(LLVMBuildFAdd(B, a, b, ""));
+    case EX_SUB: return contract(LLVMBuildFSub(B, a, b, ""));
+    case EX_MUL: return contract(LLVMBuildFMul(B, a, b, ""));
+    case EX_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case EX_MOD: { /* x - y * floor(x / y), rounded at every step */
+        LLVMValueRef q = fmath(L, CG_FLOOR, LLVMBuildFDiv(B, a, b, ""), NULL);
+        return LLVMBuildFSub(B, a, LLVMBuildFMul(B, b, q, ""), "");
+    }
+    case EX_MIN: return fmath(L, CG_FMIN, a, b);
+    case EX_MAX: return fmath(L, CG_FMAX, a, b);
+    case EX_POW: return fmath(L, CG_POW, a, b);
+    case EX_NEG: return LLVMBuildFNeg(B, a, "");
+    case EX_EXP: return fmath(L, CG_EXP, a, NULL);
+    case EX_LOG: return fmath(L, CG_LOG, a, NULL);
+    case EX_SQRT: return fmath(L, CG_SQRT, a, NULL);
+    case EX_RSQRT: return LLVMBuildFDiv(B, cfloat(L, a, 1.0), fmath(L, CG_SQRT, a, NULL), "");
+    case EX_TANH: return fmath(L, CG_TANH, a, NULL);
+    case EX_ERF: return fmath(L, CG_ERF, a, NULL);
+    case EX_ABS: return fmath(L, CG_FABS, a, NULL);
+    case EX_SIGMOID: {
+        LLVMValueRef ex_ = fmath(L, CG_EXP, LLVMBuildFNeg(B, a, ""), NULL);
+        return LLVMBuildFDiv(B, cfloat(L, a, 1.0), LLVMBuildFAdd(B, cfloat(L, a, 1.0), ex_, ""), "");
+    }
+    case EX_RELU:
+        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, cfloat(L, a, 0.0), ""), a,
+                               cfloat(L, a, 0.0), "");
+    case EX_GELU: {
+        LLVMValueRef s = LLVMBuildFMul(B, a, cfloat(L, a, 0.70710678118654752), "");
+        LLVMValueRef e1 = LLVMBuildFAdd(B, cfloat(L, a, 1.0), fmath(L, CG_ERF, s, NULL), "");
+        return LLVMBuildFMul(B, LLVMBuildFMul(B, cfloat(L, a, 0.5), a, ""), e1, "");
+    }
+    default: ir_panic(__FILE__, __LINE__, "no float lowering for %s", ir_op_name(k));
+    }
+}
+
+static LLVMValueRef int_op(Lower *L, Expr *e, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMBuilderRef B = L->g->b;
+    a = as_int(L, a);
+    if (b) {
+        b = as_int(L, b);
+        bcast(L, &a, &b);
+    }
+    switch (e->kind) {
+    case EX_ADD: return LLVMBuildAdd(B, a, b, "");
+    case EX_SUB: return LLVMBuildSub(B, a, b, "");
+    case EX_MUL: return LLVMBuildMul(B, a, b, "");
+    case EX_DIV: return idivmod(L, a, b, e->op.b, false);
+    case EX_MOD: return idivmod(L, a, b, e->op.b, true);
+    case EX_MIN: return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, b, ""), a, b, "");
+    case EX_MAX: return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, a, b, ""), a, b, "");
+    case EX_NEG: return LLVMBuildSub(B, cint(L, a, 0), a, "");
+    case EX_ABS:
+        return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, cint(L, a, 0), ""),
+                               LLVMBuildSub(B, cint(L, a, 0), a, ""), a, "");
+    case EX_RELU:
+        return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, a, cint(L, a, 0), ""), a,
+                               cint(L, a, 0), "");
+    default: ir_panic(__FILE__, __LINE__, "no integer lowering for %s", ir_op_name(e->kind));
+    }
+}
+
+static LLVMValueRef compare(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMBuilderRef B = L->g->b;
+    if (elem_type(a) == L->g->f32 || elem_type(b) == L->g->f32) {
+        a = to_f32(L, a);
+        b = to_f32(L, b);
+        bcast(L, &a, &b);
+        LLVMRealPredicate p = k == EX_LT ? LLVMRealOLT : k == EX_LE ? LLVMRealOLE
+                            : k == EX_EQ ? LLVMRealOEQ : LLVMRealUNE;
+        return LLVMBuildFCmp(B, p, a, b, "");
+    }
+    if (elem_type(a) != elem_type(b)) {
+        a = as_int(L, a);
+        b = as_int(L, b);
+    }
+    bcast(L, &a, &b);
+    LLVMIntPredicate p = k == EX_LT ? LLVMIntSLT : k == EX_LE ? LLVMIntSLE
+                       : k == EX_EQ ? LLVMIntEQ : LLVMIntNE;
+    return LLVMBuildICmp(B, p, a, b, "");
+}
+
+/* The guard under which a conditionally evaluated operand runs: only
+ * operands that could read memory they may not need one. */
+static LLVMValueRef narrow(Lower *L, LLVMValueRef guard, LLVMValueRef cond, Expr *operand)
+{
+    return has_load(operand, true) ? mask_and(L, guard, cond) : guard;
+}
+
+static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    LLVMBuilderRef B = g->b;
+    switch (e->kind) {
+    case EX_INT:
+        return e->type == DT_BOOL ? LLVMConstInt(g->i1, e->ival != 0, 0)
+                                  : LLVMConstInt(g->i64, (unsigned long long)e->ival, 1);
+    case EX_FLOAT: return LLVMConstReal(g->f32, e->fval);
+    case EX_VAR: return var_value(L, e->var);
+    case EX_LOAD: return load(L, e, guard);
+    case EX_REDUCE: ir_panic(__FILE__, __LINE__, "reduction reached codegen");
+    case EX_CAST: return cast(L, e, ex(L, e->op.a, guard));
+    case EX_AND: case EX_OR: {
+        LLVMValueRef a = as_bool(L, ex(L, e->op.a, guard));
+        LLVMValueRef c = e->kind == EX_AND ? a : mask_not(L, a);
+        LLVMValueRef b = as_bool(L, ex(L, e->op.b, narrow(L, guard, c, e->op.b)));
+        bcast(L, &a, &b);
+        return e->kind == EX_AND ? LLVMBuildAnd(B, a, b, "") : LLVMBuildOr(B, a, b, "");
+    }
+    case EX_NOT: return mask_not(L, as_bool(L, ex(L, e->op.a, guard)));
+    case EX_SELECT: {
+        LLVMValueRef c = as_bool(L, ex(L, e->op.a, guard));
+        LLVMValueRef x = ex(L, e->op.b, narrow(L, guard, c, e->op.b));
+        LLVMValueRef y = ex(L, e->op.c, narrow(L, guard, mask_not(L, c), e->op.c));
+        if (e->type == DT_F32) {
+            x = to_f32(L, x);
+            y = to_f32(L, y);
+        } else if (e->type == DT_I32) {
+            x = as_int(L, x);
+            y = as_int(L, y);
+        }
+        bcast(L, &x, &y);
+        if (is_vec(c) && !is_vec(x)) {
+            x = splat_n(L, x, LLVMGetVectorSize(LLVMTypeOf(c)));
+            y = splat_n(L, y, LLVMGetVectorSize(LLVMTypeOf(c)));
+        }
+        return LLVMBuildSelect(B, c, x, y, "");
+    }
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
+        return compare(L, e->kind, ex(L, e->op.a, guard), ex(L, e->op.b, guard));
+    default: break;
+    }
+    LLVMValueRef a = ex(L, e->op.a, guard);
+    LLVMValueRef b = ir_op_arity(e->kind) == 2 ? ex(L, e->op.b, guard) : NULL;
+    if (e->type == DT_F32)
+        return float_op(L, e->kind, to_f32(L, a), b ? to_f32(L, b) : NULL);
+    return int_op(L, e, a, b);
+}
+
+static LLVMValueRef ex(Lower *L, Expr *e, LLVMValueRef guard)
+{
+    LLVMValueRef v = memo_get(L, e, guard);
+    if (!v) {
+        v = ex_uncached(L, e, guard);
+        memo_put(L, e, guard, v);
+    }
+    return v;
+}
+
+/* ---- statements ---- */
+
+static void bind(Lower *L, Var *v, LLVMValueRef val)
+{
+    IR_ASSERT(v->id < L->nvars);
+    L->env[v->id] = val;
+}
+
+/* for v in [lo, hi): body */
+static void serial_loop(Lower *L, Var *v, LLVMValueRef lo, LLVMValueRef hi, Stmt *body,
+                        LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(g->cx, g->fn, v->name);
+    LLVMBasicBlockRef bodyb = LLVMAppendBasicBlockInContext(g->cx, g->fn, "body");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exit");
+    LLVMBuildBr(g->b, head);
+    LLVMPositionBuilderAtEnd(g->b, head);
+    LLVMValueRef i = LLVMBuildPhi(g->b, g->i64, v->name);
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, i, hi, ""), bodyb, exit);
+    LLVMPositionBuilderAtEnd(g->b, bodyb);
+    bind(L, v, i);
+    st(L, body, guard);
+    LLVMValueRef next = LLVMBuildAdd(g->b, i, LLVMConstInt(g->i64, 1, 0), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, head);
+    LLVMValueRef vals[2] = {lo, next};
+    LLVMBasicBlockRef bbs[2] = {pre, latch};
+    LLVMAddIncoming(i, vals, bbs, 2);
+    LLVMPositionBuilderAtEnd(g->b, exit);
+    bind(L, v, NULL);
+}
+
+static void branch(Lower *L, LLVMValueRef cond, Stmt *then, Stmt *els, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    LLVMBasicBlockRef tb = LLVMAppendBasicBlockInContext(g->cx, g->fn, "then");
+    LLVMBasicBlockRef eb = els ? LLVMAppendBasicBlockInContext(g->cx, g->fn, "else") : NULL;
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->cx, g->fn, "endif");
+    LLVMBuildCondBr(g->b, cond, tb, eb ? eb : join);
+    LLVMPositionBuilderAtEnd(g->b, tb);
+    st(L, then, guard);
+    LLVMBuildBr(g->b, join);
+    if (els) {
+        LLVMPositionBuilderAtEnd(g->b, eb);
+        st(L, els, guard);
+        LLVMBuildBr(g->b, join);
+    }
+    LLVMPositionBuilderAtEnd(g->b, join);
+}
+
+static void vector_loop(Lower *L, Var *v, int width, Stmt *body)
+{
+    LLVMValueRef lanes[MAX_VEC];
+    for (int i = 0; i < width; i++)
+        lanes[i] = LLVMConstInt(L->g->i64, (unsigned long long)i, 0);
+    L->lane = v;
+    L->width = width;
+    bind(L, v, LLVMConstVector(lanes, (unsigned)width));
+    st(L, body, NULL);
+    bind(L, v, NULL);
+    L->lane = NULL;
+    L->width = 0;
+}
+
+static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    Var *v = s->loop.var;
+    int64_t n = 0;
+    bool cst = ir_is_const(v->extent, &n);
+    switch (s->loop.fk) {
+    case FK_BLOCK:
+    case FK_THREAD: {
+        IR_ASSERT(!L->lane);
+        LLVMValueRef ext = ex(L, v->extent, NULL);
+        CgRange r = g->target->loop_range(g, s->loop.fk, ext);
+        if (!r.index) {
+            serial_loop(L, v, r.lo, r.hi, s->loop.body, guard);
+            return;
+        }
+        bind(L, v, r.index);
+        if (r.guard) {
+            LLVMValueRef c = LLVMBuildICmp(g->b, LLVMIntSLT, r.index, ext, "");
+            branch(L, c, s->loop.body, NULL, guard);
+        } else {
+            st(L, s->loop.body, guard);
+        }
+        return;
+    }
+    case FK_VECTORIZED:
+        if (cst && n >= 2 && n <= MAX_VEC && !L->lane) {
+            vector_loop(L, v, (int)n, s->loop.body);
+            return;
+        }
+        /* nested or odd widths: lanes one after another */
+        /* fall through */
+    case FK_UNROLLED:
+        if (cst && n <= 4 * MAX_VEC) {
+            for (int64_t i = 0; i < n; i++) {
+                bind(L, v, LLVMConstInt(g->i64, (unsigned long long)i, 0));
+                st(L, s->loop.body, guard);
+            }
+            bind(L, v, NULL);
+            return;
+        }
+        /* fall through */
+    case FK_SERIAL:
+        serial_loop(L, v, LLVMConstInt(g->i64, 0, 0), ex(L, v->extent, NULL), s->loop.body, guard);
+        return;
+    }
+}
+
+static void alloc(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    const Tensor *t = s->alloc.buf;
+    IR_ASSERT(t->scope != MS_GLOBAL);
+    int64_t n = 1, d;
+    for (int i = 0; i < t->rank; i++) {
+        if (!ir_is_const(t->shape[i], &d))
+            ir_panic(__FILE__, __LINE__, "buffer %s has a non-constant shape", t->name);
+        n *= d;
+    }
+    LLVMTypeRef ty = LLVMArrayType2(g->f32, (uint64_t)(n > 0 ? n : 1));
+    LLVMValueRef p = t->scope == MS_SHARED ? g->target->shared_alloc(g, t, ty)
+                                           : cg_entry_alloca(g, ty, t->name);
+    if (L->nbufs == L->capbufs) {
+        L->capbufs = L->capbufs ? 2 * L->capbufs : 8;
+        L->bufs = xrealloc(L->bufs, sizeof *L->bufs * (size_t)L->capbufs);
+    }
+    L->bufs[L->nbufs++] = (LocalBuf){t, p};
+    st(L, s->alloc.body, guard);
+    L->nbufs--;
+}
+
+static void let(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    LLVMValueRef v = ex(L, s->let.value, guard);
+    IR_ASSERT(elem_type(v) != L->g->f32);
+    bind(L, s->let.var, as_int(L, v));
+    bool vl = is_vec(v);
+    if (vl) {
+        if (L->nvlets == L->capvlets) {
+            L->capvlets = L->capvlets ? 2 * L->capvlets : 8;
+            L->vlets = xrealloc(L->vlets, sizeof *L->vlets * (size_t)L->capvlets);
+        }
+        L->vlets[L->nvlets] = (VecLet){s->let.var, inline_vlets(L, s->let.value)};
+        L->nvlets++;
+    }
+    st(L, s->let.body, guard);
+    if (vl)
+        L->nvlets--;
+    bind(L, s->let.var, NULL);
+}
+
+static void st(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    memo_reset(L);
+    switch (s->kind) {
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            st(L, s->seq.s[i], guard);
+        return;
+    case ST_LET: let(L, s, guard); return;
+    case ST_FOR: loop(L, s, guard); return;
+    case ST_STORE: store(L, s, guard); return;
+    case ST_ALLOC: alloc(L, s, guard); return;
+    case ST_IF: {
+        LLVMValueRef c = as_bool(L, ex(L, s->ifs.cond, guard));
+        if (is_vec(c)) {
+            st(L, s->ifs.then, mask_and(L, guard, c));
+            if (s->ifs.els)
+                st(L, s->ifs.els, mask_and(L, guard, mask_not(L, c)));
+        } else {
+            branch(L, c, s->ifs.then, s->ifs.els, guard);
+        }
+        return;
+    }
+    case ST_BARRIER:
+        if (!L->g->target->barrier)
+            ir_panic(__FILE__, __LINE__, "barrier reached codegen for target %s",
+                     L->g->target->name);
+        IR_ASSERT(!L->lane);
+        L->g->target->barrier(L->g);
+        return;
+    }
+}
+
+/* ---- kernels and modules ---- */
+
+void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp, const Kernel *k,
+                    const char *sym)
+{
+    IR_ASSERT(k->body->kind == ST_FOR && k->body->loop.fk == FK_BLOCK);
+    LLVMContextRef cx = LLVMGetModuleContext(mod);
+    TeProgram *te = lp->te;
+    CgFn g = {
+        .target = t, .lp = lp, .ec = te->ctx, .cx = cx, .mod = mod,
+        .b = LLVMCreateBuilderInContext(cx),
+        .i1 = LLVMInt1TypeInContext(cx), .i32 = LLVMInt32TypeInContext(cx),
+        .i64 = LLVMInt64TypeInContext(cx), .f32 = LLVMFloatTypeInContext(cx),
+        .ptr = LLVMPointerTypeInContext(cx, 0), .voidt = LLVMVoidTypeInContext(cx),
+    };
+    g.dimv = calloc((size_t)te->ndims + 1, sizeof *g.dimv);
+    g.bufv = calloc((size_t)te->ntensors + 1, sizeof *g.bufv);
+    Lower L = {.g = &g, .nvars = ir_var_count(te->ctx)};
+    L.env = calloc((size_t)L.nvars + 1, sizeof *L.env);
+    if (!g.dimv || !g.bufv || !L.env)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    g.priv = &L;
+    t->kernel_begin(&g, k, sym);
+    st(&L, k->body, NULL);
+    t->kernel_end(&g);
+    LLVMDisposeBuilder(g.b);
+    free(g.dimv);
+    free(g.bufv);
+    free(L.env);
+    free(L.bufs);
+    free(L.vlets);
+    free(L.memo);
+}
+
+LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen)
+{
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
+        snprintf(err, errlen, "no LLVM target for %s: %s", t->triple, msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    LLVMDisposeMessage(msg);
+    LLVMTargetMachineRef tm =
+        LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features,
+                                LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelJITDefault);
+    if (!tm)
+        snprintf(err, errlen, "cannot create a target machine for %s (%s)", t->triple, t->cpu);
+    return tm;
+}
+
+int cg_verify_module(LLVMModuleRef mod, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int bad = LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg);
+    if (bad) {
+        const char *m = msg ? msg : "";
+        size_t n = strcspn(m, "\n");
+        snprintf(err, errlen, "internal error: invalid LLVM module: %.*s", (int)n, m);
+    }
+    LLVMDisposeMessage(msg);
+    return bad ? -1 : 0;
+}
+
+int cg_optimize_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, char *err, size_t errlen)
+{
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
+    LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    if (e) {
+        char *m = LLVMGetErrorMessage(e);
+        snprintf(err, errlen, "LLVM optimisation failed: %s", m);
+        LLVMDisposeErrorMessage(m);
+        return -1;
+    }
+    return 0;
+}
+
+LLVMModuleRef cg_module_new(LLVMContextRef cx, const char *name, const CgTarget *t,
+                            LLVMTargetMachineRef tm)
+{
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, cx);
+    LLVMSetTarget(mod, t->triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(mod, dl);
+    LLVMDisposeTargetData(dl);
+    return mod;
+}
+
+LLVMModuleRef cg_build_module(LLVMContextRef cx, const CgTarget *t, const LoopProgram *lp,
+                              bool optimize, char *err, size_t errlen)
+{
+    LLVMTargetMachineRef tm = cg_target_machine(t, err, errlen);
+    if (!tm)
+        return NULL;
+    LLVMModuleRef mod = cg_module_new(cx, lp->te->name, t, tm);
+    for (int i = 0; i < lp->nkernels; i++)
+        cg_emit_kernel(mod, t, lp, lp->kernels[i], lp->kernels[i]->name);
+    if (cg_verify_module(mod, err, errlen) < 0 ||
+        (optimize && cg_optimize_module(mod, tm, err, errlen) < 0)) {
+        LLVMDisposeModule(mod);
+        mod = NULL;
+    }
+    LLVMDisposeTargetMachine(tm);
+    return mod;
+}
+
+static char *dup_buf(const char *p, size_t n)
+{
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+char *cg_emit_llvm_text(const LoopProgram *lp, bool optimize, char *err, size_t errlen)
+{
+    LLVMContextRef cx = LLVMContextCreate();
+    LLVMModuleRef mod = cg_build_module(cx, cg_target_cpu(), lp, optimize, err, errlen);
+    char *out = NULL;
+    if (mod) {
+        char *txt = LLVMPrintModuleToString(mod);
+        out = dup_buf(txt, strlen(txt));
+        LLVMDisposeMessage(txt);
+        LLVMDisposeModule(mod);
+        if (!out)
+            snprintf(err, errlen, "out of memory");
+    }
+    LLVMContextDispose(cx);
+    return out;
+}
+
+char *cg_emit_asm_text(const LoopProgram *lp, char *err, size_t errlen)
+{
+    const CgTarget *t = cg_target_cpu();
+    LLVMContextRef cx = LLVMContextCreate();
+    LLVMModuleRef mod = cg_build_module(cx, t, lp, true, err, errlen);
+    LLVMTargetMachineRef tm = mod ? cg_target_machine(t, err, errlen) : NULL;
+    char *out = NULL;
+    if (tm) {
+        char *msg = NULL;
+        LLVMMemoryBufferRef buf = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &buf)) {
+            snprintf(err, errlen, "LLVM code generation failed: %s", msg ? msg : "?");
+        } else {
+            out = dup_buf(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+            LLVMDisposeMemoryBuffer(buf);
+            if (!out)
+                snprintf(err, errlen, "out of memory");
+        }
+        LLVMDisposeMessage(msg);
+        LLVMDisposeTargetMachine(tm);
+    }
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(cx);
+    return out;
+}

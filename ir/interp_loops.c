@@ -1,0 +1,205 @@
+/* A direct interpreter of CPU-form loop IR (no barriers), for testing the
+ * passes apart from code generation and for debugging schedules: every
+ * loop kind runs as a plain loop, buffers are malloc'd per alloc. It shares
+ * the reference's scalar semantics (ir_eval_float_op, floor division). */
+#include "dietcode/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Buf {
+    const Tensor *t;
+    float *data;
+    int64_t ext[16];
+} Buf;
+
+typedef struct LI {
+    const LoopProgram *lp;
+    const int64_t *dims;
+    int64_t *env;
+    Buf bufs[96];
+    int nbufs;
+    const char *fault;
+} LI;
+
+static double ev_f(LI *li, const Expr *e);
+
+static Buf *find_buf(LI *li, const Tensor *t)
+{
+    for (int i = li->nbufs - 1; i >= 0; i--)
+        if (li->bufs[i].t == t)
+            return &li->bufs[i];
+    ir_panic(__FILE__, __LINE__, "buffer %s not allocated", t->name);
+}
+
+static int64_t ev_i(LI *li, const Expr *e)
+{
+    int64_t a, b;
+    switch (e->kind) {
+    case EX_INT: return e->ival;
+    case EX_VAR: return e->var->kind == VK_DIM ? li->dims[e->var->pos] : li->env[e->var->id];
+    case EX_CAST: {
+        double f = ev_f(li, e->op.a);
+        if (f != f) return 0;
+        if (f >= 2147483647.0) return 2147483647;
+        if (f <= -2147483648.0) return -2147483648LL;
+        return (int64_t)f;
+    }
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE: {
+        double x, y;
+        if (e->op.a->type == DT_F32) {
+            x = ev_f(li, e->op.a);
+            y = ev_f(li, e->op.b);
+        } else {
+            x = (double)ev_i(li, e->op.a);
+            y = (double)ev_i(li, e->op.b);
+        }
+        return e->kind == EX_LT ? x < y : e->kind == EX_LE ? x <= y : e->kind == EX_EQ ? x == y : x != y;
+    }
+    case EX_AND: return ev_i(li, e->op.a) && ev_i(li, e->op.b);
+    case EX_OR: return ev_i(li, e->op.a) || ev_i(li, e->op.b);
+    case EX_NOT: return !ev_i(li, e->op.a);
+    case EX_SELECT: return ev_i(li, e->op.a) ? ev_i(li, e->op.b) : ev_i(li, e->op.c);
+    case EX_NEG: return (int64_t)(0 - (uint64_t)ev_i(li, e->op.a));
+    case EX_ABS: a = ev_i(li, e->op.a); return a < 0 ? (int64_t)(0 - (uint64_t)a) : a;
+    case EX_RELU: a = ev_i(li, e->op.a); return a > 0 ? a : 0;
+    default: break;
+    }
+    a = ev_i(li, e->op.a);
+    b = ev_i(li, e->op.b);
+    switch (e->kind) {
+    case EX_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case EX_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+    case EX_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case EX_DIV: return b == 0 ? 0 : ir_floordiv(a, b);
+    case EX_MOD: return b == 0 ? 0 : ir_floormod(a, b);
+    case EX_MIN: return a < b ? a : b;
+    case EX_MAX: return a > b ? a : b;
+    default: ir_panic(__FILE__, __LINE__, "bad integer operator %s", ir_op_name(e->kind));
+    }
+}
+
+/* Flat offset of an access, or -1 when out of bounds. */
+static int64_t offset(LI *li, Buf *b, int n, Expr *const *idx)
+{
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t x = ev_i(li, idx[i]);
+        if (x < 0 || x >= b->ext[i])
+            return -1;
+        off = off * b->ext[i] + x;
+    }
+    return off;
+}
+
+static double ev_f(LI *li, const Expr *e)
+{
+    switch (e->kind) {
+    case EX_FLOAT: return e->fval;
+    case EX_LOAD: {
+        Buf *b = find_buf(li, e->load.t);
+        int64_t off = offset(li, b, e->load.n, e->load.idx);
+        if (off < 0) {
+            if (!e->load.padded)
+                li->fault = e->load.t->name;
+            return 0.0;
+        }
+        return b->data[off];
+    }
+    case EX_CAST: return (double)(float)ev_i(li, e->op.a);
+    case EX_SELECT: return ev_i(li, e->op.a) ? ev_f(li, e->op.b) : ev_f(li, e->op.c);
+    case EX_REDUCE: ir_panic(__FILE__, __LINE__, "reduction in loop IR");
+    default: break;
+    }
+    if (e->type != DT_F32)
+        return (double)ev_i(li, e);
+    double a = ev_f(li, e->op.a);
+    double b = ir_op_arity(e->kind) == 2 ? ev_f(li, e->op.b) : 0.0;
+    return ir_eval_float_op(e->kind, a, b);
+}
+
+static void run(LI *li, const Stmt *s)
+{
+    if (li->fault)
+        return;
+    switch (s->kind) {
+    case ST_FOR: {
+        int64_t n = ev_i(li, s->loop.var->extent);
+        for (int64_t i = 0; i < n && !li->fault; i++) {
+            li->env[s->loop.var->id] = i;
+            run(li, s->loop.body);
+        }
+        return;
+    }
+    case ST_LET:
+        li->env[s->let.var->id] = ev_i(li, s->let.value);
+        run(li, s->let.body);
+        return;
+    case ST_IF:
+        if (ev_i(li, s->ifs.cond))
+            run(li, s->ifs.then);
+        else if (s->ifs.els)
+            run(li, s->ifs.els);
+        return;
+    case ST_STORE: {
+        Buf *b = find_buf(li, s->store.buf);
+        int64_t off = offset(li, b, s->store.n, s->store.idx);
+        if (off < 0) {
+            li->fault = s->store.buf->name;
+            return;
+        }
+        b->data[off] = (float)ev_f(li, s->store.value);
+        return;
+    }
+    case ST_ALLOC: {
+        IR_ASSERT(li->nbufs < 96);
+        Buf *b = &li->bufs[li->nbufs++];
+        b->t = s->alloc.buf;
+        int64_t n = 1;
+        for (int i = 0; i < b->t->rank; i++) {
+            b->ext[i] = ev_i(li, b->t->shape[i]);
+            n *= b->ext[i];
+        }
+        /* fresh memory holds garbage on real targets: make reads of unset
+         * elements visible as NaN */
+        b->data = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            b->data[i] = NAN;
+        run(li, s->alloc.body);
+        free(b->data);
+        li->nbufs--;
+        return;
+    }
+    case ST_BARRIER:
+        ir_panic(__FILE__, __LINE__, "barrier in CPU-form loop IR");
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            run(li, s->seq.s[i]);
+        return;
+    }
+}
+
+int ir_run_loops(const LoopProgram *lp, const int64_t *dims, float **bufs, char *err, size_t errlen)
+{
+    const TeProgram *p = lp->te;
+    if (!ir_check_dims(p, dims, err, errlen))
+        return -1;
+    LI li = {lp, dims, calloc((size_t)ir_var_count(p->ctx) + 1, sizeof(int64_t)), {{0}}, 0, NULL};
+    for (int i = 0; i < p->ntensors; i++) {
+        if (!lp->materialized[i])
+            continue;
+        Buf *b = &li.bufs[li.nbufs++];
+        b->t = p->tensors[i];
+        b->data = bufs[i];
+        for (int j = 0; j < b->t->rank; j++)
+            b->ext[j] = ir_eval_dims(b->t->shape[j], dims);
+    }
+    for (int i = 0; i < lp->nkernels && !li.fault; i++)
+        run(&li, lp->kernels[i]->body);
+    free(li.env);
+    if (li.fault) {
+        snprintf(err, errlen, "loop IR: access to %s out of bounds", li.fault);
+        return -1;
+    }
+    return 0;
+}

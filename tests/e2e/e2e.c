@@ -1,0 +1,296 @@
+/* e2e: compiled kernels against the reference interpreter, over shapes.
+ *
+ *   e2e [--quick] [--targets=cpu,loops] PROGRAM.tex     (DC_E2E_QUICK=1: --quick)
+ *
+ * For every shape of the sweep (every value of a dim whose range has at
+ * most 64 values, else a sample that includes both ends, values that are
+ * multiples of no tile, and values above the range when the program
+ * accepts them), the program is lowered with several micro-kernels (the
+ * defaults, and ragged ones such as 7x5 register tiles with a reduction
+ * chunk of 3, staged and not, vectors along the reduction), run on each
+ * target with seeded inputs and compared element by element with the
+ * reference interpreter. Ends with "N passed, N failed"; exit 1 on any
+ * failure.
+ */
+#include "dietcode/codegen.h"
+#include "dietcode/frontend.h"
+#include "dietcode/ir.h"
+#include "dietcode/passes.h"
+#include "dietcode/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 4 };
+
+typedef struct Shapes {
+    int n, ndims;
+    int64_t v[MAX_SHAPES][8];
+} Shapes;
+
+static int npassed, nfailed;
+static bool quick;
+
+/* The values a sweep tries for one dim. */
+static int dim_values(const Var *d, int64_t *out)
+{
+    int n = 0;
+    int64_t span = d->hi - d->lo + 1;
+    if (span <= 64 && !quick) {
+        for (int64_t v = d->lo; v <= d->hi; v++)
+            out[n++] = v;
+    } else {
+        static const int64_t probes[] = {0, 1, 2, 3, 5, 7, 13, 16, 17, 31, 33, 47, 64, 65, 77, 100, 127};
+        for (size_t i = 0; i < sizeof probes / sizeof *probes; i++) {
+            int64_t v = d->lo + probes[i];
+            if (v <= d->hi && (!quick || i % 3 == 0))
+                out[n++] = v;
+        }
+        if (out[n - 1] != d->hi - 1 && d->hi - 1 > d->lo)
+            out[n++] = d->hi - 1;
+        if (out[n - 1] != d->hi)
+            out[n++] = d->hi;
+    }
+    if (d->max > d->hi) { /* sizes above the declared range must work too */
+        out[n++] = d->hi + 1;
+        if (!quick)
+            out[n++] = d->hi + 13;
+    }
+    return n;
+}
+
+/* One dim swept at a time, the others at a small value; then corners. */
+static void make_shapes(const TeProgram *p, Shapes *s)
+{
+    int64_t base[8], vals[MAX_VALUES];
+    s->n = 0;
+    s->ndims = p->ndims;
+    for (int i = 0; i < p->ndims; i++)
+        base[i] = p->dims[i]->lo + 2 <= p->dims[i]->hi ? p->dims[i]->lo + 2 : p->dims[i]->lo;
+    if (p->ndims == 0) {
+        s->n = 1;
+        return;
+    }
+    for (int d = 0; d < p->ndims; d++) {
+        int nv = dim_values(p->dims[d], vals);
+        for (int j = 0; j < nv && s->n < MAX_SHAPES; j++) {
+            memcpy(s->v[s->n], base, sizeof base);
+            s->v[s->n++][d] = vals[j];
+        }
+    }
+    if (p->ndims > 1 && s->n < MAX_SHAPES - 2) { /* all at lo, all at hi */
+        for (int i = 0; i < p->ndims; i++) {
+            s->v[s->n][i] = p->dims[i]->lo;
+            s->v[s->n + 1][i] = p->dims[i]->hi;
+        }
+        s->n += 2;
+    }
+}
+
+/* Micro-kernel variant v for every stage: 0 = defaults (NULL). */
+static MicroKernel *variant(const TeProgram *p, int v)
+{
+    if (v == 0)
+        return NULL;
+    MicroKernel *mks = calloc((size_t)p->ntensors + 1, sizeof *mks);
+    for (int i = 0; i < p->ntensors; i++) {
+        MicroKernel *m = &mks[i];
+        int n = p->tensors[i]->rank;
+        for (int a = 0; a < MK_MAX_AXES; a++)
+            m->threads[a] = m->tile[a] = 1;
+        m->unroll = 1;
+        m->vec = 1;
+        if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3, staged */
+            if (n >= 1) { m->tile[n - 1] = 5; m->threads[n - 1] = 2; }
+            if (n >= 2) { m->tile[n - 2] = 7; m->threads[n - 2] = 3; }
+            m->rchunk = 3;
+            m->stage = true;
+        } else if (v == 2) { /* vectors of 4 along the innermost axis, not staged */
+            if (n >= 1) { m->tile[n - 1] = 8; m->threads[n - 1] = 3; }
+            if (n >= 2) { m->tile[n - 2] = 3; }
+            m->rchunk = 5;
+            m->vec = 4;
+        } else { /* vectors of 8 along the reduction, chunk 24 */
+            if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 5; }
+            m->rchunk = 24;
+            m->vec = 8;
+            m->vaxis = MK_VEC_REDUCE;
+        }
+    }
+    return mks;
+}
+
+static bool close_enough(const float *out, const float *ref, int64_t n, int64_t *bad)
+{
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(ref[i]) && fabs(ref[i]) > scale)
+            scale = fabs(ref[i]);
+    for (int64_t i = 0; i < n; i++) {
+        double a = out[i], r = ref[i];
+        if ((isnan(a) && isnan(r)) || (isinf(r) && a == r))
+            continue;
+        if (!(fabs(a - r) <= 1e-5 * (scale + 1) + 1e-3 * fabs(r))) {
+            *bad = i;
+            return false;
+        }
+    }
+    return true;
+}
+
+static void report(bool ok, const char *file, const char *target, int v, const TeProgram *p,
+                   const int64_t *dims, const char *what)
+{
+    if (ok) {
+        npassed++;
+        return;
+    }
+    nfailed++;
+    fprintf(stderr, "FAIL %s target=%s variant=%d", file, target, v);
+    for (int i = 0; i < p->ndims; i++)
+        fprintf(stderr, " %s=%lld", p->dims[i]->name, (long long)dims[i]);
+    fprintf(stderr, ": %s\n", what);
+}
+
+/* Runs one shape on one target and compares with ref. */
+static void check_shape(const char *file, const char *target, int v, const TeProgram *p,
+                        const LoopProgram *lp, void *compiled, const int64_t *dims,
+                        float **ref)
+{
+    float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+    char err[512] = "";
+    for (int i = 0; i < p->ntensors; i++) {
+        int64_t n = ir_te_numel(p->tensors[i], dims);
+        if (p->tensors[i]->kind == TK_INPUT) {
+            bufs[i] = ref[i];
+            continue;
+        }
+        bufs[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+        for (int64_t j = 0; j < n; j++)
+            bufs[i][j] = NAN; /* unwritten outputs must not pass */
+    }
+    int rc;
+    if (strcmp(target, "loops") == 0)
+        rc = ir_run_loops(lp, dims, bufs, err, sizeof err);
+    else
+        rc = cg_program_run(compiled, dims, bufs, err, sizeof err);
+    if (rc != 0) {
+        report(false, file, target, v, p, dims, err);
+    } else {
+        for (int i = 0; i < p->ntensors; i++) {
+            const Tensor *t = p->tensors[i];
+            int64_t bad = 0;
+            if (t->kind != TK_OUTPUT)
+                continue;
+            bool ok = close_enough(bufs[i], ref[i], ir_te_numel(t, dims), &bad);
+            char what[256];
+            snprintf(what, sizeof what, "%s[%lld] = %.9g, reference %.9g", t->name,
+                     (long long)bad, bufs[i][bad], ref[i][bad]);
+            report(ok, file, target, v, p, dims, what);
+        }
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i]->kind != TK_INPUT)
+            free(bufs[i]);
+    free(bufs);
+}
+
+/* The reference results for one shape: inputs seeded, the rest computed. */
+static float **reference(const TeProgram *p, const int64_t *dims)
+{
+    float **ref = calloc((size_t)p->ntensors, sizeof *ref);
+    for (int i = 0; i < p->ntensors; i++) {
+        int64_t n = ir_te_numel(p->tensors[i], dims);
+        ref[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (p->tensors[i]->kind == TK_INPUT)
+            rt_rng_fill(7, rt_rng_hash(p->tensors[i]->name), ref[i], (size_t)n);
+    }
+    char err[512];
+    if (ir_interp(p, dims, ref, err, sizeof err) != 0) {
+        fprintf(stderr, "reference failed: %s\n", err);
+        exit(1);
+    }
+    return ref;
+}
+
+static int64_t work(const TeProgram *p, const int64_t *dims)
+{
+    int64_t w = 0;
+    for (int i = 0; i < p->ntensors; i++)
+        w += ir_te_numel(p->tensors[i], dims);
+    return w;
+}
+
+int main(int argc, char **argv)
+{
+    const char *file = NULL, *targets = "cpu,loops";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = true;
+        else if (strncmp(argv[i], "--targets=", 10) == 0)
+            targets = argv[i] + 10;
+        else
+            file = argv[i];
+    }
+    if (!file) {
+        fprintf(stderr, "usage: e2e [--quick] [--targets=cpu,loops] PROGRAM.tex\n");
+        return 2;
+    }
+    if (getenv("DC_E2E_QUICK") && strcmp(getenv("DC_E2E_QUICK"), "0") != 0)
+        quick = true; /* the sanitizer build runs the short sweep */
+    Arena *a = ir_arena_new();
+    Source src;
+    char err[512];
+    DiagList diags;
+    if (fe_read_source(a, file, &src, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    ir_diags_init(&diags, a, &src);
+    TeProgram *p = fe_compile(&src, fe_program_name(a, file), &diags);
+    if (!p) {
+        ir_diags_print(&diags, stderr);
+        return 1;
+    }
+    Shapes shapes;
+    make_shapes(p, &shapes);
+    bool want_cpu = strstr(targets, "cpu") != NULL, want_loops = strstr(targets, "loops") != NULL;
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lps[NVARIANTS];
+    CgProgram *cps[NVARIANTS] = {0};
+    for (int v = 0; v < NVARIANTS; v++) {
+        MicroKernel *mks = variant(p, v);
+        lps[v] = pass_run_pipeline(p, mks, &ti, &(PipelineOpts){.verify_each = true}, err, sizeof err);
+        free(mks);
+        if (!lps[v]) {
+            fprintf(stderr, "FAIL %s variant=%d: %s\n", file, v, err);
+            return 1;
+        }
+        if (want_cpu && !(cps[v] = cg_jit_compile(lps[v], err, sizeof err))) {
+            fprintf(stderr, "FAIL %s variant=%d: %s\n", file, v, err);
+            return 1;
+        }
+    }
+    for (int s = 0; s < shapes.n; s++) {
+        const int64_t *dims = shapes.v[s];
+        if (!ir_check_dims(p, dims, err, sizeof err))
+            continue;
+        float **ref = reference(p, dims);
+        for (int v = 0; v < NVARIANTS; v++) {
+            if (want_cpu)
+                check_shape(file, "cpu", v, p, lps[v], cps[v], dims, ref);
+            /* the loop interpreter is slow: small shapes only */
+            if (want_loops && (!want_cpu || (work(p, dims) < 400000 && (s % 3 == 0 || quick))))
+                check_shape(file, "loops", v, p, lps[v], NULL, dims, ref);
+        }
+        for (int i = 0; i < p->ntensors; i++)
+            free(ref[i]);
+        free(ref);
+    }
+    for (int v = 0; v < NVARIANTS; v++)
+        cg_program_destroy(cps[v]);
+    ir_te_destroy(p);
+    ir_arena_destroy(a);
+    printf("%s: %d passed, %d failed\n", file, npassed, nfailed);
+    return nfailed ? 1 : 0;
+}
