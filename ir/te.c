@@ -171,9 +171,13 @@ bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t er
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
         int64_t n = ir_te_numel(t, dims);
-        if (n < 0 || n > ((int64_t)1 << 40)) {
-            snprintf(err, errlen, "tensor %s would have too many elements for these sizes",
-                     t->name);
+        if (n < 0 || n > INT32_MAX) {
+            /* kernels index with 32-bit arithmetic on the GPU: refuse rather
+             * than compute a wrong answer */
+            snprintf(err, errlen,
+                     "sizes too large: tensor %s would have %s%lld elements, more than 32-bit "
+                     "indices can address (%d)",
+                     t->name, n < 0 ? "over " : "", (long long)(n < 0 ? INT64_MAX : n), INT32_MAX);
             return false;
         }
         for (int j = 0; j < t->rank; j++) {

@@ -32,22 +32,30 @@ static Expr *split_expr(Expr *e, void *ud)
     return ir_simplify(s->c, ir_subst(s->c, e, s->from, s->to));
 }
 
-/* Lanes run the body together: only straight-line stores qualify (a loop
- * or an allocation inside would be shared by the lanes). */
-static bool lanes_ok(const Stmt *s)
+/* Straight-line code: stores under lets and ifs. Lanes of a vector loop
+ * run such a body together (a loop or an allocation inside would be shared
+ * by the lanes); an unrolled loop may also contain loops that are already
+ * unrolled or vectorized, since those become straight-line code too. */
+static bool straight(const Stmt *s, bool unrolled_ok)
 {
     switch (s->kind) {
     case ST_STORE: return true;
-    case ST_LET: return lanes_ok(s->let.body);
-    case ST_IF: return lanes_ok(s->ifs.then) && (!s->ifs.els || lanes_ok(s->ifs.els));
+    case ST_LET: return straight(s->let.body, unrolled_ok);
+    case ST_IF:
+        return straight(s->ifs.then, unrolled_ok) && (!s->ifs.els || straight(s->ifs.els, unrolled_ok));
+    case ST_FOR:
+        return unrolled_ok && (s->loop.fk == FK_UNROLLED || s->loop.fk == FK_VECTORIZED) &&
+               straight(s->loop.body, true);
     case ST_SEQ:
         for (int i = 0; i < s->seq.n; i++)
-            if (!lanes_ok(s->seq.s[i]))
+            if (!straight(s->seq.s[i], unrolled_ok))
                 return false;
         return true;
     default: return false;
     }
 }
+
+static bool lanes_ok(const Stmt *s) { return straight(s, false); }
 
 static bool is_tile_var(const Kernel *k, const Var *v, int *axis)
 {
@@ -70,7 +78,7 @@ static void vec_stmt(Vec *v, Stmt *s)
         if (!ir_is_const(s->loop.var->extent, &ext))
             return;
         if (s->loop.var == k->lane) {
-            s->loop.fk = lanes_ok(s->loop.body) ? FK_VECTORIZED : FK_UNROLLED;
+            s->loop.fk = lanes_ok(s->loop.body) ? FK_VECTORIZED : FK_SERIAL;
             return;
         }
         if (!is_tile_var(k, s->loop.var, &a))
@@ -93,7 +101,7 @@ static void vec_stmt(Vec *v, Stmt *s)
             *s = *ir_for(v->a, ro, m <= MAX_UNROLL ? FK_UNROLLED : FK_SERIAL, inner);
             return;
         }
-        if (ext <= MAX_UNROLL && lanes_ok(s->loop.body))
+        if (ext <= MAX_UNROLL && straight(s->loop.body, true))
             s->loop.fk = FK_UNROLLED;
         return;
     case ST_LET: vec_stmt(v, s->let.body); return;

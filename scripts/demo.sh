@@ -10,10 +10,16 @@ step "The program: $ex"
 cat "$ex"
 step "What dcc understood (dcc $ex --emit=te)"
 "$dcc" "$ex" --emit=te
-step "Run it for T=5 with seeded random inputs (dcc run $ex --set T=5)"
+step "The kernel dcc generated for every T, as loop IR (dcc $ex --emit=loops)"
+"$dcc" "$ex" --emit=loops
+step "Compile for this CPU and run it for T=5 with seeded random inputs (dcc run $ex --set T=5)"
 "$dcc" run "$ex" --set T=5
-step "T=200 is above the declared range 1..128: it still runs, checked against the reference"
+step "The same compiled kernel for T=77, checked against the reference interpreter"
+"$dcc" run "$ex" --set T=77 --check
+step "T=200 is above the declared range 1..128: it still runs correctly"
 "$dcc" run "$ex" --set T=200 --check
+step "How fast: 20 runs at T=128 (dcc run $ex --set T=128 --bench 20)"
+"$dcc" run "$ex" --set T=128 --bench 20
 step "A mistake gets a located error"
 printf 'dim T in 1..128\ninput X[T, 768] f32\noutput Y[i: T] = X[i + 1, 0]\n' > /tmp/dcc-demo-bad.tex
 "$dcc" /tmp/dcc-demo-bad.tex || echo "(exit status $?)"
