@@ -20,7 +20,8 @@
  * at the lane-0 address, stride 0 a scalar access (broadcast when mixed),
  * anything else a per-lane gather or scatter. An If whose condition varies
  * across lanes does not branch: its condition becomes a lane mask that
- * masks every load and store beneath it.
+ * masks every load and store beneath it. A buffer allocated inside the loop
+ * gets a copy per lane (an extra innermost dimension indexed by the lane).
  *
  * Loads never touch memory they are not allowed to: a padded load (value 0
  * outside its tensor) and any load under a condition (a masked If, a select
@@ -42,9 +43,13 @@ typedef struct MemoEnt {
     LLVMValueRef guard, v;
 } MemoEnt;
 
+/* A shared or local buffer in scope. One allocated inside a vectorised
+ * loop holds a copy per lane: an extra innermost dimension indexed by the
+ * lane, so each lane's element is contiguous with its neighbours'. */
 typedef struct LocalBuf {
     const Tensor *t;
     LLVMValueRef p;
+    bool per_lane;
 } LocalBuf;
 
 /* A let bound inside the vectorised loop whose value varies across lanes:
@@ -339,15 +344,25 @@ static Expr *inline_vlets(Lower *L, Expr *e)
     return e;
 }
 
+static const LocalBuf *local_buf(Lower *L, const Tensor *t)
+{
+    for (int i = L->nbufs - 1; i >= 0; i--)
+        if (L->bufs[i].t == t)
+            return &L->bufs[i];
+    ir_panic(__FILE__, __LINE__, "buffer %s used outside its alloc", t->name);
+}
+
 /* The row-major flat offset of buf[idx...] as an expression. */
 static Expr *flat_offset(Lower *L, const Tensor *t, int n, Expr **idx)
 {
     ExprCtx *c = L->g->ec;
-    if (n == 0)
-        return ir_int(c, 0);
-    Expr *f = idx[0];
-    for (int i = 1; i < n; i++)
-        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, t->shape[i]), idx[i]);
+    Expr *f = ir_int(c, 0);
+    for (int i = 0; i < n; i++)
+        f = i ? ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, t->shape[i]), idx[i]) : idx[0];
+    if (t->scope != MS_GLOBAL && local_buf(L, t)->per_lane) {
+        IR_ASSERT(L->lane);
+        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, ir_int(c, L->width)), ir_varref(c, L->lane));
+    }
     return ir_simplify(c, f);
 }
 
@@ -382,10 +397,7 @@ static LLVMValueRef buffer_ptr(Lower *L, const Tensor *t)
         IR_ASSERT(t->id >= 0 && t->id < L->g->lp->te->ntensors && L->g->lp->te->tensors[t->id] == t);
         return L->g->bufv[t->id];
     }
-    for (int i = L->nbufs - 1; i >= 0; i--)
-        if (L->bufs[i].t == t)
-            return L->bufs[i].p;
-    ir_panic(__FILE__, __LINE__, "buffer %s used outside its alloc", t->name);
+    return local_buf(L, t)->p;
 }
 
 static LLVMValueRef clamp_lanes(Lower *L, LLVMValueRef x)
@@ -903,6 +915,8 @@ static void alloc(Lower *L, Stmt *s, LLVMValueRef guard)
             ir_panic(__FILE__, __LINE__, "buffer %s has a non-constant shape", t->name);
         n *= d;
     }
+    if (L->lane)
+        n *= L->width;
     LLVMTypeRef ty = LLVMArrayType2(g->f32, (uint64_t)(n > 0 ? n : 1));
     LLVMValueRef p = t->scope == MS_SHARED ? g->target->shared_alloc(g, t, ty)
                                            : cg_entry_alloca(g, ty, t->name);
@@ -910,7 +924,7 @@ static void alloc(Lower *L, Stmt *s, LLVMValueRef guard)
         L->capbufs = L->capbufs ? 2 * L->capbufs : 8;
         L->bufs = xrealloc(L->bufs, sizeof *L->bufs * (size_t)L->capbufs);
     }
-    L->bufs[L->nbufs++] = (LocalBuf){t, p};
+    L->bufs[L->nbufs++] = (LocalBuf){t, p, L->lane != NULL};
     st(L, s->alloc.body, guard);
     L->nbufs--;
 }

@@ -17,6 +17,16 @@
  * the reference interpreter's semantics (floor division and modulo, x/0 = 0),
  * booleans i1, floats f32.
  *
+ * What the loop kinds become: FK_SERIAL a loop 0..extent-1; FK_UNROLLED
+ * (constant extent) the body once per value, the variable a constant;
+ * FK_VECTORIZED (constant extent 2..64) no loop at all: the body once, over
+ * <V x T> vectors whose lanes are the iterations (see codegen/llvm.c), so
+ * its iterations must be independent (a store to one address from every
+ * lane keeps the last lane's value; buffers allocated inside get a copy per
+ * lane);
+ * FK_BLOCK the target's block index (CPU: a loop over [block_begin,
+ * block_end)); FK_THREAD the target's thread index (CPU: a serial loop).
+ *
  * The JIT (codegen/jit.c) compiles every kernel of a LoopProgram with ORC
  * LLJIT for the host CPU and caches the machine code per kernel for the
  * life of the process, so compiling the same kernel again is free; running

@@ -372,6 +372,52 @@ static void test_padding_off_the_page(void **state)
     ir_te_destroy(te);
 }
 
+/* A buffer allocated inside a vectorised loop is private to each lane:
+ * out[i] = sum_k X?[i, k] * (k + 1), eight rows i as the lanes, each with
+ * its own accumulator acc[0]. */
+static void test_alloc_per_lane(void **state)
+{
+    (void)state;
+    TeProgram *te = ir_te_new("rowsum");
+    ExprCtx *c = te->ctx;
+    Arena *a = te->arena;
+    Var *N = ir_te_add_dim(te, "N", 1, 64);
+    Expr *xs[2] = {V(N), C(7)};
+    Tensor *X = ir_te_add_input(te, "X", DT_F32, 2, xs);
+    Var *ax = ir_var(c, "i", VK_AXIS, V(N)), *k = ir_var(c, "k", VK_AXIS, C(7));
+    Expr *term = MUL(load2(c, X, V(ax), V(k), false), ir_cast(c, DT_F32, ADD(V(k), C(1))));
+    Tensor *out = ir_te_add_compute(te, "out", TK_OUTPUT, 1, &ax, ir_reduce(c, RD_SUM, 1, &k, term));
+    int64_t one = 1;
+    Tensor *acc = ir_buffer(a, "acc", MS_LOCAL, c, 1, &one);
+    Expr *nb = DIV(ADD(V(N), C(7)), C(8));
+    Var *b = loopvar(c, "b", nb), *v = loopvar(c, "v", C(8)), *i = loopvar(c, "i", MUL(nb, C(8)));
+    Var *kk = loopvar(c, "kk", C(7));
+    Expr *z = C(0), *iv = V(i);
+    Expr *t2 = MUL(load2(c, X, iv, V(kk), true), ir_cast(c, DT_F32, ADD(V(kk), C(1))));
+    Stmt *steps[3] = {
+        ir_store(a, acc, 1, &z, F(0.0)),
+        ir_for(a, kk, FK_SERIAL, ir_store(a, acc, 1, &z, ADD(load1(c, acc, z, false), t2))),
+        ir_if(a, LT(iv, V(N)), ir_store(a, out, 1, &iv, load1(c, acc, z, false)), NULL),
+    };
+    Stmt *body = ir_for(a, v, FK_VECTORIZED,
+                        ir_let(a, i, ADD(MUL(V(b), C(8)), V(v)), ir_alloc(a, acc, ir_seq(a, 3, steps))));
+    LoopProgram *lp = ir_loop_program_new(te);
+    lp->materialized[X->id] = lp->materialized[out->id] = true;
+    add_kernel(lp, ir_kernel_new(a, "rowsum", out, ir_for(a, b, FK_BLOCK, body)));
+    for (int64_t n = 1; n <= 20; n += 3) {
+        int64_t dims[1] = {n};
+        float x[20 * 7], ref[20], got[20];
+        fill(x, n * 7, 5);
+        float *rb[2] = {x, ref}, *gb[2] = {x, got};
+        char err[256];
+        assert_int_equal(ir_interp(te, dims, rb, err, sizeof err), 0);
+        assert_int_equal(run_lp(lp, dims, gb), 0);
+        for (int64_t j = 0; j < n; j++)
+            assert_true(close_enough(got[j], ref[j]));
+    }
+    ir_te_destroy(te);
+}
+
 /* ---- a blocked matmul: Y[i, j] = sum_k X[i, k] * W[k, j] ---- */
 
 typedef struct Mm {
@@ -756,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_operators),
         cmocka_unit_test(test_padding_off_the_page),
+        cmocka_unit_test(test_alloc_per_lane),
         cmocka_unit_test(test_matmul_blocked),
         cmocka_unit_test(test_cache_and_text),
         cmocka_unit_test(test_register_tile_asm),
