@@ -29,7 +29,7 @@ enum { NBUCKETS = 1024 };
 typedef struct Entry {
     uint64_t hash;
     char *key;
-    CgKernelFn fn;
+    void *fn;
     struct Entry *next;
 } Entry;
 
@@ -96,7 +96,7 @@ static char *kernel_key(const CgTarget *t, const LoopProgram *lp, const Kernel *
     return buf;
 }
 
-static CgKernelFn cache_find(uint64_t h, const char *key)
+static void *cache_find(uint64_t h, const char *key)
 {
     for (Entry *e = G.bucket[h % NBUCKETS]; e; e = e->next)
         if (e->hash == h && strcmp(e->key, key) == 0)
@@ -121,14 +121,24 @@ static int ensure_jit(char *err, size_t errlen)
         error_msg(e, "cannot create the JIT", err, errlen);
         return -1;
     }
+    /* what emu kernels call: a function of this executable, not of a library */
+    LLVMOrcCSymbolMapPair sym = {
+        LLVMOrcLLJITMangleAndIntern(G.jit, "rt_simt_barrier"),
+        {(LLVMOrcExecutorAddress)(uintptr_t)rt_simt_barrier,
+         {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}},
+    };
+    e = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(G.jit), LLVMOrcAbsoluteSymbols(&sym, 1));
+    if (e) {
+        error_msg(e, "cannot define the JIT's runtime symbols", err, errlen);
+        return -1;
+    }
     return 0;
 }
 
-/* Builds, optimises and JIT-compiles kernel k as symbol sym. */
-static CgKernelFn compile_kernel(LLVMOrcLLJITRef jit, const LoopProgram *lp, const Kernel *k,
-                                 const char *sym, char *err, size_t errlen)
+/* Builds, optimises and JIT-compiles kernel k for t as symbol sym. */
+static void *compile_kernel(LLVMOrcLLJITRef jit, const CgTarget *t, const LoopProgram *lp,
+                            const Kernel *k, const char *sym, char *err, size_t errlen)
 {
-    const CgTarget *t = cg_target_cpu();
     LLVMTargetMachineRef tm = cg_target_machine(t, err, errlen);
     if (!tm)
         return NULL;
@@ -155,20 +165,20 @@ static CgKernelFn compile_kernel(LLVMOrcLLJITRef jit, const LoopProgram *lp, con
         error_msg(e, "cannot compile kernel", err, errlen);
         return NULL;
     }
-    return (CgKernelFn)(uintptr_t)addr;
+    return (void *)(uintptr_t)addr;
 }
 
-/* The cached entry point of k, compiling it on a miss. */
-static CgKernelFn kernel_fn(const LoopProgram *lp, const Kernel *k, char *err, size_t errlen)
+void *cg_jit_kernel(const CgTarget *t, const LoopProgram *lp, const Kernel *k, char *err,
+                    size_t errlen)
 {
-    char *key = kernel_key(cg_target_cpu(), lp, k);
+    char *key = kernel_key(t, lp, k);
     if (!key) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     uint64_t h = fnv1a(key, strlen(key));
     pthread_mutex_lock(&G.mu);
-    CgKernelFn fn = cache_find(h, key);
+    void *fn = cache_find(h, key);
     LLVMOrcLLJITRef jit = NULL;
     uint64_t id = G.nsyms++;
     if (!fn && ensure_jit(err, errlen) == 0)
@@ -185,14 +195,14 @@ static CgKernelFn kernel_fn(const LoopProgram *lp, const Kernel *k, char *err, s
         sym[n] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
                      ? *c : '_';
     sym[n] = 0;
-    fn = compile_kernel(jit, lp, k, sym, err, errlen);
+    fn = compile_kernel(jit, t, lp, k, sym, err, errlen);
     if (!fn) {
         free(key);
         return NULL;
     }
 
     pthread_mutex_lock(&G.mu);
-    CgKernelFn old = cache_find(h, key);
+    void *old = cache_find(h, key);
     Entry *e = old ? NULL : malloc(sizeof *e);
     if (e) {
         *e = (Entry){h, key, fn, G.bucket[h % NBUCKETS]};
@@ -223,7 +233,8 @@ CgProgram *cg_jit_compile(const LoopProgram *lp, char *err, size_t errlen)
             cg_program_destroy(p);
             return NULL;
         }
-        if (!(p->fn[i] = kernel_fn(lp, k, err, errlen))) {
+        void *fn = cg_jit_kernel(cg_target_cpu(), lp, k, err, errlen);
+        if (!(p->fn[i] = (CgKernelFn)(uintptr_t)fn)) {
             cg_program_destroy(p);
             return NULL;
         }

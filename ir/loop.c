@@ -121,6 +121,26 @@ const char *ir_for_kind_name(ForKind fk)
     IR_UNREACHABLE();
 }
 
+void ir_stmt_visit(Stmt *s, void (*f)(Stmt *s, void *ud), void *ud)
+{
+    switch (s->kind) {
+    case ST_FOR: ir_stmt_visit(s->loop.body, f, ud); break;
+    case ST_LET: ir_stmt_visit(s->let.body, f, ud); break;
+    case ST_IF:
+        ir_stmt_visit(s->ifs.then, f, ud);
+        if (s->ifs.els)
+            ir_stmt_visit(s->ifs.els, f, ud);
+        break;
+    case ST_ALLOC: ir_stmt_visit(s->alloc.body, f, ud); break;
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            ir_stmt_visit(s->seq.s[i], f, ud);
+        break;
+    case ST_STORE: case ST_BARRIER: break;
+    }
+    f(s, ud);
+}
+
 void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud)
 {
     switch (s->kind) {

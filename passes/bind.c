@@ -35,6 +35,7 @@ static Stmt *wrap(Fission *f, Stmt *s)
 
 typedef struct Promote {
     ExprCtx *c;
+    Arena *a;
     Tensor *from, *to;
     Expr *th;
 } Promote;
@@ -57,32 +58,16 @@ static Expr *promote_expr(Expr *e, void *ud)
     return ir_rewrite(p->c, e, promote_load, p);
 }
 
-static void promote_stores(Promote *p, Stmt *s, Arena *a)
+static void promote_store(Stmt *s, void *ud)
 {
-    switch (s->kind) {
-    case ST_STORE:
-        if (s->store.buf == p->from) {
-            Expr *idx[MK_MAX_AXES + 2];
-            idx[0] = p->th;
-            for (int i = 0; i < s->store.n; i++)
-                idx[i + 1] = s->store.idx[i];
-            *s = *ir_store(a, p->to, s->store.n + 1, idx, s->store.value);
-        }
+    Promote *p = ud;
+    if (s->kind != ST_STORE || s->store.buf != p->from)
         return;
-    case ST_FOR: promote_stores(p, s->loop.body, a); return;
-    case ST_LET: promote_stores(p, s->let.body, a); return;
-    case ST_ALLOC: promote_stores(p, s->alloc.body, a); return;
-    case ST_IF:
-        promote_stores(p, s->ifs.then, a);
-        if (s->ifs.els)
-            promote_stores(p, s->ifs.els, a);
-        return;
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            promote_stores(p, s->seq.s[i], a);
-        return;
-    case ST_BARRIER: return;
-    }
+    Expr *idx[MK_MAX_AXES + 2];
+    idx[0] = p->th;
+    for (int i = 0; i < s->store.n; i++)
+        idx[i + 1] = s->store.idx[i];
+    *s = *ir_store(p->a, p->to, s->store.n + 1, idx, s->store.value);
 }
 
 static Stmt *distribute(Fission *f, Stmt *s);
@@ -182,9 +167,9 @@ static Stmt *distribute(Fission *f, Stmt *s)
         for (int i = 0; i < b->rank; i++)
             IR_ASSERT(ir_is_const(b->shape[i], &shape[i + 1]));
         Tensor *nb = ir_buffer(f->a, b->name, MS_LOCAL, f->c, b->rank + 1, shape);
-        Promote p = {f->c, b, nb, ir_varref(f->c, f->thread)};
+        Promote p = {f->c, f->a, b, nb, ir_varref(f->c, f->thread)};
         ir_stmt_map_exprs(s->alloc.body, promote_expr, &p);
-        promote_stores(&p, s->alloc.body, f->a);
+        ir_stmt_visit(s->alloc.body, promote_store, &p);
         return ir_alloc(f->a, nb, distribute(f, s->alloc.body));
     }
     case ST_STORE: IR_UNREACHABLE();

@@ -39,43 +39,26 @@ static Expr *pad_expr(Expr *e, void *ud)
     return ir_rewrite(p->c, e, pad_load, NULL);
 }
 
-static void guard_stores(Pad *p, Stmt *s)
+static void guard_store(Stmt *s, void *ud)
 {
+    Pad *p = ud;
     ExprCtx *c = p->c;
-    switch (s->kind) {
-    case ST_STORE: {
-        if (s->store.buf->scope != MS_GLOBAL)
-            return;
-        Expr *cond = NULL;
-        for (int i = 0; i < s->store.n; i++) {
-            Expr *idx = s->store.idx[i], *ext = s->store.buf->shape[i];
-            if (in_bounds(c, idx, ext))
-                continue;
-            Expr *x = ir_binop(c, EX_LT, idx, ext);
-            if (!ir_prove_nonneg(c, idx, RANGE_OPEN))
-                x = ir_binop(c, EX_AND, ir_binop(c, EX_LE, ir_int(c, 0), idx), x);
-            cond = cond ? ir_binop(c, EX_AND, cond, x) : x;
-        }
-        if (cond) {
-            Stmt *inner = IR_NEW(p->a, Stmt);
-            *inner = *s;
-            *s = *ir_if(p->a, cond, inner, NULL);
-        }
+    if (s->kind != ST_STORE || s->store.buf->scope != MS_GLOBAL)
         return;
+    Expr *cond = NULL;
+    for (int i = 0; i < s->store.n; i++) {
+        Expr *idx = s->store.idx[i], *ext = s->store.buf->shape[i];
+        if (in_bounds(c, idx, ext))
+            continue;
+        Expr *x = ir_binop(c, EX_LT, idx, ext);
+        if (!ir_prove_nonneg(c, idx, RANGE_OPEN))
+            x = ir_binop(c, EX_AND, ir_binop(c, EX_LE, ir_int(c, 0), idx), x);
+        cond = cond ? ir_binop(c, EX_AND, cond, x) : x;
     }
-    case ST_FOR: guard_stores(p, s->loop.body); return;
-    case ST_LET: guard_stores(p, s->let.body); return;
-    case ST_ALLOC: guard_stores(p, s->alloc.body); return;
-    case ST_IF:
-        guard_stores(p, s->ifs.then);
-        if (s->ifs.els)
-            guard_stores(p, s->ifs.els);
-        return;
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            guard_stores(p, s->seq.s[i]);
-        return;
-    case ST_BARRIER: return;
+    if (cond) {
+        Stmt *inner = IR_NEW(p->a, Stmt);
+        *inner = *s;
+        *s = *ir_if(p->a, cond, inner, NULL);
     }
 }
 
@@ -85,6 +68,6 @@ void pass_pad(LoopProgram *lp)
     for (int i = 0; i < lp->nkernels; i++) {
         Kernel *k = lp->kernels[i];
         ir_stmt_map_exprs(k->body, pad_expr, &p);
-        guard_stores(&p, k->body);
+        ir_stmt_visit(k->body, guard_store, &p);
     }
 }

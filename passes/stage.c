@@ -149,35 +149,17 @@ static void collect_loads(Expr *e, void *ud)
     stage_load(s, e);
 }
 
-/* Calls f on every store inside s. */
-static void each_store(Stmt *s, void (*f)(Stmt *st, void *ud), void *ud)
-{
-    switch (s->kind) {
-    case ST_STORE: f(s, ud); break;
-    case ST_FOR: each_store(s->loop.body, f, ud); break;
-    case ST_LET: each_store(s->let.body, f, ud); break;
-    case ST_ALLOC: each_store(s->alloc.body, f, ud); break;
-    case ST_IF:
-        each_store(s->ifs.then, f, ud);
-        if (s->ifs.els)
-            each_store(s->ifs.els, f, ud);
-        break;
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            each_store(s->seq.s[i], f, ud);
-        break;
-    case ST_BARRIER: break;
-    }
-}
-
 static void scan_store(Stmt *st, void *ud)
 {
-    ir_expr_visit(st->store.value, collect_loads, ud);
+    if (st->kind == ST_STORE)
+        ir_expr_visit(st->store.value, collect_loads, ud);
 }
 
 static void replace_in_store(Stmt *st, void *ud)
 {
     Stager *s = ud;
+    if (st->kind != ST_STORE)
+        return;
     for (int i = 0; i < s->nst; i++)
         st->store.value = ir_replace(s->c, st->store.value, s->st[i].orig, s->st[i].repl);
 }
@@ -233,10 +215,10 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
     }
     s.kpos = ir_simplify(c, kpos);
 
-    each_store(ki_loop, scan_store, &s);
+    ir_stmt_visit(ki_loop, scan_store, &s);
     if (s.nst == 0)
         return;
-    each_store(ki_loop, replace_in_store, &s);
+    ir_stmt_visit(ki_loop, replace_in_store, &s);
 
     Stmt *items[MAX_STAGED + 3];
     int ni = 0;

@@ -26,10 +26,11 @@
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
 
 static const char *usage_text =
-    "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|llvm|asm] [--target=cpu]\n"
+    "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|llvm|asm|ptx|obj|header[,...]]\n"
+    "               [--target=cpu|nvptx] [--arch=sm_80] [--no-libdevice]\n"
     "               [--dump-after=PASS|all] [--stop-after=PASS] [--verify-each]\n"
     "               [--time-passes]\n"
-    "       dcc run FILE.tex [--target=cpu|reference|loops] --set NAME=VALUE ...\n"
+    "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
     "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
     "               [--seed N] [--check] [--bench N]\n"
     "       dcc --help | --version\n"
@@ -37,6 +38,14 @@ static const char *usage_text =
     "  --emit=te           print the checked tensor-expression program\n"
     "  --emit=loops        print the loop IR after the last pass\n"
     "  --emit=llvm|asm     print the optimised LLVM IR or host assembly\n"
+    "  --emit=ptx          print the kernels as PTX (implies --target=nvptx)\n"
+    "  --target=nvptx      lower for the GPU: --emit=loops|llvm show its forms\n"
+    "  --arch=sm_XX        GPU architecture: sm_75, sm_80 (default), sm_86, sm_87,\n"
+    "                      sm_89, sm_90, sm_90a\n"
+    "  --no-libdevice      GPU math without CUDA's libdevice (approximations)\n"
+    "  --emit=obj,header   write an x86-64 object with NAME_run and its C header\n"
+    "                      (-o STEM: STEM.o, STEM.h; one kind: -o names the file;\n"
+    "                      no -o: FILE's base name in the current directory)\n"
     "  -o OUT              write the emitted text to OUT instead of stdout\n"
     "  --dump-after=PASS   print the IR after PASS (or all passes) on stderr\n"
     "  --stop-after=PASS   stop the pipeline after PASS\n"
@@ -45,6 +54,9 @@ static const char *usage_text =
     "  --target=cpu        (run) JIT-compile the kernels for this CPU (default)\n"
     "  --target=reference  (run) run with the reference interpreter\n"
     "  --target=loops      (run) interpret the lowered loop IR (for debugging)\n"
+    "  --target=cuda       (run) the PTX kernels on the GPU through the CUDA driver\n"
+    "  --target=emu        (run) the GPU form of the kernels on a SIMT emulator on\n"
+    "                      this CPU (barriers, shared memory; slow, for testing)\n"
     "  --set NAME=VALUE    the run-time value of a dim (every dim needs one)\n"
     "  --input NAME=PATH   read input NAME from a .npy file (float32, C order);\n"
     "                      inputs not given are filled from a seeded generator\n"
@@ -188,11 +200,94 @@ static LoopProgram *lower_program(TeProgram *p, const CompileOpts *o)
     return lp;
 }
 
+/* ---- AOT output: --emit=obj, --emit=header, --emit=obj,header ----
+ *
+ * File names: with one kind, -o OUT names the file. With both kinds, OUT
+ * is a stem: its extension, if any, is dropped and STEM.o and STEM.h are
+ * written (-o build/prog, build/prog.o and build/prog.h all give
+ * build/prog.o + build/prog.h). Without -o the stem is the input's base
+ * name in the current directory (prog.tex -> prog.o, prog.h). Every file is
+ * written to a temporary beside it first and renamed only when all are
+ * complete, so a failure leaves none of them.
+ */
+static bool is_aot_emit(const char *emit)
+{
+    return strcmp(emit, "obj") == 0 || strcmp(emit, "header") == 0 ||
+           strcmp(emit, "obj,header") == 0 || strcmp(emit, "header,obj") == 0;
+}
+
+static char *aot_path(const char *out, const char *file, const char *ext, bool both)
+{
+    if (out && !both)
+        return strdup(out);
+    const char *src = out ? out : file;
+    const char *base = out ? src : (strrchr(src, '/') ? strrchr(src, '/') + 1 : src);
+    const char *slash = strrchr(base, '/');
+    const char *dot = strrchr(slash ? slash + 1 : base, '.');
+    size_t n = dot && dot != (slash ? slash + 1 : base) ? (size_t)(dot - base) : strlen(base);
+    char *p = malloc(n + strlen(ext) + 1);
+    memcpy(p, base, n);
+    strcpy(p + n, ext);
+    return p;
+}
+
+static void emit_aot(const char *emit, const char *out, const char *file, const LoopProgram *lp)
+{
+    bool obj = strstr(emit, "obj") != NULL, hdr = strstr(emit, "header") != NULL;
+    char err[512];
+    char *text[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    if (obj && cg_emit_cpu_object(lp, &text[0], &len[0], err, sizeof err) != 0)
+        ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+    if (hdr) {
+        if (!(text[1] = cg_emit_cpu_header(lp, err, sizeof err)))
+            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+        len[1] = strlen(text[1]);
+    }
+    char *path[2] = {NULL, NULL}, *tmp[2] = {NULL, NULL};
+    const char *ext[2] = {".o", ".h"};
+    for (int i = 0; i < 2; i++) {
+        if (!text[i])
+            continue;
+        path[i] = aot_path(out, file, ext[i], obj && hdr);
+        tmp[i] = malloc(strlen(path[i]) + 32);
+        sprintf(tmp[i], "%s.tmp.%ld", path[i], (long)getpid());
+        FILE *f = fopen(tmp[i], "wb");
+        bool ok = f && fwrite(text[i], 1, len[i], f) == len[i];
+        ok &= f && fclose(f) == 0;
+        if (!ok) {
+            int e = errno;
+            for (int j = 0; j <= i; j++)
+                if (tmp[j])
+                    remove(tmp[j]);
+            fail("%s: cannot write: %s", path[i], strerror(e));
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (tmp[i] && rename(tmp[i], path[i]) != 0) {
+            int e = errno;
+            for (int j = 0; j < 2; j++) {
+                if (tmp[j])
+                    remove(tmp[j]);
+                if (j < i && path[j])
+                    remove(path[j]);
+            }
+            fail("%s: cannot write: %s", path[i], strerror(e));
+        }
+    for (int i = 0; i < 2; i++) {
+        free(text[i]);
+        free(path[i]);
+        free(tmp[i]);
+    }
+}
+
 static int cmd_compile(int argc, char **argv)
 {
     const char *out = NULL, *emit = NULL, *file = NULL;
     CompileOpts co = {.target = PT_CPU};
-    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET };
+    const char *arch = "sm_80";
+    bool target_cpu = false, no_libdevice = false;
+    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV };
     static const struct option opts[] = {
         {"emit", required_argument, 0, 'e'},
         {"output", required_argument, 0, 'o'},
@@ -201,6 +296,8 @@ static int cmd_compile(int argc, char **argv)
         {"verify-each", no_argument, 0, O_VERIFY},
         {"time-passes", no_argument, 0, O_TIME},
         {"target", required_argument, 0, O_TARGET},
+        {"arch", required_argument, 0, O_ARCH},
+        {"no-libdevice", no_argument, 0, O_NOLIBDEV},
         {0, 0, 0, 0},
     };
     int c;
@@ -215,21 +312,40 @@ static int cmd_compile(int argc, char **argv)
         case O_TIME: co.pipe.time_passes = true; break;
         case O_TARGET:
             if (strcmp(optarg, "cpu") == 0)
-                co.target = PT_CPU;
+                co.target = PT_CPU, target_cpu = true;
             else if (strcmp(optarg, "nvptx") == 0)
                 co.target = PT_GPU;
             else
                 usage_error("unknown --target '%s' (expected cpu or nvptx)", optarg);
             break;
+        case O_ARCH:
+            if (!cg_nvptx_arch_valid(optarg))
+                usage_error("unknown --arch '%s' (expected sm_75, sm_80, sm_86, sm_87, sm_89, "
+                            "sm_90 or sm_90a)", optarg);
+            arch = optarg;
+            break;
+        case O_NOLIBDEV: no_libdevice = true; break;
         default: usage_error("bad option");
         }
     }
     if (optind != argc - 1)
         usage_error(optind == argc ? "no input file" : "more than one input file");
     file = argv[optind];
-    if (emit && strcmp(emit, "te") != 0 && strcmp(emit, "loops") != 0 &&
+    bool aot = emit && is_aot_emit(emit);
+    bool ptx = emit && strcmp(emit, "ptx") == 0;
+    if (ptx && target_cpu)
+        usage_error("--emit=ptx needs --target=nvptx");
+    if (ptx)
+        co.target = PT_GPU;
+    if (emit && co.target == PT_GPU && strcmp(emit, "asm") == 0)
+        usage_error("--emit=asm is host assembly: use --emit=ptx for --target=nvptx");
+    if (emit && !aot && !ptx && strcmp(emit, "te") != 0 && strcmp(emit, "loops") != 0 &&
         strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
-        usage_error("unknown --emit kind '%s' (expected te, loops, llvm or asm)", emit);
+        usage_error("unknown --emit kind '%s' (expected te, loops, llvm, asm, ptx, obj, "
+                    "header or obj,header)", emit);
+    if (aot && co.target != PT_CPU)
+        fail("--emit=%s: ahead-of-time output for --target=nvptx is not implemented yet "
+             "(only --target=cpu)", emit);
     if (out && !emit)
         usage_error("-o needs --emit");
     Loaded l = load_program(file);
@@ -240,7 +356,17 @@ static int cmd_compile(int argc, char **argv)
         free_program(&l);
         return 0; /* --stop-after: the dumps were the output */
     }
-    if (emit && (strcmp(emit, "llvm") == 0 || strcmp(emit, "asm") == 0)) {
+    if (aot) {
+        emit_aot(emit, out, file, lp);
+    } else if (emit && co.target == PT_GPU && (ptx || strcmp(emit, "llvm") == 0)) {
+        char err[512];
+        char *text = ptx ? cg_emit_ptx_text_ex(lp, arch, !no_libdevice, err, sizeof err)
+                         : cg_emit_nvptx_llvm_text(lp, arch, true, err, sizeof err);
+        if (!text)
+            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+        write_output(out, text, strlen(text));
+        free(text);
+    } else if (emit && (strcmp(emit, "llvm") == 0 || strcmp(emit, "asm") == 0)) {
         char err[512];
         char *text = strcmp(emit, "llvm") == 0 ? cg_emit_llvm_text(lp, true, err, sizeof err)
                                                : cg_emit_asm_text(lp, err, sizeof err);
@@ -330,8 +456,10 @@ static RunOpts parse_run_opts(int argc, char **argv)
         usage_error(optind == argc ? "no input file" : "more than one input file");
     o.file = argv[optind];
     if (strcmp(o.target, "reference") != 0 && strcmp(o.target, "cpu") != 0 &&
-        strcmp(o.target, "loops") != 0)
-        usage_error("unknown --target '%s' (expected reference, cpu or loops)", o.target);
+        strcmp(o.target, "loops") != 0 && strcmp(o.target, "emu") != 0 &&
+        strcmp(o.target, "cuda") != 0)
+        usage_error("unknown --target '%s' (expected reference, cpu, loops, emu or cuda)",
+                    o.target);
     return o;
 }
 
@@ -438,15 +566,122 @@ static int cmp_double(const void *a, const void *b)
 typedef struct Exec {
     const char *target;
     TeProgram *p;
-    LoopProgram *lp;  /* cpu, loops */
+    LoopProgram *lp;  /* cpu, loops, emu */
     CgProgram *cp;    /* cpu */
+    CgEmuProgram *ep; /* emu: blocks over pool */
+    RtPool *pool;
+    struct CudaRun *cu; /* cuda */
 } Exec;
+
+/* ---- dcc run --target=cuda: PTX through the driver (runtime/cuda.c) ----
+ *
+ * The kernels follow the NVPTX ABI of dietcode/codegen.h: every dim, then
+ * one device pointer per materialised tensor in id order; grid (nblocks),
+ * block (nthreads). Inputs are copied to the device once; a run is the
+ * launches and a synchronisation (what --bench times); outputs are copied
+ * back once, after the runs.
+ */
+typedef struct CudaRun {
+    RtCuModule *mod;
+    RtCuFunction **fn;
+    uint64_t *dbuf; /* per tensor id; 0 if not materialised */
+} CudaRun;
+
+/* Stops with the driver's one-line message when there is no GPU. */
+static void cuda_require(void)
+{
+    char err[512];
+    if (rt_cuda_init(err, sizeof err) != DCRT_OK)
+        fail("%s", err);
+}
+
+static CudaRun *cuda_prepare(const LoopProgram *lp, const int64_t *dims, float **bufs)
+{
+    char err[8192];
+    const TeProgram *te = lp->te;
+    char *ptx = cg_emit_ptx_text(lp, NULL, err, sizeof err);
+    if (!ptx)
+        ir_panic(__FILE__, __LINE__, "PTX generation failed: %s", err);
+    CudaRun *c = calloc(1, sizeof *c);
+    c->fn = calloc((size_t)lp->nkernels + 1, sizeof *c->fn);
+    c->dbuf = calloc((size_t)te->ntensors + 1, sizeof *c->dbuf);
+    if (rt_cuda_load_module(ptx, &c->mod, err, sizeof err) != DCRT_OK)
+        fail("%s", err);
+    free(ptx);
+    for (int i = 0; i < lp->nkernels; i++)
+        if (rt_cuda_get_function(c->mod, lp->kernels[i]->name, &c->fn[i], err, sizeof err) != DCRT_OK)
+            fail("%s", err);
+    for (int i = 0; i < te->ntensors; i++) {
+        if (!lp->materialized[i])
+            continue;
+        size_t bytes = (size_t)ir_te_numel(te->tensors[i], dims) * sizeof(float);
+        if (rt_cuda_alloc(&c->dbuf[i], bytes, err, sizeof err) != DCRT_OK)
+            fail("%s", err);
+        if (te->tensors[i]->kind == TK_INPUT &&
+            rt_cuda_copy_to_device(c->dbuf[i], bufs[i], bytes, err, sizeof err) != DCRT_OK)
+            fail("%s", err);
+    }
+    return c;
+}
+
+static int cuda_run_once(const CudaRun *c, const LoopProgram *lp, const int64_t *dims, char *err,
+                         size_t errlen)
+{
+    const TeProgram *te = lp->te;
+    int64_t *dimv = calloc((size_t)te->ndims + 1, sizeof *dimv);
+    void **args = calloc((size_t)(te->ndims + te->ntensors) + 1, sizeof *args);
+    int na = 0;
+    for (int i = 0; i < te->ndims; i++) {
+        dimv[i] = dims[te->dims[i]->pos];
+        args[na++] = &dimv[i];
+    }
+    for (int i = 0; i < te->ntensors; i++)
+        if (lp->materialized[i])
+            args[na++] = &c->dbuf[i];
+    int rc = DCRT_OK;
+    for (int i = 0; i < lp->nkernels && rc == DCRT_OK; i++) {
+        const Kernel *k = lp->kernels[i];
+        int64_t nb = ir_eval_dims(k->body->loop.var->extent, dims);
+        if (nb < 1 || nb > INT32_MAX) {
+            snprintf(err, errlen, "kernel %s: %lld blocks cannot be launched", k->name, (long long)nb);
+            rc = DCRT_ERR_TOO_LARGE;
+            break;
+        }
+        unsigned grid[3] = {(unsigned)nb, 1, 1}, block[3] = {(unsigned)k->nthreads, 1, 1};
+        rc = rt_cuda_launch(c->fn[i], grid, block, 0, NULL, args, err, errlen);
+    }
+    if (rc == DCRT_OK)
+        rc = rt_cuda_sync(err, errlen);
+    free(args);
+    free(dimv);
+    return rc == DCRT_OK ? 0 : -1;
+}
+
+static void cuda_finish(CudaRun *c, const LoopProgram *lp, const int64_t *dims, float **bufs)
+{
+    char err[512];
+    const TeProgram *te = lp->te;
+    for (int i = 0; i < te->ntensors; i++) {
+        if (te->tensors[i]->kind == TK_OUTPUT &&
+            rt_cuda_copy_to_host(bufs[i], c->dbuf[i],
+                                 (size_t)ir_te_numel(te->tensors[i], dims) * sizeof(float), err,
+                                 sizeof err) != DCRT_OK)
+            fail("%s", err);
+        rt_cuda_free(c->dbuf[i]);
+    }
+    rt_cuda_unload_module(c->mod);
+    free(c->fn);
+    free(c->dbuf);
+    free(c);
+}
 
 /* Runs the program once on the chosen target. */
 static void run_once(const Exec *x, const int64_t *dims, float **bufs)
 {
     char err[512];
-    int rc = x->cp   ? cg_program_run(x->cp, dims, bufs, err, sizeof err)
+    int rc = x->cu   ? cuda_run_once(x->cu, x->lp, dims, err, sizeof err)
+             : x->cp ? cg_program_run(x->cp, dims, bufs, err, sizeof err)
+             : x->ep ? cg_emu_program_run(x->ep, x->pool, dims, bufs, err, sizeof err)
              : x->lp ? ir_run_loops(x->lp, dims, bufs, err, sizeof err)
                      : ir_interp(x->p, dims, bufs, err, sizeof err);
     if (rc != 0)
@@ -510,6 +745,8 @@ static void print_summary(const Tensor *t, const int64_t *dims, const float *v, 
 static int cmd_run(int argc, char **argv)
 {
     RunOpts o = parse_run_opts(argc, argv);
+    if (strcmp(o.target, "cuda") == 0)
+        cuda_require();
     Loaded l = load_program(o.file);
     TeProgram *p = l.prog;
     for (int i = 0; i < o.noutputs; i++) {
@@ -521,16 +758,26 @@ static int cmd_run(int argc, char **argv)
     int64_t *dims = resolve_dims(p, &o);
     float **bufs = make_buffers(p, dims, &o);
 
-    Exec x = {o.target, p, NULL, NULL};
+    Exec x = {o.target, p, NULL, NULL, NULL, NULL, NULL};
     if (strcmp(o.target, "reference") != 0) {
-        CompileOpts co = {.target = PT_CPU};
+        CompileOpts co = {.target = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0
+                                        ? PT_GPU : PT_CPU};
         x.lp = lower_program(p, &co);
+    }
+    if (strcmp(o.target, "emu") == 0) {
+        char err[512];
+        if (!(x.ep = cg_emu_compile(x.lp, err, sizeof err)))
+            ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
+        if (!(x.pool = rt_pool_new(0)))
+            fail("cannot start the thread pool");
     }
     if (strcmp(o.target, "cpu") == 0) {
         char err[512];
         if (!(x.cp = cg_jit_compile(x.lp, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
     }
+    if (strcmp(o.target, "cuda") == 0)
+        x.cu = cuda_prepare(x.lp, dims, bufs);
     run_once(&x, dims, bufs);
     if (o.bench) {
         double *t = malloc((size_t)o.bench * sizeof *t);
@@ -544,6 +791,8 @@ static int cmd_run(int argc, char **argv)
                (long long)o.bench);
         free(t);
     }
+    if (x.cu)
+        cuda_finish(x.cu, x.lp, dims, bufs);
     bool ok = true;
     if (o.check) {
         float **ref = calloc((size_t)p->ntensors, sizeof *ref);
@@ -590,6 +839,8 @@ static int cmd_run(int argc, char **argv)
     free(bufs);
     free(dims);
     cg_program_destroy(x.cp);
+    cg_emu_program_destroy(x.ep);
+    rt_pool_destroy(x.pool);
     free_program(&l);
     return 0;
 }

@@ -102,6 +102,45 @@ struct CgFn {
  * present). Thread-safe; the result lives for the whole process. */
 const CgTarget *cg_target_cpu(void);
 
+/* ---- codegen/nvptx.c: kernels as PTX ----
+ *
+ * NVPTX kernel ABI, one PTX entry (.visible .entry NAME) per Kernel:
+ *
+ *     NAME(i64 dim..., ptr addrspace(1) buf...)
+ *
+ * every dim of the TE program in declaration order (d->pos), then one
+ * global pointer per *materialised* tensor (lp->materialized[id]) in
+ * tensor id order; inlined tensors get no parameter. Buffers are row-major
+ * f32, 16-byte aligned (cuMemAlloc's 256 is enough), and never overlap;
+ * a buffer the kernel does not write is read through the non-coherent
+ * cache (ld.global.nc), so it must not change while the kernel runs.
+ * Launch: grid (nblocks, 1, 1), nblocks = the FK_BLOCK loop's extent
+ * evaluated over the dims (extra blocks exit at once); block
+ * (k->nthreads, 1, 1), exactly (PTX .maxntid says so); static shared
+ * memory only, no dynamic shared memory. Index arithmetic is i64.
+ */
+
+/* The accepted --arch values: sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a. */
+bool cg_nvptx_arch_valid(const char *arch);
+/* Whether libdevice (/usr/local/cuda/nvvm/libdevice/libdevice.10.bc) exists. */
+bool cg_nvptx_have_libdevice(void);
+/* The hooks for arch (NULL: sm_80); NULL for an unknown arch. With
+ * libdevice (and the file present) math calls __nv_* functions that must be
+ * linked in; otherwise it uses approximate ex2/lg2-based expansions. */
+const CgTarget *cg_target_nvptx(const char *arch, bool libdevice);
+/* The NVPTX module of lp (libdevice linked when used) as LLVM assembly. */
+char *cg_emit_nvptx_llvm_text(const LoopProgram *lp, const char *arch, bool optimize, char *err,
+                              size_t errlen);
+/* The PTX text of every kernel of lp for arch (NULL: sm_80), malloc'd. */
+char *cg_emit_ptx_text(const LoopProgram *lp, const char *arch, char *err, size_t errlen);
+/* The same with libdevice off (approximate math) when libdevice is false. */
+char *cg_emit_ptx_text_ex(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
+                          size_t errlen);
+/* The math hook used without libdevice. On a target not named "nvptx" it
+ * builds the same expansions over exact llvm.exp2/log2, so tests can run
+ * them on the host (tests/unit/test_nvptx.c). */
+LLVMValueRef cg_nvptx_approx_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
+
 /* ---- codegen/llvm.c: loop IR -> LLVM IR ---- */
 
 /* Adds kernel k of lp to module mod as function sym, for target t. Expects
@@ -161,5 +200,53 @@ int64_t cg_jit_compile_count(void);
  * far dies with them). For tests and leak checkers; later compiles start
  * a new JIT. No CgProgram may be used across this call. */
 void cg_jit_shutdown(void);
+/* The cached host entry point of kernel k compiled for a host target t
+ * (cg_target_cpu: a CgKernelFn; cg_target_emu: a CgEmuKernelFn), compiling
+ * it on a miss; NULL and err on failure. */
+void *cg_jit_kernel(const CgTarget *t, const LoopProgram *lp, const Kernel *k, char *err,
+                    size_t errlen);
+
+/* ---- codegen/host.c: ahead-of-time output for the CPU ---- */
+
+/* The CPU hooks for a portable object: triple x86_64-pc-linux-gnu, cpu
+ * x86-64, no extra features (the JIT's cg_target_cpu uses the build host's). */
+const CgTarget *cg_target_cpu_portable(void);
+/* An x86-64 ELF relocatable object (PIC) of every kernel of lp (internal)
+ * and the exported `int NAME_run(int64_t DIM..., float *PTR...)`: dims in
+ * declaration order, then inputs, then outputs. *out is malloc'd. */
+int cg_emit_cpu_object(const LoopProgram *lp, char **out, size_t *len, char *err,
+                       size_t errlen);
+/* The self-contained C header of that object (malloc'd text). */
+char *cg_emit_cpu_header(const LoopProgram *lp, char *err, size_t errlen);
+
+/* ---- codegen/emu.c: device-form kernels on the SIMT emulator ----
+ *
+ * Emu kernel ABI, one host function per Kernel of a LoopProgram lowered
+ * for PT_GPU (barriers and shared buffers kept), run once per GPU thread:
+ *
+ *     void NAME(const int64_t *dims, float *const *bufs, int64_t block,
+ *               int64_t thread, char *shared);
+ *
+ * dims and bufs as for the CPU; block and thread are the GPU indices;
+ * shared is the block's shared buffer (cg_emu_shared_bytes(k) bytes). A
+ * barrier calls rt_simt_barrier (runtime/simt.c). For tests: it runs the
+ * kernels as structured for the GPU on a machine without one.
+ */
+typedef void (*CgEmuKernelFn)(const int64_t *dims, float *const *bufs, int64_t block,
+                              int64_t thread, char *shared);
+typedef struct CgEmuProgram CgEmuProgram;
+const CgTarget *cg_target_emu(void);
+/* Bytes of k's shared buffers, each at a 64-byte aligned offset in the
+ * order the kernel allocates them. */
+int64_t cg_emu_shared_bytes(const Kernel *k);
+/* JIT-compiles every kernel of lp (lowered for PT_GPU) for the emulator;
+ * the result refers to lp: destroy it first. */
+CgEmuProgram *cg_emu_compile(const LoopProgram *lp, char *err, size_t errlen);
+/* Runs every kernel in order, each block as k->nthreads fibers, blocks
+ * spread over pool (NULL: one after another on the calling thread). -1 and
+ * err on bad dims or buffers, or barrier divergence. */
+int cg_emu_program_run(CgEmuProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
+                       char *err, size_t errlen);
+void cg_emu_program_destroy(CgEmuProgram *p); /* NULL is fine */
 
 #endif

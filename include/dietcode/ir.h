@@ -294,6 +294,9 @@ Stmt *ir_seq2(Arena *a, Stmt *x, Stmt *y);
 Tensor *ir_buffer(Arena *a, const char *name, MemScope scope, ExprCtx *c, int rank,
                   const int64_t *shape);
 const char *ir_for_kind_name(ForKind fk);
+/* Calls f on every statement of s, children before their parent; f may
+ * rewrite the statement it is given in place. */
+void ir_stmt_visit(Stmt *s, void (*f)(Stmt *s, void *ud), void *ud);
 /* Rewrites every expression of s in place with f. */
 void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud);
 Stmt *ir_stmt_clone(Arena *a, const Stmt *s);

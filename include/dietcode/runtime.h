@@ -64,4 +64,91 @@ void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int6
                  void *ctx);
 void rt_pool_destroy(RtPool *p); /* joins the workers; NULL is fine */
 
+/* runtime/dcrt.c: what dcc-generated objects call (AOT output).
+ * Error codes returned by a generated prog_run / prog_launch; a generated
+ * prog.h repeats these #defines token for token, so both may be included. */
+#define DCRT_OK 0
+#define DCRT_ERR_DIM_RANGE 1     /* a dim < LO or > the largest accepted value */
+#define DCRT_ERR_TOO_LARGE 2     /* a tensor over INT32_MAX elements (32-bit indices) */
+#define DCRT_ERR_NULL_POINTER 3  /* a tensor pointer is NULL */
+#define DCRT_ERR_OUT_OF_MEMORY 4 /* intermediates could not be allocated */
+#define DCRT_ERR_THREADS 5       /* the thread pool could not start */
+#define DCRT_ERR_NO_DRIVER 6     /* no libcuda.so.1 */
+#define DCRT_ERR_NO_DEVICE 7     /* a driver, but no usable device */
+#define DCRT_ERR_CUDA 8          /* another CUDA driver error */
+#define DCRT_ERR_MODULE 9        /* the driver rejected the PTX */
+/* A static, one-line description of a code (never NULL). */
+const char *dcrt_error_string(int code);
+/* 64-byte aligned storage for an intermediate tensor; NULL on failure. */
+void *dcrt_alloc(int64_t bytes);
+void dcrt_free(void *p); /* NULL is fine */
+/* The CPU kernel ABI (see dietcode/codegen.h). */
+typedef void (*DcrtKernelFn)(const int64_t *dims, float *const *bufs, int64_t block_begin,
+                             int64_t block_end);
+/* Runs blocks [0, nblocks) of fn over a process-wide pool (one thread per
+ * online core, started on first use); DCRT_OK or DCRT_ERR_THREADS. */
+int dcrt_parallel_for(int64_t nblocks, DcrtKernelFn fn, const int64_t *dims, float *const *bufs);
+
+/* runtime/simt.c */
+/* A SIMT emulator for testing device-form kernels on the host: one block
+ * of GPU threads runs as fibers with a real barrier and a shared buffer. */
+#define RT_SIMT_MAX_THREADS 1024
+/* A kernel's entry for one GPU thread. shared: the block's shared buffer
+ * (64-byte aligned, filled with 0xff bytes, i.e. NaN floats, per block). */
+typedef void (*RtSimtFn)(void *args, int64_t block, int64_t thread, void *shared);
+typedef struct RtSimtKernel {
+    RtSimtFn fn;
+    size_t stack_bytes; /* per GPU thread; 0: 256 KB */
+} RtSimtKernel;
+/* Runs threads 0..nthreads-1 (1..RT_SIMT_MAX_THREADS) of block `block` to
+ * completion on the calling OS thread. -1 and a message on barrier
+ * divergence (a thread returns while others wait at a barrier, or threads
+ * wait at different barriers) or when out of memory. Several OS threads
+ * may run blocks at once; each keeps its own fiber stacks for reuse. */
+int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t shared_bytes,
+                      void *args, char *err, size_t errlen);
+/* __syncthreads(): called by a kernel running under rt_simt_run_block. */
+void rt_simt_barrier(void);
+/* Frees the calling OS thread's fiber stacks (they are freed at thread
+ * exit anyway); for leak checkers. */
+void rt_simt_release(void);
+
+/* runtime/cuda.c: the CUDA driver API through dlopen("libcuda.so.1"), so
+ * nothing links -lcuda. Device 0, its primary context (made current on the
+ * calling thread by rt_cuda_init). Entry points return DCRT_OK or a
+ * DCRT_ERR_* code with a one-line message in err (err may be NULL);
+ * DCRT_ERR_NO_DRIVER and DCRT_ERR_NO_DEVICE mean there is no GPU to use.
+ * Device pointers are uint64_t (CUdeviceptr); a stream is a CUstream or
+ * NULL for the default stream. */
+typedef struct RtCuModule RtCuModule;
+typedef struct RtCuFunction RtCuFunction; /* a CUfunction */
+typedef struct RtCuTimer RtCuTimer;       /* a pair of CUDA events */
+typedef struct RtCudaDeviceInfo {
+    int driver_version; /* e.g. 13000 */
+    int sm_major, sm_minor, nsm;
+} RtCudaDeviceInfo;
+/* Loads the driver and initialises it on first call (later calls return
+ * the first outcome). */
+int rt_cuda_init(char *err, size_t errlen);
+bool rt_cuda_is_no_gpu(int code);
+int rt_cuda_device_info(RtCudaDeviceInfo *info, char *err, size_t errlen);
+/* JIT-compiles NUL-terminated PTX; on failure err holds the JIT's error log. */
+int rt_cuda_load_module(const char *ptx, RtCuModule **mod, char *err, size_t errlen);
+int rt_cuda_get_function(RtCuModule *m, const char *name, RtCuFunction **fn, char *err,
+                         size_t errlen);
+void rt_cuda_unload_module(RtCuModule *m); /* NULL is fine */
+/* args: one pointer per kernel parameter, to its value (cuLaunchKernel's). */
+int rt_cuda_launch(RtCuFunction *fn, const unsigned grid[3], const unsigned block[3],
+                   unsigned shared_bytes, void *stream, void **args, char *err, size_t errlen);
+int rt_cuda_sync(char *err, size_t errlen);
+int rt_cuda_alloc(uint64_t *ptr, size_t bytes, char *err, size_t errlen);
+void rt_cuda_free(uint64_t ptr); /* 0 is fine */
+int rt_cuda_copy_to_device(uint64_t dst, const void *src, size_t bytes, char *err, size_t errlen);
+int rt_cuda_copy_to_host(void *dst, uint64_t src, size_t bytes, char *err, size_t errlen);
+int rt_cuda_timer_new(RtCuTimer **t, char *err, size_t errlen);
+int rt_cuda_timer_start(RtCuTimer *t, void *stream, char *err, size_t errlen);
+/* Records the stop event, waits for it, *ms = time since the start event. */
+int rt_cuda_timer_stop(RtCuTimer *t, void *stream, float *ms, char *err, size_t errlen);
+void rt_cuda_timer_destroy(RtCuTimer *t); /* NULL is fine */
+
 #endif

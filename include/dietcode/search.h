@@ -171,11 +171,12 @@ typedef struct SrchTree {
 typedef struct SrchTreeScore {
     int n, hits;
     double accuracy;        /* hits / n (1 when n is 0) */
-    int misses;             /* whose slowdown is known */
-    int unmeasured;         /* misses whose chosen kernel was not measured there */
-    double miss_geomean;    /* geometric mean of cost[chosen] / cost[oracle], 1 if none */
+    int misses;             /* n - hits */
+    int unmeasured;         /* misses whose slowdown is unknown (no cost, or NAN there) */
+    double miss_geomean;    /* geometric mean of cost[chosen] / cost[oracle] over the
+                               other misses, 1 if none */
     double miss_worst;      /* max of the same, 1 if none */
-    double geomean;         /* the same over every sample (hits count 1) */
+    double geomean;         /* the same over every sample but the unmeasured (hits count 1) */
 } SrchTreeScore;
 
 SrchTree *srch_tree_fit(const SrchDataset *ds, const SrchTreeParams *p, char *err,

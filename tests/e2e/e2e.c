@@ -1,6 +1,6 @@
 /* e2e: compiled kernels against the reference interpreter, over shapes.
  *
- *   e2e [--quick] [--targets=cpu,loops] PROGRAM.tex     (DC_E2E_QUICK=1: --quick)
+ *   e2e [--quick] [--targets=cpu,loops,emu] PROGRAM.tex (DC_E2E_QUICK=1: --quick)
  *
  * For every shape of the sweep (every value of a dim whose range has at
  * most 64 values, else a sample that includes both ends, values that are
@@ -10,7 +10,9 @@
  * chunk of 3, staged and not, vectors along the reduction), run on each
  * target with seeded inputs and compared element by element with the
  * reference interpreter. Ends with "N passed, N failed"; exit 1 on any
- * failure.
+ * failure. The emu target (the GPU lowering on the SIMT emulator) is slow:
+ * when it is the only target, each dim takes only lo, lo + 1, a value that
+ * is a multiple of no tile, and hi + 1 when accepted.
  */
 #include "dietcode/codegen.h"
 #include "dietcode/frontend.h"
@@ -29,13 +31,28 @@ typedef struct Shapes {
 } Shapes;
 
 static int npassed, nfailed;
-static bool quick;
+static bool quick, small;
+static RtPool *emu_pool;
 
 /* The values a sweep tries for one dim. */
 static int dim_values(const Var *d, int64_t *out)
 {
     int n = 0;
     int64_t span = d->hi - d->lo + 1;
+    if (small) {
+        static const int64_t ragged[] = {37, 13, 7, 3};
+        out[n++] = d->lo;
+        if (d->lo + 1 <= d->hi)
+            out[n++] = d->lo + 1;
+        for (size_t i = 0; i < sizeof ragged / sizeof *ragged; i++)
+            if (ragged[i] >= d->lo + 2 && ragged[i] <= d->hi) {
+                out[n++] = ragged[i];
+                break;
+            }
+        if (d->max > d->hi)
+            out[n++] = d->hi + 1;
+        return n;
+    }
     if (span <= 64 && !quick) {
         for (int64_t v = d->lo; v <= d->hi; v++)
             out[n++] = v;
@@ -83,7 +100,7 @@ static void make_shapes(const TeProgram *p, Shapes *s)
             s->v[s->n][i] = p->dims[i]->lo;
             s->v[s->n + 1][i] = p->dims[i]->hi;
         }
-        s->n += 2;
+        s->n += small ? 1 : 2;
     }
 }
 
@@ -172,6 +189,8 @@ static void check_shape(const char *file, const char *target, int v, const TePro
     int rc;
     if (strcmp(target, "loops") == 0)
         rc = ir_run_loops(lp, dims, bufs, err, sizeof err);
+    else if (strcmp(target, "emu") == 0)
+        rc = cg_emu_program_run(compiled, emu_pool, dims, bufs, err, sizeof err);
     else
         rc = cg_program_run(compiled, dims, bufs, err, sizeof err);
     if (rc != 0) {
@@ -233,7 +252,7 @@ int main(int argc, char **argv)
             file = argv[i];
     }
     if (!file) {
-        fprintf(stderr, "usage: e2e [--quick] [--targets=cpu,loops] PROGRAM.tex\n");
+        fprintf(stderr, "usage: e2e [--quick] [--targets=cpu,loops,emu] PROGRAM.tex\n");
         return 2;
     }
     if (getenv("DC_E2E_QUICK") && strcmp(getenv("DC_E2E_QUICK"), "0") != 0)
@@ -252,9 +271,18 @@ int main(int argc, char **argv)
         ir_diags_print(&diags, stderr);
         return 1;
     }
+    bool want_cpu = strstr(targets, "cpu") != NULL, want_loops = strstr(targets, "loops") != NULL;
+    bool want_emu = strstr(targets, "emu") != NULL;
+    small = want_emu && !want_cpu && !want_loops;
     Shapes shapes;
     make_shapes(p, &shapes);
-    bool want_cpu = strstr(targets, "cpu") != NULL, want_loops = strstr(targets, "loops") != NULL;
+    TargetInfo gpu = pass_target_info(PT_GPU);
+    LoopProgram *glps[NVARIANTS] = {0};
+    CgEmuProgram *eps[NVARIANTS] = {0};
+    if (want_emu && !(emu_pool = rt_pool_new(0))) {
+        fprintf(stderr, "cannot start the thread pool\n");
+        return 1;
+    }
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lps[NVARIANTS];
     CgProgram *cps[NVARIANTS] = {0};
@@ -270,6 +298,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "FAIL %s variant=%d: %s\n", file, v, err);
             return 1;
         }
+        if (!want_emu)
+            continue;
+        mks = variant(p, v);
+        glps[v] = pass_run_pipeline(p, mks, &gpu, &(PipelineOpts){.verify_each = true}, err,
+                                    sizeof err);
+        free(mks);
+        if (!glps[v] || !(eps[v] = cg_emu_compile(glps[v], err, sizeof err))) {
+            fprintf(stderr, "FAIL %s target=emu variant=%d: %s\n", file, v, err);
+            return 1;
+        }
     }
     for (int s = 0; s < shapes.n; s++) {
         const int64_t *dims = shapes.v[s];
@@ -282,13 +320,18 @@ int main(int argc, char **argv)
             /* the loop interpreter is slow: small shapes only */
             if (want_loops && (!want_cpu || (work(p, dims) < 400000 && (s % 3 == 0 || quick))))
                 check_shape(file, "loops", v, p, lps[v], NULL, dims, ref);
+            if (want_emu)
+                check_shape(file, "emu", v, p, glps[v], eps[v], dims, ref);
         }
         for (int i = 0; i < p->ntensors; i++)
             free(ref[i]);
         free(ref);
     }
-    for (int v = 0; v < NVARIANTS; v++)
+    for (int v = 0; v < NVARIANTS; v++) {
         cg_program_destroy(cps[v]);
+        cg_emu_program_destroy(eps[v]);
+    }
+    rt_pool_destroy(emu_pool);
     ir_te_destroy(p);
     ir_arena_destroy(a);
     printf("%s: %d passed, %d failed\n", file, npassed, nfailed);

@@ -1,0 +1,468 @@
+/* Ahead-of-time output for the CPU: one relocatable object and its header.
+ *
+ * `dcc prog.tex --emit=obj,header` writes prog.o and prog.h. The object is
+ * an x86-64 ELF module (PIC, since Debian links PIE by default) holding
+ * every kernel of the LoopProgram, compiled through the same lowering as
+ * the JIT (cg_emit_kernel with the CPU hooks) but for a fixed, portable
+ * ISA: triple x86_64-pc-linux-gnu, cpu x86-64, no extra features. The JIT
+ * may use the build machine's AVX-512; an object may be linked and run
+ * anywhere, so it assumes only what every x86-64 has (the vector code is
+ * legalised to SSE2; correctness does not depend on the width).
+ *
+ * The kernels get internal linkage (prog__KERNEL), so several programs link
+ * into one executable. The one exported function,
+ *
+ *     int prog_run(int64_t DIM..., float *PTR...);
+ *
+ * dims in declaration order, then inputs, then outputs, each in
+ * declaration order, does what cg_program_run does with the checks of
+ * ir_check_dims compiled in: each dim >= LO and <= its max, every extent
+ * >= 1 and every tensor's element count <= INT32_MAX (products computed with
+ * overflow checks), no NULL pointer; it then allocates the materialised
+ * intermediates with dcrt_alloc, runs each kernel over its blocks with
+ * dcrt_parallel_for (libdcrt.a's thread pool), frees the intermediates and
+ * returns DCRT_OK or the first error code (runtime.h). Extents are integer
+ * expressions over the dims; only + - * / % min max and negation occur in
+ * them, and anything else is reported as an error, not miscompiled.
+ */
+#include "dietcode/codegen.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t portable_once = PTHREAD_ONCE_INIT;
+static CgTarget portable;
+
+static void portable_init(void)
+{
+    portable = *cg_target_cpu(); /* the CPU hooks; also initialises the X86 target */
+    portable.triple = "x86_64-pc-linux-gnu";
+    portable.cpu = "x86-64";
+    portable.features = "";
+}
+
+const CgTarget *cg_target_cpu_portable(void)
+{
+    pthread_once(&portable_once, portable_init);
+    return &portable;
+}
+
+/* ---- the exported run function ---- */
+
+typedef struct Host {
+    LLVMContextRef cx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;
+    LLVMTypeRef i1, i64, ptr;
+    LLVMValueRef *dimv;  /* per dim position */
+    LLVMValueRef ovf;    /* i1: some extent computation overflowed */
+    const char *bad;     /* an operator extents may not use, or NULL */
+} Host;
+
+static LLVMValueRef ci64(Host *h, int64_t v) { return LLVMConstInt(h->i64, (unsigned long long)v, 1); }
+
+static LLVMValueRef checked(Host *h, const char *op, LLVMValueRef a, LLVMValueRef b)
+{
+    char name[64];
+    snprintf(name, sizeof name, "llvm.%s.with.overflow", op);
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    IR_ASSERT(id != 0);
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(h->mod, id, &h->i64, 1);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(h->cx, id, &h->i64, 1);
+    LLVMValueRef args[2] = {a, b};
+    LLVMValueRef r = LLVMBuildCall2(h->b, ft, f, args, 2, "");
+    h->ovf = LLVMBuildOr(h->b, h->ovf, LLVMBuildExtractValue(h->b, r, 1, ""), "");
+    return LLVMBuildExtractValue(h->b, r, 0, "");
+}
+
+/* Floor division and modulo with x/0 = 0 and x%0 = 0, as ir_eval_dims. */
+static LLVMValueRef floordivmod(Host *h, LLVMValueRef a, LLVMValueRef b, bool mod)
+{
+    LLVMBuilderRef B = h->b;
+    LLVMValueRef zero = ci64(h, 0), one = ci64(h, 1);
+    LLVMValueRef bz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+    /* INT64_MIN / -1 overflows: flag it (extents never get there) */
+    LLVMValueRef m1 = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, b, ci64(h, -1), ""),
+                                   LLVMBuildICmp(B, LLVMIntEQ, a, ci64(h, INT64_MIN), ""), "");
+    h->ovf = LLVMBuildOr(B, h->ovf, m1, "");
+    LLVMValueRef sb = LLVMBuildSelect(B, LLVMBuildOr(B, bz, m1, ""), one, b, "");
+    LLVMValueRef q = LLVMBuildSDiv(B, a, sb, "");
+    LLVMValueRef r = LLVMBuildSRem(B, a, sb, "");
+    /* adjust when the remainder is non-zero and its sign differs from b's */
+    LLVMValueRef adj = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
+                                    LLVMBuildICmp(B, LLVMIntNE, LLVMBuildICmp(B, LLVMIntSLT, r, zero, ""),
+                                                  LLVMBuildICmp(B, LLVMIntSLT, sb, zero, ""), ""),
+                                    "");
+    LLVMValueRef v = mod ? LLVMBuildSelect(B, adj, LLVMBuildAdd(B, r, sb, ""), r, "")
+                         : LLVMBuildSelect(B, adj, LLVMBuildSub(B, q, one, ""), q, "");
+    return LLVMBuildSelect(B, bz, zero, v, "");
+}
+
+/* An integer expression over the dims, as i64. */
+static LLVMValueRef extent(Host *h, const Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: return ci64(h, e->ival);
+    case EX_VAR:
+        if (e->var->kind == VK_DIM)
+            return h->dimv[e->var->pos];
+        h->bad = "a variable other than a dim";
+        return ci64(h, 0);
+    case EX_NEG: return checked(h, "ssub", ci64(h, 0), extent(h, e->op.a));
+    case EX_ADD: return checked(h, "sadd", extent(h, e->op.a), extent(h, e->op.b));
+    case EX_SUB: return checked(h, "ssub", extent(h, e->op.a), extent(h, e->op.b));
+    case EX_MUL: return checked(h, "smul", extent(h, e->op.a), extent(h, e->op.b));
+    case EX_DIV:
+    case EX_MOD: return floordivmod(h, extent(h, e->op.a), extent(h, e->op.b), e->kind == EX_MOD);
+    case EX_MIN:
+    case EX_MAX: {
+        LLVMValueRef a = extent(h, e->op.a), b = extent(h, e->op.b);
+        LLVMValueRef lt = LLVMBuildICmp(h->b, LLVMIntSLT, a, b, "");
+        return e->kind == EX_MIN ? LLVMBuildSelect(h->b, lt, a, b, "")
+                                 : LLVMBuildSelect(h->b, lt, b, a, "");
+    }
+    default:
+        h->bad = ir_op_name(e->kind);
+        return ci64(h, 0);
+    }
+}
+
+/* if (cond) return code; continues in a new block. */
+static void fail_if(Host *h, LLVMValueRef cond, int code)
+{
+    LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->cx, h->fn, "fail");
+    LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(h->cx, h->fn, "ok");
+    LLVMBuildCondBr(h->b, cond, bad, ok);
+    LLVMPositionBuilderAtEnd(h->b, bad);
+    LLVMBuildRet(h->b, LLVMConstInt(LLVMInt32TypeInContext(h->cx), (unsigned)code, 0));
+    LLVMPositionBuilderAtEnd(h->b, ok);
+}
+
+static LLVMValueRef runtime_fn(Host *h, const char *name, LLVMTypeRef ty)
+{
+    LLVMValueRef f = LLVMGetNamedFunction(h->mod, name);
+    return f ? f : LLVMAddFunction(h->mod, name, ty);
+}
+
+/* The kernel's symbol in the object: PROG__KERNEL, internal. */
+static char *kernel_sym(const char *prog, const char *kname)
+{
+    size_t n = strlen(prog) + strlen(kname) + 3;
+    char *s = malloc(n);
+    if (!s)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    snprintf(s, n, "%s__%s", prog, kname);
+    for (char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+            *c = '_';
+    return s;
+}
+
+static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *err, size_t errlen)
+{
+    const TeProgram *te = lp->te;
+    int nd = te->ndims, nt = te->ntensors, np = nd;
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(h->cx);
+    LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 1, sizeof *pt);
+    int *param_of = calloc((size_t)nt + 1, sizeof *param_of); /* tensor id -> param, -1 */
+    if (!pt || !param_of)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < nd; i++)
+        pt[i] = h->i64;
+    for (int i = 0; i < nt; i++)
+        param_of[i] = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nt; i++)
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
+                param_of[i] = np;
+                pt[np++] = h->ptr;
+            }
+    char *name = malloc(strlen(te->name) + 5);
+    if (!name)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    sprintf(name, "%s_run", te->name);
+    h->fn = LLVMAddFunction(h->mod, name, LLVMFunctionType(i32, pt, (unsigned)np, 0));
+    free(name);
+    free(pt);
+    LLVMAddAttributeAtIndex(h->fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(h->cx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
+    for (int i = 0; i < nd; i++)
+        LLVMSetValueName2(LLVMGetParam(h->fn, (unsigned)i), te->dims[i]->name, strlen(te->dims[i]->name));
+    for (int i = 0; i < nt; i++)
+        if (param_of[i] >= 0)
+            LLVMSetValueName2(LLVMGetParam(h->fn, (unsigned)param_of[i]), te->tensors[i]->name,
+                              strlen(te->tensors[i]->name));
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(h->cx, h->fn, "entry");
+    LLVMPositionBuilderAtEnd(h->b, entry);
+
+    /* dims: in range */
+    h->dimv = calloc((size_t)nd + 1, sizeof *h->dimv);
+    if (!h->dimv)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < nd; i++) {
+        const Var *d = te->dims[i];
+        LLVMValueRef v = LLVMGetParam(h->fn, (unsigned)i);
+        h->dimv[d->pos] = v;
+        LLVMValueRef out = LLVMBuildOr(h->b, LLVMBuildICmp(h->b, LLVMIntSLT, v, ci64(h, d->lo), ""),
+                                       LLVMBuildICmp(h->b, LLVMIntSGT, v, ci64(h, d->max), ""), "");
+        fail_if(h, out, DCRT_ERR_DIM_RANGE);
+    }
+    /* sizes: every extent >= 1, every element count <= INT32_MAX, no overflow */
+    h->ovf = LLVMConstInt(h->i1, 0, 0);
+    LLVMValueRef big = LLVMConstInt(h->i1, 0, 0);
+    LLVMValueRef *numel = calloc((size_t)nt + 1, sizeof *numel);
+    if (!numel)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < nt; i++) {
+        const Tensor *t = te->tensors[i];
+        LLVMValueRef n = ci64(h, 1);
+        for (int j = 0; j < t->rank; j++) {
+            LLVMValueRef e = extent(h, t->shape[j]);
+            big = LLVMBuildOr(h->b, big, LLVMBuildICmp(h->b, LLVMIntSLT, e, ci64(h, 1), ""), "");
+            n = checked(h, "smul", n, e);
+        }
+        big = LLVMBuildOr(h->b, big, LLVMBuildICmp(h->b, LLVMIntSGT, n, ci64(h, INT32_MAX), ""), "");
+        numel[i] = n;
+    }
+    fail_if(h, LLVMBuildOr(h->b, big, h->ovf, ""), DCRT_ERR_TOO_LARGE);
+    /* pointers */
+    LLVMValueRef null = LLVMConstPointerNull(h->ptr), anynull = LLVMConstInt(h->i1, 0, 0);
+    for (int i = 0; i < nt; i++)
+        if (param_of[i] >= 0)
+            anynull = LLVMBuildOr(h->b, anynull,
+                                  LLVMBuildICmp(h->b, LLVMIntEQ, LLVMGetParam(h->fn, (unsigned)param_of[i]),
+                                                null, ""), "");
+    fail_if(h, anynull, DCRT_ERR_NULL_POINTER);
+
+    /* the dims and bufs arrays of the kernel ABI; intermediates allocated */
+    LLVMTypeRef dimsty = LLVMArrayType2(h->i64, (uint64_t)nd + 1);
+    LLVMTypeRef bufsty = LLVMArrayType2(h->ptr, (uint64_t)nt + 1);
+    LLVMValueRef dims = LLVMBuildAlloca(h->b, dimsty, "dims");
+    LLVMValueRef bufs = LLVMBuildAlloca(h->b, bufsty, "bufs");
+    LLVMValueRef rc = LLVMBuildAlloca(h->b, i32, "rc");
+    LLVMBuildStore(h->b, LLVMConstInt(i32, 0, 0), rc);
+    for (int i = 0; i < nd; i++) {
+        LLVMValueRef idx = ci64(h, te->dims[i]->pos);
+        LLVMBuildStore(h->b, LLVMGetParam(h->fn, (unsigned)i), LLVMBuildGEP2(h->b, h->i64, dims, &idx, 1, ""));
+    }
+    LLVMValueRef *slot = calloc((size_t)nt + 1, sizeof *slot);
+    if (!slot)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < nt; i++) {
+        LLVMValueRef idx = ci64(h, i);
+        slot[i] = LLVMBuildGEP2(h->b, h->ptr, bufs, &idx, 1, "");
+        LLVMBuildStore(h->b, param_of[i] >= 0 ? LLVMGetParam(h->fn, (unsigned)param_of[i]) : null, slot[i]);
+    }
+    LLVMBasicBlockRef cleanup = LLVMAppendBasicBlockInContext(h->cx, h->fn, "cleanup");
+    LLVMTypeRef allocty = LLVMFunctionType(h->ptr, &h->i64, 1, 0);
+    LLVMValueRef allocf = runtime_fn(h, "dcrt_alloc", allocty);
+    for (int i = 0; i < nt; i++) {
+        if (param_of[i] >= 0 || !lp->materialized[i])
+            continue;
+        LLVMValueRef bytes = LLVMBuildMul(h->b, numel[i], ci64(h, 4), "");
+        LLVMValueRef p = LLVMBuildCall2(h->b, allocty, allocf, &bytes, 1, "");
+        LLVMBuildStore(h->b, p, slot[i]);
+        LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(h->cx, h->fn, "allocated");
+        LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->cx, h->fn, "nomem");
+        LLVMBuildCondBr(h->b, LLVMBuildICmp(h->b, LLVMIntEQ, p, null, ""), bad, ok);
+        LLVMPositionBuilderAtEnd(h->b, bad);
+        LLVMBuildStore(h->b, LLVMConstInt(i32, DCRT_ERR_OUT_OF_MEMORY, 0), rc);
+        LLVMBuildBr(h->b, cleanup);
+        LLVMPositionBuilderAtEnd(h->b, ok);
+    }
+    /* the kernels, in order */
+    LLVMTypeRef pft[4] = {h->i64, h->ptr, h->ptr, h->ptr};
+    LLVMTypeRef pfty = LLVMFunctionType(i32, pft, 4, 0);
+    LLVMValueRef pf = runtime_fn(h, "dcrt_parallel_for", pfty);
+    for (int i = 0; i < lp->nkernels; i++) {
+        LLVMValueRef args[4] = {extent(h, lp->kernels[i]->body->loop.var->extent), kfn[i], dims, bufs};
+        LLVMValueRef r = LLVMBuildCall2(h->b, pfty, pf, args, 4, "");
+        LLVMBuildStore(h->b, r, rc);
+        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(h->cx, h->fn, "next");
+        LLVMBuildCondBr(h->b, LLVMBuildICmp(h->b, LLVMIntNE, r, LLVMConstInt(i32, 0, 0), ""), cleanup, next);
+        LLVMPositionBuilderAtEnd(h->b, next);
+    }
+    LLVMBuildBr(h->b, cleanup);
+    LLVMPositionBuilderAtEnd(h->b, cleanup);
+    LLVMTypeRef freety = LLVMFunctionType(LLVMVoidTypeInContext(h->cx), &h->ptr, 1, 0);
+    LLVMValueRef freef = runtime_fn(h, "dcrt_free", freety);
+    for (int i = 0; i < nt; i++)
+        if (param_of[i] < 0 && lp->materialized[i]) {
+            LLVMValueRef p = LLVMBuildLoad2(h->b, h->ptr, slot[i], "");
+            LLVMBuildCall2(h->b, freety, freef, &p, 1, "");
+        }
+    LLVMBuildRet(h->b, LLVMBuildLoad2(h->b, i32, rc, ""));
+    free(slot);
+    free(numel);
+    free(param_of);
+    free(h->dimv);
+    if (h->bad) {
+        snprintf(err, errlen, "internal error: cannot compute an extent on the host: it uses %s", h->bad);
+        return -1;
+    }
+    return 0;
+}
+
+/* The module of the object: the kernels and PROG_run, verified, optimised. */
+static LLVMModuleRef build_host_module(LLVMContextRef cx, const LoopProgram *lp,
+                                       LLVMTargetMachineRef tm, char *err, size_t errlen)
+{
+    const CgTarget *t = cg_target_cpu_portable();
+    const char *prog = lp->te->name;
+    LLVMModuleRef mod = cg_module_new(cx, prog, t, tm);
+    LLVMValueRef *kfn = calloc((size_t)lp->nkernels + 1, sizeof *kfn);
+    if (!kfn)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < lp->nkernels; i++) {
+        const Kernel *k = lp->kernels[i];
+        IR_ASSERT(k->body->kind == ST_FOR && k->body->loop.fk == FK_BLOCK);
+        char *sym = kernel_sym(prog, k->name);
+        cg_emit_kernel(mod, t, lp, k, sym);
+        kfn[i] = LLVMGetNamedFunction(mod, sym);
+        IR_ASSERT(kfn[i]);
+        LLVMSetLinkage(kfn[i], LLVMInternalLinkage);
+        free(sym);
+    }
+    Host h = {
+        .cx = cx, .mod = mod, .b = LLVMCreateBuilderInContext(cx),
+        .i1 = LLVMInt1TypeInContext(cx), .i64 = LLVMInt64TypeInContext(cx),
+        .ptr = LLVMPointerTypeInContext(cx, 0),
+    };
+    int bad = build_run(&h, lp, kfn, err, errlen);
+    LLVMDisposeBuilder(h.b);
+    free(kfn);
+    if (bad || cg_verify_module(mod, err, errlen) < 0 || cg_optimize_module(mod, tm, err, errlen) < 0) {
+        LLVMDisposeModule(mod);
+        return NULL;
+    }
+    return mod;
+}
+
+int cg_emit_cpu_object(const LoopProgram *lp, char **out, size_t *len, char *err, size_t errlen)
+{
+    *out = NULL;
+    *len = 0;
+    LLVMTargetMachineRef tm = cg_target_machine(cg_target_cpu_portable(), err, errlen);
+    if (!tm)
+        return -1;
+    LLVMContextRef cx = LLVMContextCreate();
+    LLVMModuleRef mod = build_host_module(cx, lp, tm, err, errlen);
+    int rc = -1;
+    if (mod) {
+        char *msg = NULL;
+        LLVMMemoryBufferRef buf = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &buf)) {
+            snprintf(err, errlen, "LLVM code generation failed: %s", msg ? msg : "?");
+        } else {
+            *len = LLVMGetBufferSize(buf);
+            *out = malloc(*len ? *len : 1);
+            if (*out) {
+                memcpy(*out, LLVMGetBufferStart(buf), *len);
+                rc = 0;
+            } else {
+                snprintf(err, errlen, "out of memory");
+            }
+            LLVMDisposeMemoryBuffer(buf);
+        }
+        LLVMDisposeMessage(msg);
+        LLVMDisposeModule(mod);
+    }
+    LLVMContextDispose(cx);
+    LLVMDisposeTargetMachine(tm);
+    return rc;
+}
+
+/* ---- the header ---- */
+
+/* Prints s with every line prefixed " * " and no comment terminator. */
+static void comment_lines(FILE *f, const char *s)
+{
+    fputs(" *   ", f);
+    for (; *s; s++) {
+        if (*s == '\n') {
+            if (s[1])
+                fputs("\n *   ", f);
+            continue;
+        }
+        if (*s == '*' && s[1] == '/') {
+            fputs("* ", f);
+            continue;
+        }
+        fputc(*s, f);
+    }
+    fputc('\n', f);
+}
+
+char *cg_emit_cpu_header(const LoopProgram *lp, char *err, size_t errlen)
+{
+    const TeProgram *te = lp->te;
+    const char *prog = te->name;
+    char *te_text = NULL, *buf = NULL;
+    size_t te_len = 0, len = 0;
+    FILE *m = open_memstream(&te_text, &te_len);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ir_print_te(m, te);
+    fclose(m);
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        free(te_text);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    char guard[256];
+    snprintf(guard, sizeof guard, "DCC_%s_H", prog);
+    for (char *c = guard; *c; c++)
+        if (*c >= 'a' && *c <= 'z')
+            *c = (char)(*c - 'a' + 'A');
+    fprintf(f, "/* Generated by dcc for program %s: link its object with libdcrt.a\n"
+               " * (-lpthread -lm -ldl). Do not edit.\n *\n * The program:\n", prog);
+    comment_lines(f, te_text);
+    fputs(" *\n * Dims (any value from LO up to the largest accepted runs; the range is\n"
+          " * what the kernels were tuned for):\n", f);
+    for (int i = 0; i < te->ndims; i++) {
+        const Var *d = te->dims[i];
+        fprintf(f, " *   %s in %lld..%lld, accepted up to %lld\n", d->name, (long long)d->lo,
+                (long long)d->hi, (long long)d->max);
+    }
+    fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds INT32_MAX elements,\n"
+               " * computes the outputs (tensors row-major, float32) with a thread pool\n"
+               " * (one thread per core) and returns DCRT_OK or an error code below.\n"
+               " */\n#ifndef %s\n#define %s\n\n#include <stdint.h>\n\n"
+               "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
+            prog, guard, guard);
+    fputs("/* Error codes (the same in every dcc header and in libdcrt.a). */\n"
+          "#define DCRT_OK 0\n"
+          "#define DCRT_ERR_DIM_RANGE 1\n"
+          "#define DCRT_ERR_TOO_LARGE 2\n"
+          "#define DCRT_ERR_NULL_POINTER 3\n"
+          "#define DCRT_ERR_OUT_OF_MEMORY 4\n"
+          "#define DCRT_ERR_THREADS 5\n"
+          "#define DCRT_ERR_NO_DRIVER 6\n"
+          "#define DCRT_ERR_NO_DEVICE 7\n"
+          "#define DCRT_ERR_CUDA 8\n"
+          "#define DCRT_ERR_MODULE 9\n"
+          "const char *dcrt_error_string(int code);\n\n", f);
+    fprintf(f, "int %s_run(", prog);
+    bool first = true;
+    for (int i = 0; i < te->ndims; i++, first = false)
+        fprintf(f, "%sint64_t %s", first ? "" : ", ", te->dims[i]->name);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < te->ntensors; i++)
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
+                fprintf(f, "%sfloat *%s", first ? "" : ", ", te->tensors[i]->name);
+                first = false;
+            }
+    fprintf(f, "%s);\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", first ? "void" : "");
+    free(te_text);
+    if (fclose(f) != 0) {
+        free(buf);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return buf;
+}

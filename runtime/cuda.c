@@ -1,0 +1,348 @@
+/* The CUDA driver API, loaded at run time with dlopen("libcuda.so.1").
+ *
+ * Nothing links -lcuda, so dcc and libdcrt.a build and run on machines
+ * without a GPU and say so in one line when one is needed: a missing
+ * library, cuInit's CUDA_ERROR_STUB_LIBRARY (34: the toolkit's stub) and
+ * CUDA_ERROR_NO_DEVICE (100) all mean "no GPU" (DCRT_ERR_NO_DRIVER or
+ * DCRT_ERR_NO_DEVICE). The types come from the toolkit's cuda.h when the
+ * build found one (DC_HAVE_CUDA_H), otherwise from the few declarations
+ * below, which repeat cuda.h's own. The function pointers live in struct
+ * fields not named cuXxx, because cuda.h #defines some of those names to
+ * versioned symbols (cuCtxCreate -> cuCtxCreate_v4) that older drivers
+ * lack; the symbols are looked up by their exact, versioned names.
+ *
+ * One device (0) and its primary context, as Triton and PyTorch use, made
+ * current on the calling thread by every entry point. Loading a module
+ * passes the JIT's error and info log buffers and shows the error log in
+ * err when the driver rejects the PTX.
+ */
+#include "dietcode/runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DC_HAVE_CUDA_H
+#include <cuda.h>
+#else
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef enum CUjit_option_enum {
+    CU_JIT_INFO_LOG_BUFFER = 3,
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_JIT_ERROR_LOG_BUFFER = 5,
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+} CUjit_option;
+#define CUDA_SUCCESS 0
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#endif
+
+enum { ERR_STUB_LIBRARY = 34, ERR_NO_DEVICE = 100, LOG_BYTES = 8192 };
+
+static struct {
+    pthread_mutex_t mu;
+    bool tried;
+    int rc;               /* DCRT_OK once ready, else why not */
+    char msg[512];
+    void *lib;
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult (*init)(unsigned);
+    CUresult (*driver_version)(int *);
+    CUresult (*error_string)(CUresult, const char **);
+    CUresult (*error_name)(CUresult, const char **);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*device_attr)(int *, int, CUdevice);
+    CUresult (*primary_retain)(CUcontext *, CUdevice);
+    CUresult (*ctx_set_current)(CUcontext);
+    CUresult (*ctx_sync)(void);
+    CUresult (*module_load)(CUmodule *, const void *, unsigned, CUjit_option *, void **);
+    CUresult (*module_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*module_unload)(CUmodule);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **);
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*mem_free)(CUdeviceptr);
+    CUresult (*htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+    CUresult (*event_create)(CUevent *, unsigned);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*event_sync)(CUevent);
+    CUresult (*event_elapsed)(float *, CUevent, CUevent);
+    CUresult (*event_destroy)(CUevent);
+} D = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+struct RtCuModule {
+    CUmodule mod;
+};
+
+struct RtCuTimer {
+    CUevent start, stop;
+};
+
+/* "what: CUDA_ERROR_NAME (N): description" into err; returns DCRT_ERR_CUDA. */
+static int cu_fail(CUresult r, const char *what, char *err, size_t errlen)
+{
+    const char *name = NULL, *desc = NULL;
+    if (D.error_name)
+        D.error_name(r, &name);
+    if (D.error_string)
+        D.error_string(r, &desc);
+    if (err)
+        snprintf(err, errlen, "%s: %s (%d): %s", what, name ? name : "CUDA error", (int)r,
+                 desc ? desc : "no description");
+    return DCRT_ERR_CUDA;
+}
+
+#define LOAD(field, sym)                                                                       \
+    do {                                                                                       \
+        *(void **)(&D.field) = dlsym(D.lib, sym);                                              \
+        if (!D.field) {                                                                        \
+            snprintf(D.msg, sizeof D.msg, "the CUDA driver (libcuda.so.1) lacks %s", sym);     \
+            return DCRT_ERR_NO_DRIVER;                                                         \
+        }                                                                                      \
+    } while (0)
+
+/* Loads the library and every symbol, initialises device 0's primary
+ * context; called once, under D.mu. */
+static int open_driver(void)
+{
+    D.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!D.lib) {
+        snprintf(D.msg, sizeof D.msg, "no CUDA driver found (libcuda.so.1 cannot be loaded)");
+        return DCRT_ERR_NO_DRIVER;
+    }
+    LOAD(init, "cuInit");
+    LOAD(driver_version, "cuDriverGetVersion");
+    LOAD(error_string, "cuGetErrorString");
+    LOAD(error_name, "cuGetErrorName");
+    LOAD(device_get, "cuDeviceGet");
+    LOAD(device_attr, "cuDeviceGetAttribute");
+    LOAD(primary_retain, "cuDevicePrimaryCtxRetain");
+    LOAD(ctx_set_current, "cuCtxSetCurrent");
+    LOAD(ctx_sync, "cuCtxSynchronize");
+    LOAD(module_load, "cuModuleLoadDataEx");
+    LOAD(module_function, "cuModuleGetFunction");
+    LOAD(module_unload, "cuModuleUnload");
+    LOAD(launch, "cuLaunchKernel");
+    LOAD(mem_alloc, "cuMemAlloc_v2");
+    LOAD(mem_free, "cuMemFree_v2");
+    LOAD(htod, "cuMemcpyHtoD_v2");
+    LOAD(dtoh, "cuMemcpyDtoH_v2");
+    LOAD(event_create, "cuEventCreate");
+    LOAD(event_record, "cuEventRecord");
+    LOAD(event_sync, "cuEventSynchronize");
+    LOAD(event_elapsed, "cuEventElapsedTime");
+    LOAD(event_destroy, "cuEventDestroy_v2");
+    CUresult r = D.init(0);
+    if ((int)r == ERR_STUB_LIBRARY) {
+        snprintf(D.msg, sizeof D.msg,
+                 "no CUDA driver found (libcuda.so.1 is the toolkit's stub library)");
+        return DCRT_ERR_NO_DRIVER;
+    }
+    if ((int)r == ERR_NO_DEVICE) {
+        snprintf(D.msg, sizeof D.msg, "no CUDA device (the driver found none)");
+        return DCRT_ERR_NO_DEVICE;
+    }
+    if (r != CUDA_SUCCESS)
+        return cu_fail(r, "cuInit", D.msg, sizeof D.msg);
+    if ((r = D.device_get(&D.dev, 0)) != CUDA_SUCCESS) {
+        cu_fail(r, "no CUDA device: cuDeviceGet", D.msg, sizeof D.msg);
+        return DCRT_ERR_NO_DEVICE;
+    }
+    if ((r = D.primary_retain(&D.ctx, D.dev)) != CUDA_SUCCESS)
+        return cu_fail(r, "cuDevicePrimaryCtxRetain", D.msg, sizeof D.msg);
+    return DCRT_OK;
+}
+
+int rt_cuda_init(char *err, size_t errlen)
+{
+    pthread_mutex_lock(&D.mu);
+    if (!D.tried) {
+        D.tried = true;
+        D.rc = open_driver();
+    }
+    int rc = D.rc;
+    pthread_mutex_unlock(&D.mu);
+    if (rc != DCRT_OK) {
+        if (err)
+            snprintf(err, errlen, "%s", D.msg);
+        return rc;
+    }
+    CUresult r = D.ctx_set_current(D.ctx);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuCtxSetCurrent", err, errlen);
+}
+
+bool rt_cuda_is_no_gpu(int code) { return code == DCRT_ERR_NO_DRIVER || code == DCRT_ERR_NO_DEVICE; }
+
+int rt_cuda_device_info(RtCudaDeviceInfo *info, char *err, size_t errlen)
+{
+    int rc = rt_cuda_init(err, errlen);
+    if (rc != DCRT_OK)
+        return rc;
+    CUresult r;
+    if ((r = D.driver_version(&info->driver_version)) != CUDA_SUCCESS ||
+        (r = D.device_attr(&info->sm_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, D.dev)) !=
+            CUDA_SUCCESS ||
+        (r = D.device_attr(&info->sm_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, D.dev)) !=
+            CUDA_SUCCESS ||
+        (r = D.device_attr(&info->nsm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, D.dev)) != CUDA_SUCCESS)
+        return cu_fail(r, "cuDeviceGetAttribute", err, errlen);
+    return DCRT_OK;
+}
+
+int rt_cuda_load_module(const char *ptx, RtCuModule **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = rt_cuda_init(err, errlen);
+    if (rc != DCRT_OK)
+        return rc;
+    RtCuModule *m = calloc(1, sizeof *m);
+    char *log = calloc(2, LOG_BYTES);
+    if (!m || !log) {
+        free(m);
+        free(log);
+        if (err)
+            snprintf(err, errlen, "out of memory");
+        return DCRT_ERR_OUT_OF_MEMORY;
+    }
+    char *errlog = log, *infolog = log + LOG_BYTES;
+    CUjit_option opt[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                           CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+    void *val[4] = {errlog, (void *)(uintptr_t)(LOG_BYTES - 1), infolog,
+                    (void *)(uintptr_t)(LOG_BYTES - 1)};
+    CUresult r = D.module_load(&m->mod, ptx, 4, opt, val);
+    if (r != CUDA_SUCCESS) {
+        char what[LOG_BYTES + 64];
+        snprintf(what, sizeof what, "cannot load the PTX (JIT log: %s)",
+                 errlog[0] ? errlog : "empty");
+        cu_fail(r, what, err, errlen);
+        free(m);
+        free(log);
+        return DCRT_ERR_MODULE;
+    }
+    free(log);
+    *out = m;
+    return DCRT_OK;
+}
+
+int rt_cuda_get_function(RtCuModule *m, const char *name, RtCuFunction **fn, char *err,
+                         size_t errlen)
+{
+    CUfunction f = NULL;
+    CUresult r = D.module_function(&f, m->mod, name);
+    *fn = (RtCuFunction *)(void *)f;
+    if (r != CUDA_SUCCESS) {
+        char what[300];
+        snprintf(what, sizeof what, "no kernel %.200s in the module", name);
+        return cu_fail(r, what, err, errlen);
+    }
+    return DCRT_OK;
+}
+
+void rt_cuda_unload_module(RtCuModule *m)
+{
+    if (!m)
+        return;
+    if (D.module_unload)
+        D.module_unload(m->mod);
+    free(m);
+}
+
+int rt_cuda_launch(RtCuFunction *fn, const unsigned grid[3], const unsigned block[3],
+                   unsigned shared_bytes, void *stream, void **args, char *err, size_t errlen)
+{
+    CUresult r = D.launch((CUfunction)(void *)fn, grid[0], grid[1], grid[2], block[0], block[1],
+                          block[2], shared_bytes, (CUstream)stream, args, NULL);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuLaunchKernel", err, errlen);
+}
+
+int rt_cuda_sync(char *err, size_t errlen)
+{
+    CUresult r = D.ctx_sync();
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuCtxSynchronize", err, errlen);
+}
+
+int rt_cuda_alloc(uint64_t *ptr, size_t bytes, char *err, size_t errlen)
+{
+    int rc = rt_cuda_init(err, errlen);
+    if (rc != DCRT_OK)
+        return rc;
+    CUdeviceptr p = 0;
+    CUresult r = D.mem_alloc(&p, bytes ? bytes : 1);
+    *ptr = (uint64_t)p;
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuMemAlloc", err, errlen);
+}
+
+void rt_cuda_free(uint64_t ptr)
+{
+    if (ptr && D.mem_free)
+        D.mem_free((CUdeviceptr)ptr);
+}
+
+int rt_cuda_copy_to_device(uint64_t dst, const void *src, size_t bytes, char *err, size_t errlen)
+{
+    CUresult r = D.htod((CUdeviceptr)dst, src, bytes);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuMemcpyHtoD", err, errlen);
+}
+
+int rt_cuda_copy_to_host(void *dst, uint64_t src, size_t bytes, char *err, size_t errlen)
+{
+    CUresult r = D.dtoh(dst, (CUdeviceptr)src, bytes);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuMemcpyDtoH", err, errlen);
+}
+
+int rt_cuda_timer_new(RtCuTimer **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = rt_cuda_init(err, errlen);
+    if (rc != DCRT_OK)
+        return rc;
+    RtCuTimer *t = calloc(1, sizeof *t);
+    if (!t)
+        return DCRT_ERR_OUT_OF_MEMORY;
+    CUresult r = D.event_create(&t->start, 0);
+    if (r == CUDA_SUCCESS && (r = D.event_create(&t->stop, 0)) != CUDA_SUCCESS)
+        D.event_destroy(t->start);
+    if (r != CUDA_SUCCESS) {
+        free(t);
+        return cu_fail(r, "cuEventCreate", err, errlen);
+    }
+    *out = t;
+    return DCRT_OK;
+}
+
+int rt_cuda_timer_start(RtCuTimer *t, void *stream, char *err, size_t errlen)
+{
+    CUresult r = D.event_record(t->start, (CUstream)stream);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuEventRecord", err, errlen);
+}
+
+int rt_cuda_timer_stop(RtCuTimer *t, void *stream, float *ms, char *err, size_t errlen)
+{
+    CUresult r = D.event_record(t->stop, (CUstream)stream);
+    if (r == CUDA_SUCCESS)
+        r = D.event_sync(t->stop);
+    if (r == CUDA_SUCCESS)
+        r = D.event_elapsed(ms, t->start, t->stop);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "timing with CUDA events", err, errlen);
+}
+
+void rt_cuda_timer_destroy(RtCuTimer *t)
+{
+    if (!t)
+        return;
+    D.event_destroy(t->start);
+    D.event_destroy(t->stop);
+    free(t);
+}

@@ -1,0 +1,298 @@
+/* A tiny SIMT emulator: one block of GPU threads on one OS thread.
+ *
+ * Each GPU thread is a fiber (ucontext) with its own stack; the OS thread
+ * that calls rt_simt_run_block is the scheduler. It resumes every runnable
+ * fiber in turn; a fiber runs until it calls rt_simt_barrier (it parks at
+ * the barrier and switches back) or returns. When a sweep leaves every
+ * live fiber parked, the barrier is complete and all are released. A
+ * fiber that returns while others wait at a barrier, or fibers parked at
+ * different barriers (told apart by the barrier call's return address),
+ * is barrier divergence: the block stops with an error where a GPU would
+ * hang or misbehave. So the emulator cannot deadlock.
+ *
+ * The shared buffer is filled with 0xff bytes (a float NaN) before every
+ * block, so a read of shared memory no thread wrote shows up as NaN in
+ * the output. Fiber stacks are mmap'd with a guard page below them and
+ * kept per OS thread (thread-local, released at thread exit or by
+ * rt_simt_release), so blocks reuse them; blocks may run in parallel on
+ * several OS threads, each with its own fibers.
+ *
+ * Under AddressSanitizer every switch is announced with
+ * __sanitizer_start/finish_switch_fiber, and a reused stack is unpoisoned.
+ */
+#include "dietcode/runtime.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMT_ASAN 1
+#endif
+#endif
+#ifdef SIMT_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+enum { DEFAULT_STACK = 256 << 10, MIN_STACK = 32 << 10 };
+
+typedef enum FiberState { F_READY, F_BARRIER, F_DONE } FiberState;
+
+typedef struct Fiber {
+    ucontext_t ctx;
+    char *mem;        /* mapping: guard page, then the stack */
+    size_t memlen;
+    FiberState state;
+    const void *site; /* barrier it waits at */
+    int64_t thread;
+    void *fake_stack; /* ASan */
+} Fiber;
+
+/* Per OS thread: the fibers (and their stacks) and the shared buffer. */
+typedef struct Simt {
+    Fiber *f;
+    int nf, capf;
+    size_t stack; /* stack bytes of every fiber in f */
+    char *shared;
+    size_t shared_cap;
+    ucontext_t sched;
+    Fiber *cur; /* the running fiber, NULL in the scheduler */
+    const RtSimtKernel *k;
+    int64_t block;
+    void *args;
+    const void *sched_bottom; /* ASan: the scheduler's stack */
+    size_t sched_size;
+} Simt;
+
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static _Thread_local Simt *tls;
+
+static void simt_free(Simt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nf; i++)
+        munmap(s->f[i].mem, s->f[i].memlen);
+    free(s->f);
+    free(s->shared);
+    free(s);
+}
+
+static void key_destroy(void *p) { simt_free(p); }
+static void key_init(void) { pthread_key_create(&key, key_destroy); }
+
+static Simt *simt_get(void)
+{
+    if (tls)
+        return tls;
+    pthread_once(&key_once, key_init);
+    tls = calloc(1, sizeof *tls);
+    if (tls)
+        pthread_setspecific(key, tls);
+    return tls;
+}
+
+void rt_simt_release(void)
+{
+    if (!tls)
+        return;
+    pthread_setspecific(key, NULL);
+    simt_free(tls);
+    tls = NULL;
+}
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+/* At least n fibers with stacks of `stack` bytes; false when out of memory. */
+static bool ensure_fibers(Simt *s, int n, size_t stack)
+{
+    if (s->stack != stack) { /* another size: drop the old stacks */
+        for (int i = 0; i < s->nf; i++)
+            munmap(s->f[i].mem, s->f[i].memlen);
+        s->nf = 0;
+        s->stack = stack;
+    }
+    if (n > s->capf) {
+        Fiber *f = realloc(s->f, sizeof *f * (size_t)n);
+        if (!f)
+            return false;
+        s->f = f;
+        s->capf = n;
+    }
+    size_t pg = page_size();
+    while (s->nf < n) {
+        Fiber *f = &s->f[s->nf];
+        memset(f, 0, sizeof *f);
+        f->memlen = pg + stack;
+        f->mem = mmap(NULL, f->memlen, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+        if (f->mem == MAP_FAILED)
+            return false;
+        mprotect(f->mem, pg, PROT_NONE); /* overflow faults instead of corrupting */
+        s->nf++;
+    }
+    return true;
+}
+
+static void switch_to_fiber(Simt *s, Fiber *f)
+{
+    s->cur = f;
+#ifdef SIMT_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, f->mem + page_size(), s->stack);
+    swapcontext(&s->sched, &f->ctx);
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#else
+    swapcontext(&s->sched, &f->ctx);
+#endif
+    s->cur = NULL;
+}
+
+/* From a fiber back to the scheduler; done: the fiber will not resume. */
+static void switch_to_sched(Simt *s, Fiber *f, bool done)
+{
+#ifdef SIMT_ASAN
+    __sanitizer_start_switch_fiber(done ? NULL : &f->fake_stack, s->sched_bottom, s->sched_size);
+    swapcontext(&f->ctx, &s->sched);
+    __sanitizer_finish_switch_fiber(f->fake_stack, NULL, NULL);
+#else
+    (void)done;
+    swapcontext(&f->ctx, &s->sched);
+#endif
+}
+
+static void fiber_main(void)
+{
+    Simt *s = tls;
+    Fiber *f = s->cur;
+#ifdef SIMT_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &s->sched_bottom, &s->sched_size);
+#endif
+    s->k->fn(s->args, s->block, f->thread, s->shared);
+    f->state = F_DONE;
+    switch_to_sched(s, f, true);
+    abort(); /* a finished fiber is never resumed */
+}
+
+void rt_simt_barrier(void)
+{
+    Simt *s = tls;
+    if (!s || !s->cur)
+        abort(); /* called outside rt_simt_run_block: a broken kernel */
+    Fiber *f = s->cur;
+    f->state = F_BARRIER;
+    f->site = __builtin_return_address(0);
+    switch_to_sched(s, f, false);
+}
+
+int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t shared_bytes,
+                      void *args, char *err, size_t errlen)
+{
+    if (nthreads < 1 || nthreads > RT_SIMT_MAX_THREADS) {
+        snprintf(err, errlen, "simt: %d threads per block (expected 1..%d)", nthreads,
+                 RT_SIMT_MAX_THREADS);
+        return -1;
+    }
+    Simt *s = simt_get();
+    if (!s) {
+        snprintf(err, errlen, "simt: out of memory");
+        return -1;
+    }
+    if (s->cur) {
+        snprintf(err, errlen, "simt: rt_simt_run_block called from inside a kernel");
+        return -1;
+    }
+    size_t pg = page_size();
+    size_t stack = k->stack_bytes ? k->stack_bytes : DEFAULT_STACK;
+    stack = (stack < MIN_STACK ? MIN_STACK : stack + pg - 1) / pg * pg;
+    if (!ensure_fibers(s, nthreads, stack)) {
+        snprintf(err, errlen, "simt: cannot allocate %d fiber stacks of %zu bytes", nthreads,
+                 stack);
+        return -1;
+    }
+    size_t sb = (shared_bytes + 63) / 64 * 64;
+    if (sb > s->shared_cap) {
+        free(s->shared);
+        s->shared = aligned_alloc(64, sb);
+        s->shared_cap = s->shared ? sb : 0;
+        if (!s->shared) {
+            snprintf(err, errlen, "simt: cannot allocate %zu bytes of shared memory",
+                     shared_bytes);
+            return -1;
+        }
+    }
+    if (shared_bytes)
+        memset(s->shared, 0xff, shared_bytes); /* NaN: unwritten reads show */
+    s->k = k;
+    s->block = block;
+    s->args = args;
+    for (int i = 0; i < nthreads; i++) {
+        Fiber *f = &s->f[i];
+        char *bottom = f->mem + pg;
+#ifdef SIMT_ASAN
+        __asan_unpoison_memory_region(bottom, stack);
+#endif
+        getcontext(&f->ctx);
+        f->ctx.uc_stack.ss_sp = bottom;
+        f->ctx.uc_stack.ss_size = stack;
+        f->ctx.uc_link = NULL;
+        makecontext(&f->ctx, fiber_main, 0);
+        f->state = F_READY;
+        f->thread = i;
+        f->site = NULL;
+        f->fake_stack = NULL;
+    }
+    int rc = 0;
+    for (int64_t phase = 0;; phase++) {
+        for (int i = 0; i < nthreads; i++)
+            if (s->f[i].state == F_READY)
+                switch_to_fiber(s, &s->f[i]);
+        int waiting = 0, done = 0, first = -1, other = -1;
+        for (int i = 0; i < nthreads; i++) {
+            Fiber *f = &s->f[i];
+            if (f->state == F_DONE) {
+                done++;
+                continue;
+            }
+            waiting++;
+            if (first < 0)
+                first = i;
+            else if (other < 0 && f->site != s->f[first].site)
+                other = i;
+        }
+        if (!waiting)
+            break;
+        if (done || other >= 0) {
+            if (done)
+                snprintf(err, errlen,
+                         "simt: barrier divergence in block %lld: %d of %d threads returned "
+                         "while thread %d waits at barrier %lld",
+                         (long long)block, done, nthreads, first, (long long)phase + 1);
+            else
+                snprintf(err, errlen,
+                         "simt: barrier divergence in block %lld: threads %d and %d wait at "
+                         "different barriers",
+                         (long long)block, first, other);
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < nthreads; i++)
+            s->f[i].state = F_READY;
+    }
+    s->k = NULL;
+    s->args = NULL;
+    return rc;
+}

@@ -1,0 +1,658 @@
+/* search/records.c: the records file, one measurement per JSON line.
+ *
+ * Tuning takes long and may be killed at any moment, so the file is only
+ * ever appended to, one whole line per write() on an O_APPEND descriptor,
+ * each followed by fdatasync: what was written before a kill is intact, and
+ * at worst the last line is cut short. Reading is the mirror image: every
+ * line stands alone, and one that is not a valid record of version 1
+ * (truncated, garbage, wrong types, out of range) is reported with its line
+ * number and skipped, never fatal. When the file does not end in a newline
+ * the next append starts on a fresh line so the cut line stays isolated.
+ *
+ * Records of this workload and target live in an arena; a hash table keyed
+ * by (stage, canonical micro-kernel, shape as a set of name=value pairs)
+ * answers "was this measured already?" in constant time, so a resumed run
+ * skips what it has. Micro-kernel strings are canonicalised (parsed and
+ * printed again) so spacing differences cannot defeat the lookup.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dietcode/passes.h"
+#include "dietcode/search.h"
+
+#define MAX_EXACT 9007199254740992.0 /* 2^53: larger integers are not exact in JSON doubles */
+
+struct SrchRecords {
+    Arena *arena;
+    const char *path, *fingerprint, *target;
+    int fd;
+    bool need_newline;  /* the file does not end in '\n' */
+    SrchRecord **recs;
+    int nrecs, cap;
+    int nforeign, ncorrupt;
+    SrchWarning warnings[SRCH_MAX_WARNINGS];
+    int nwarnings;
+    /* open addressing: slot holds record index + 1, 0 when empty */
+    int *slots;
+    uint64_t *hashes;
+    size_t nslots, nused;
+};
+
+static const char *const kind_names[] = {"trial", "select", "baseline"};
+
+const char *srch_record_kind_name(SrchRecordKind k)
+{
+    return (unsigned)k < 3 ? kind_names[k] : "?";
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* The canonical form of a micro-kernel string into buf; false if it does
+ * not parse. */
+static bool canon_mk(const char *s, char *buf, size_t n)
+{
+    MicroKernel mk;
+    int nsp;
+    if (!s || !pass_parse_microkernel(s, &mk, &nsp))
+        return false;
+    FILE *f = fmemopen(buf, n, "w");
+    if (!f)
+        return false;
+    ir_print_microkernel(f, &mk, nsp);
+    bool ok = !ferror(f) && ftell(f) < (long)n - 1;
+    fclose(f);
+    return ok;
+}
+
+static double median_of(const double *t, int n)
+{
+    double *s = malloc(sizeof *s * (size_t)n);
+    if (!s)
+        return t[0];
+    memcpy(s, t, sizeof *s * (size_t)n);
+    for (int i = 1; i < n; i++) /* insertion sort: repeats are few */
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double x = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = x;
+        }
+    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    free(s);
+    return m;
+}
+
+static bool exact_int(double x, double lo)
+{
+    return isfinite(x) && x == floor(x) && x >= lo && x <= MAX_EXACT;
+}
+
+/* Why rec cannot be a record (mk already checked by the caller), or NULL. */
+static const char *check_record(const SrchRecord *rec)
+{
+    if (!rec->stage || !*rec->stage)
+        return "empty stage";
+    if (rec->ndims < 0 || rec->ndims > SRCH_MAX_DIMS)
+        return "too many dims in shape";
+    for (int i = 0; i < rec->ndims; i++) {
+        if (!rec->dim_names[i] || !*rec->dim_names[i])
+            return "empty dim name in shape";
+        if (rec->dim_values[i] < 0 || (double)rec->dim_values[i] > MAX_EXACT)
+            return "shape value out of range";
+        for (int j = 0; j < i; j++)
+            if (strcmp(rec->dim_names[i], rec->dim_names[j]) == 0)
+                return "dim repeated in shape";
+    }
+    if (rec->ntimes < 1)
+        return "no times";
+    for (int i = 0; i < rec->ntimes; i++)
+        if (!isfinite(rec->times_ms[i]) || rec->times_ms[i] < 0)
+            return "time not a finite number >= 0";
+    if (!isfinite(rec->median_ms) || rec->median_ms < 0)
+        return "median not a finite number >= 0";
+    if ((unsigned)rec->kind > RK_BASELINE)
+        return "unknown kind";
+    if (rec->trial < 0 || (double)rec->trial > MAX_EXACT)
+        return "trial index out of range";
+    if (rec->ts < 0 || (double)rec->ts > MAX_EXACT)
+        return "timestamp out of range";
+    return NULL;
+}
+
+/* ---- hash table ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t key_hash(const char *stage, const char *mk, int ndims,
+                         const char *const *names, const int64_t *values)
+{
+    uint64_t h = 14695981039346656037ull;
+    h = fnv(h, stage, strlen(stage) + 1);
+    h = fnv(h, mk, strlen(mk) + 1);
+    /* a set of pairs: combine their hashes order-independently */
+    uint64_t sum = 0;
+    for (int i = 0; i < ndims; i++) {
+        uint64_t d = fnv(14695981039346656037ull, names[i], strlen(names[i]) + 1);
+        d = fnv(d, &values[i], sizeof values[i]);
+        d ^= d >> 29;
+        d *= 0xbf58476d1ce4e5b9ull;
+        d ^= d >> 32;
+        sum += d;
+    }
+    h = fnv(h, &sum, sizeof sum);
+    h = fnv(h, &ndims, sizeof ndims);
+    return h;
+}
+
+static bool key_equal(const SrchRecord *r, const char *stage, const char *mk, int ndims,
+                      const char *const *names, const int64_t *values)
+{
+    if (r->ndims != ndims || strcmp(r->stage, stage) != 0 || strcmp(r->mk, mk) != 0)
+        return false;
+    for (int i = 0; i < ndims; i++) {
+        int j = 0;
+        while (j < ndims && strcmp(r->dim_names[j], names[i]) != 0)
+            j++;
+        if (j == ndims || r->dim_values[j] != values[i])
+            return false;
+    }
+    return true;
+}
+
+/* The slot holding an equal key, or the empty slot where it would go. */
+static size_t find_slot(const SrchRecords *r, uint64_t h, const char *stage, const char *mk,
+                        int ndims, const char *const *names, const int64_t *values)
+{
+    size_t mask = r->nslots - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        int s = r->slots[i];
+        if (!s)
+            return i;
+        if (r->hashes[i] == h &&
+            key_equal(r->recs[s - 1], stage, mk, ndims, names, values))
+            return i;
+    }
+}
+
+static void table_insert(SrchRecords *r, int idx);
+
+static void table_grow(SrchRecords *r)
+{
+    int *old = r->slots;
+    uint64_t *oldh = r->hashes;
+    size_t oldn = r->nslots;
+    r->nslots = oldn ? oldn * 2 : 1024;
+    r->slots = calloc(r->nslots, sizeof *r->slots);
+    r->hashes = calloc(r->nslots, sizeof *r->hashes);
+    if (!r->slots || !r->hashes)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    r->nused = 0;
+    for (size_t i = 0; i < oldn; i++)
+        if (old[i])
+            table_insert(r, old[i] - 1);
+    free(old);
+    free(oldh);
+}
+
+/* Makes recs[idx] the answer for its key (the latest measurement wins). */
+static void table_insert(SrchRecords *r, int idx)
+{
+    if ((r->nused + 1) * 2 > r->nslots)
+        table_grow(r);
+    const SrchRecord *rec = r->recs[idx];
+    uint64_t h = key_hash(rec->stage, rec->mk, rec->ndims, rec->dim_names, rec->dim_values);
+    size_t i = find_slot(r, h, rec->stage, rec->mk, rec->ndims, rec->dim_names,
+                         rec->dim_values);
+    if (!r->slots[i])
+        r->nused++;
+    r->slots[i] = idx + 1;
+    r->hashes[i] = h;
+}
+
+/* Copies rec (mk in canonical form) into the arena and indexes it. */
+static void store(SrchRecords *r, const SrchRecord *rec, const char *mk)
+{
+    Arena *a = r->arena;
+    SrchRecord *c = IR_NEW(a, SrchRecord);
+    *c = *rec;
+    c->stage = ir_arena_strdup(a, rec->stage);
+    c->mk = ir_arena_strdup(a, mk);
+    c->dim_names = IR_NEWN(a, const char *, rec->ndims > 0 ? rec->ndims : 1);
+    c->dim_values = IR_NEWN(a, int64_t, rec->ndims > 0 ? rec->ndims : 1);
+    for (int i = 0; i < rec->ndims; i++) {
+        c->dim_names[i] = ir_arena_strdup(a, rec->dim_names[i]);
+        c->dim_values[i] = rec->dim_values[i];
+    }
+    c->times_ms = IR_NEWN(a, double, rec->ntimes);
+    memcpy(c->times_ms, rec->times_ms, sizeof(double) * (size_t)rec->ntimes);
+    if (r->nrecs == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 256;
+        SrchRecord **n = realloc(r->recs, sizeof *n * (size_t)r->cap);
+        if (!n)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        r->recs = n;
+    }
+    r->recs[r->nrecs] = c;
+    table_insert(r, r->nrecs++);
+}
+
+/* ---- reading ---- */
+
+static void warn(SrchRecords *r, int64_t line, const char *reason)
+{
+    r->ncorrupt++;
+    if (r->nwarnings == SRCH_MAX_WARNINGS)
+        return;
+    SrchWarning *w = &r->warnings[r->nwarnings++];
+    w->line = line;
+    w->msg = ir_arena_printf(r->arena, "%s:%lld: %s", r->path, (long long)line, reason);
+}
+
+static const char *get_string(const cJSON *o, const char *name, const char **out)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!x)
+        return "missing field";
+    if (!cJSON_IsString(x) || !x->valuestring)
+        return "field is not a string";
+    *out = x->valuestring;
+    return NULL;
+}
+
+static const char *get_int(const cJSON *o, const char *name, int64_t *out)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!x)
+        return "missing field";
+    if (!cJSON_IsNumber(x))
+        return "field is not a number";
+    if (!exact_int(x->valuedouble, 0))
+        return "field is not an integer in 0..2^53";
+    *out = (int64_t)x->valuedouble;
+    return NULL;
+}
+
+/* Decodes the rest of a record of ours into rec (strings point into o,
+ * times into *times, which the caller frees). Returns the reason it is not
+ * a record, in reason[], or NULL. */
+static const char *decode(const cJSON *o, SrchRecord *rec, const char **names, int64_t *values,
+                          double **times, char *reason, size_t rlen)
+{
+    static const char *const fields[] = {"stage", "mk", "kind", "trial", "ts"};
+    const char *why = NULL, *kind = NULL;
+    int f = 0;
+    if ((why = get_string(o, fields[f = 0], &rec->stage)) ||
+        (why = get_string(o, fields[f = 1], &rec->mk)) ||
+        (why = get_string(o, fields[f = 2], &kind)) ||
+        (why = get_int(o, fields[f = 3], &rec->trial)) ||
+        (why = get_int(o, fields[f = 4], &rec->ts))) {
+        snprintf(reason, rlen, "%s \"%s\"", why, fields[f]);
+        return reason;
+    }
+    int k = 0;
+    while (k < 3 && strcmp(kind, kind_names[k]) != 0)
+        k++;
+    if (k == 3)
+        return "unknown \"kind\"";
+    rec->kind = (SrchRecordKind)k;
+
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+    if (!cJSON_IsObject(shape))
+        return shape ? "field \"shape\" is not an object" : "missing field \"shape\"";
+    rec->ndims = 0;
+    for (const cJSON *d = shape->child; d; d = d->next) {
+        if (rec->ndims == SRCH_MAX_DIMS)
+            return "too many dims in \"shape\"";
+        if (!d->string || !cJSON_IsNumber(d))
+            return "a dim of \"shape\" is not a number";
+        if (!exact_int(d->valuedouble, 0))
+            return "a dim of \"shape\" is not an integer in 0..2^53";
+        names[rec->ndims] = d->string;
+        values[rec->ndims++] = (int64_t)d->valuedouble;
+    }
+
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "times_ms");
+    if (!cJSON_IsArray(t))
+        return t ? "field \"times_ms\" is not an array" : "missing field \"times_ms\"";
+    int n = cJSON_GetArraySize(t);
+    if (n < 1)
+        return "field \"times_ms\" is empty";
+    *times = malloc(sizeof **times * (size_t)n);
+    if (!*times)
+        return "out of memory";
+    rec->ntimes = 0;
+    for (const cJSON *x = t->child; x && rec->ntimes < n; x = x->next) {
+        if (!cJSON_IsNumber(x))
+            return "an entry of \"times_ms\" is not a number";
+        (*times)[rec->ntimes++] = x->valuedouble;
+    }
+    rec->times_ms = *times;
+
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "median_ms");
+    if (!cJSON_IsNumber(m))
+        return m ? "field \"median_ms\" is not a number" : "missing field \"median_ms\"";
+    rec->median_ms = m->valuedouble;
+    return NULL;
+}
+
+static bool blank(const char *s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
+        s++;
+    return !*s;
+}
+
+/* One line of the file (NUL-terminated, no newline). */
+static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last_cut)
+{
+    if (blank(buf))
+        return;
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithOpts(buf, &end, 0);
+    if (!o) {
+        warn(r, lineno, last_cut ? "truncated last line (no newline at end of file)"
+                                 : "not valid JSON");
+        return;
+    }
+    char reason[128];
+    const char *why = NULL;
+    SrchRecord rec = {0};
+    const char *names[SRCH_MAX_DIMS];
+    int64_t values[SRCH_MAX_DIMS];
+    double *times = NULL;
+    const char *fp = NULL, *tg = NULL;
+    char mk[512];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v");
+    if (!blank(end))
+        why = "text after the JSON value";
+    else if (!cJSON_IsObject(o))
+        why = "not a JSON object";
+    else if (!v)
+        why = "missing field \"v\"";
+    else if (!cJSON_IsNumber(v))
+        why = "field \"v\" is not a number";
+    else if (v->valuedouble != 1)
+        why = "unsupported record version (this dcc reads version 1)";
+    else if ((why = get_string(o, "workload", &fp)) || (why = get_string(o, "target", &tg))) {
+        snprintf(reason, sizeof reason, "%s \"%s\"", why, fp ? "target" : "workload");
+        why = reason;
+    } else if (strcmp(fp, r->fingerprint) != 0 || strcmp(tg, r->target) != 0) {
+        r->nforeign++;
+    } else if (!(why = decode(o, &rec, names, values, &times, reason, sizeof reason))) {
+        rec.dim_names = names;
+        rec.dim_values = values;
+        if (!(why = check_record(&rec))) {
+            if (!canon_mk(rec.mk, mk, sizeof mk))
+                why = "field \"mk\" is not a micro-kernel";
+            else
+                store(r, &rec, mk);
+        }
+    }
+    if (why)
+        warn(r, lineno, why);
+    free(times);
+    cJSON_Delete(o);
+}
+
+/* Reads every line of f. Returns false on a read error. */
+static bool read_all(SrchRecords *r, FILE *f)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return false;
+    int64_t lineno = 1;
+    bool toolong = false, nul = false;
+    int c, lastc = '\n';
+    for (;;) {
+        c = getc_unlocked(f);
+        if (c == EOF || c == '\n') {
+            if (c == EOF && len == 0 && !toolong && !nul)
+                break;
+            buf[len] = 0;
+            if (toolong)
+                warn(r, lineno, "line longer than 1 MiB");
+            else if (nul)
+                warn(r, lineno, "NUL byte in line");
+            else
+                read_line(r, lineno, buf, c == EOF);
+            if (c == EOF)
+                break;
+            lastc = c;
+            lineno++;
+            len = 0;
+            toolong = nul = false;
+            continue;
+        }
+        lastc = c;
+        if (c == 0)
+            nul = true;
+        if (toolong)
+            continue;
+        if (len + 1 >= (size_t)SRCH_MAX_LINE) {
+            toolong = true;
+            continue;
+        }
+        if (len + 1 >= cap) {
+            char *n = realloc(buf, cap *= 2);
+            if (!n) {
+                free(buf);
+                return false;
+            }
+            buf = n;
+        }
+        buf[len++] = (char)c;
+    }
+    free(buf);
+    r->need_newline = lastc != '\n';
+    return !ferror(f);
+}
+
+SrchRecords *srch_records_open(const char *path, const char *fingerprint, const char *target,
+                               char *err, size_t errlen)
+{
+    if (!path || !fingerprint || !target) {
+        seterr(err, errlen, "records: no path, fingerprint or target");
+        return NULL;
+    }
+    SrchRecords *r = calloc(1, sizeof *r);
+    if (!r) {
+        seterr(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    r->arena = ir_arena_new();
+    r->path = ir_arena_strdup(r->arena, path);
+    r->fingerprint = ir_arena_strdup(r->arena, fingerprint);
+    r->target = ir_arena_strdup(r->arena, target);
+    r->fd = -1;
+    table_grow(r);
+
+    /* O_NONBLOCK so a FIFO cannot hang the open; only regular files are read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT) {
+        seterr(err, errlen, "%s: cannot open records: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            seterr(err, errlen, "%s: records file is not a regular file", path);
+            close(fd);
+            goto fail;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        FILE *f = fdopen(fd, "rb");
+        if (!f) {
+            seterr(err, errlen, "%s: cannot read records: %s", path, strerror(errno));
+            close(fd);
+            goto fail;
+        }
+        bool ok = read_all(r, f);
+        int e = errno;
+        fclose(f);
+        if (!ok) {
+            seterr(err, errlen, "%s: cannot read records: %s", path, strerror(e));
+            goto fail;
+        }
+    }
+    r->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (r->fd < 0) {
+        seterr(err, errlen, "%s: cannot open records for appending: %s", path, strerror(errno));
+        goto fail;
+    }
+    return r;
+fail:
+    srch_records_close(r);
+    return NULL;
+}
+
+/* ---- writing ---- */
+
+static bool write_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        s += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t errlen)
+{
+    SrchRecord rec = *in;
+    char mk[512];
+    const char *why = NULL;
+    rec.median_ms = rec.ntimes >= 1 && rec.times_ms ? median_of(rec.times_ms, rec.ntimes) : 0;
+    if (!rec.ts)
+        rec.ts = (int64_t)time(NULL);
+    if (rec.ndims > 0 && (!rec.dim_names || !rec.dim_values))
+        why = "shape without names or values";
+    else if (rec.ntimes > 0 && !rec.times_ms)
+        why = "no times";
+    else if (!(why = check_record(&rec)) && !canon_mk(rec.mk, mk, sizeof mk))
+        why = "not a micro-kernel";
+    if (why) {
+        seterr(err, errlen, "%s: cannot record a measurement: %s", r->path, why);
+        return false;
+    }
+
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "v", 1);
+    cJSON_AddStringToObject(o, "workload", r->fingerprint);
+    cJSON_AddStringToObject(o, "target", r->target);
+    cJSON_AddStringToObject(o, "stage", rec.stage);
+    cJSON_AddStringToObject(o, "mk", mk);
+    cJSON *shape = cJSON_AddObjectToObject(o, "shape");
+    for (int i = 0; i < rec.ndims; i++)
+        cJSON_AddNumberToObject(shape, rec.dim_names[i], (double)rec.dim_values[i]);
+    cJSON_AddStringToObject(o, "kind", kind_names[rec.kind]);
+    cJSON_AddNumberToObject(o, "trial", (double)rec.trial);
+    cJSON_AddItemToObject(o, "times_ms", cJSON_CreateDoubleArray(rec.times_ms, rec.ntimes));
+    cJSON_AddNumberToObject(o, "median_ms", rec.median_ms);
+    cJSON_AddNumberToObject(o, "ts", (double)rec.ts);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text) {
+        seterr(err, errlen, "%s: out of memory", r->path);
+        return false;
+    }
+    size_t n = strlen(text);
+    char *line = malloc(n + 3);
+    if (!line) {
+        free(text);
+        seterr(err, errlen, "%s: out of memory", r->path);
+        return false;
+    }
+    size_t off = 0;
+    if (r->need_newline)
+        line[off++] = '\n';
+    memcpy(line + off, text, n);
+    off += n;
+    line[off++] = '\n';
+    free(text);
+    bool ok = write_all(r->fd, line, off) && fdatasync(r->fd) == 0;
+    int e = errno;
+    free(line);
+    if (!ok) {
+        r->need_newline = true; /* a part may have been written */
+        seterr(err, errlen, "%s: cannot write record: %s", r->path, strerror(e));
+        return false;
+    }
+    r->need_newline = false;
+    store(r, &rec, mk);
+    return true;
+}
+
+/* ---- lookups ---- */
+
+const SrchRecord *srch_records_find(const SrchRecords *r, const char *stage, const char *mk,
+                                    int ndims, const char *const *dim_names,
+                                    const int64_t *dim_values)
+{
+    char c[512];
+    if (!stage || !canon_mk(mk, c, sizeof c) || ndims < 0 || ndims > SRCH_MAX_DIMS)
+        return NULL;
+    for (int i = 0; i < ndims; i++)
+        if (!dim_names[i])
+            return NULL;
+    uint64_t h = key_hash(stage, c, ndims, dim_names, dim_values);
+    size_t i = find_slot(r, h, stage, c, ndims, dim_names, dim_values);
+    return r->slots[i] ? r->recs[r->slots[i] - 1] : NULL;
+}
+
+int srch_records_count(const SrchRecords *r) { return r->nrecs; }
+int srch_records_nforeign(const SrchRecords *r) { return r->nforeign; }
+int srch_records_ncorrupt(const SrchRecords *r) { return r->ncorrupt; }
+int srch_records_nwarnings(const SrchRecords *r) { return r->nwarnings; }
+
+const SrchRecord *srch_records_at(const SrchRecords *r, int i)
+{
+    return i >= 0 && i < r->nrecs ? r->recs[i] : NULL;
+}
+
+const SrchWarning *srch_records_warning(const SrchRecords *r, int i)
+{
+    return i >= 0 && i < r->nwarnings ? &r->warnings[i] : NULL;
+}
+
+void srch_records_close(SrchRecords *r)
+{
+    if (!r)
+        return;
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r->recs);
+    free(r->slots);
+    free(r->hashes);
+    ir_arena_destroy(r->arena);
+    free(r);
+}

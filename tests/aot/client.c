@@ -1,0 +1,123 @@
+/* An AOT client test: calls a dcc-generated PROG_run (linked from the
+ * object, with libdcrt.a only) and compares its output with the reference
+ * interpreter's, which run.sh wrote with `dcc run --target=reference`.
+ *
+ *     client T REF.npy   inputs from the seeded generator dcc run uses
+ *                        (seed 1, one stream per tensor name); exit 1 on a
+ *                        mismatch
+ *     client --errors    checks the error codes: a dim below LO, NULL
+ *
+ * Built once per program: -DPROG_SOFTMAX (examples/softmax.tex, whose M
+ * and Z are intermediates the object allocates) or -DPROG_LINEAR
+ * (tests/golden/accept/linear_bias.tex, a dense layer with bias).
+ */
+#include "dietcode/runtime.h"
+
+#if defined(PROG_SOFTMAX)
+#include "softmax.h"
+#elif defined(PROG_LINEAR)
+#include "linear_bias.h"
+#else
+#error "define PROG_SOFTMAX or PROG_LINEAR"
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *input(const char *name, int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof *p);
+    if (!p)
+        exit(2);
+    rt_rng_fill(1, rt_rng_hash(name), p, (size_t)n);
+    return p;
+}
+
+static int run(int64_t T, float **out, int64_t *n)
+{
+#if defined(PROG_SOFTMAX)
+    *n = T * 1000;
+    float *X = input("X", T * 1000);
+    *out = calloc((size_t)*n, sizeof **out);
+    int rc = softmax_run(T, X, *out);
+    free(X);
+#else
+    *n = T * 192;
+    float *X = input("X", T * 64), *W = input("W", 192 * 64), *b = input("b", 192);
+    *out = calloc((size_t)*n, sizeof **out);
+    int rc = linear_bias_run(T, X, W, b, *out);
+    free(X);
+    free(W);
+    free(b);
+#endif
+    return rc;
+}
+
+static int check_errors(void)
+{
+    int bad = 0;
+#if defined(PROG_SOFTMAX)
+    float x[1000] = {0}, p[1000];
+    int rc0 = softmax_run(0, x, p), rcn = softmax_run(1, x, NULL), rc1 = softmax_run(1, x, p);
+#else
+    static float x[64], w[192 * 64], b[192], y[192];
+    int rc0 = linear_bias_run(0, x, w, b, y), rcn = linear_bias_run(1, NULL, w, b, y),
+        rc1 = linear_bias_run(1, x, w, b, y);
+#endif
+    if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER || rc1 != DCRT_OK) {
+        fprintf(stderr, "error codes: T=0 gave %d, NULL gave %d, T=1 gave %d\n", rc0, rcn, rc1);
+        bad = 1;
+    }
+    if (strcmp(dcrt_error_string(DCRT_OK), "success") != 0 || !dcrt_error_string(12345)) {
+        fprintf(stderr, "dcrt_error_string is wrong\n");
+        bad = 1;
+    }
+    printf("T=0: %s\n", dcrt_error_string(rc0));
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--errors") == 0)
+        return check_errors();
+    if (argc != 3) {
+        fprintf(stderr, "usage: client T REF.npy | client --errors\n");
+        return 2;
+    }
+    int64_t T = atoll(argv[1]), n;
+    float *out;
+    int rc = run(T, &out, &n);
+    if (rc != DCRT_OK) {
+        fprintf(stderr, "T=%lld: run failed: %s\n", (long long)T, dcrt_error_string(rc));
+        return 1;
+    }
+    RtArray ref;
+    char err[512];
+    if (rt_npy_read(argv[2], &ref, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (rt_array_numel(&ref) != n) {
+        fprintf(stderr, "T=%lld: reference has %lld elements, expected %lld\n", (long long)T,
+                (long long)rt_array_numel(&ref), (long long)n);
+        return 1;
+    }
+    double scale = 0, maxerr = 0, sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(ref.data[i]));
+    int64_t nbad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)out[i] - ref.data[i]);
+        maxerr = fmax(maxerr, d);
+        sum += out[i];
+        if (!(d <= 1e-5 * (scale + 1) + 1e-3 * fabs(ref.data[i])))
+            nbad++;
+    }
+    printf("T=%lld: %lld elements, checksum %.6f, max abs error %.3g, %lld mismatches\n",
+           (long long)T, (long long)n, sum, maxerr, (long long)nbad);
+    rt_array_free(&ref);
+    free(out);
+    return nbad ? 1 : 0;
+}

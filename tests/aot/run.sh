@@ -1,0 +1,23 @@
+#!/bin/sh
+# aot.cpu: compiles PROG.tex to an object and a header with dcc, builds
+# tests/aot/client.c against them with libdcrt.a and -lpthread -lm -ldl
+# only (no LLVM), runs it for several T (inside and above the declared
+# range, not multiples of any tile) and compares with the reference.
+#   run.sh DCC CC LIBDCRT SRCDIR PROG.tex DEFINE T...
+set -eu
+dcc=$1 cc=$2 lib=$3 src=$4 prog=$5 def=$6
+shift 6
+name=$(basename "$prog" .tex)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$dcc" "$prog" --emit=obj,header -o "$work/$name"
+test -s "$work/$name.o" && test -s "$work/$name.h"
+"$cc" -std=c11 -Wall -Wextra -Werror -D"$def" -I"$work" -I"$src/include" \
+    "$src/tests/aot/client.c" "$work/$name.o" "$lib" -lpthread -lm -ldl -o "$work/client"
+"$work/client" --errors
+out=$(grep '^output' "$prog" | sed 's/^output *\([A-Za-z_0-9]*\).*/\1/')
+for T in "$@"; do
+    "$dcc" run "$prog" --target=reference --set T="$T" --output "$out=$work/ref.npy"
+    "$work/client" "$T" "$work/ref.npy"
+done
+echo "aot: $name ok"

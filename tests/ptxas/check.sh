@@ -1,0 +1,76 @@
+#!/bin/sh
+# PTX validity: every example and every accepted golden program, compiled
+# with `dcc --emit=ptx` (libdevice math, and approximate math with
+# --no-libdevice), must be accepted by ptxas for sm_80 and sm_90 (sm_80
+# PTX is valid input for sm_90). `ptxas -v` is parsed per kernel (each
+# field by its own token: they are optional and unordered) into a table of
+# registers, shared memory and spills; any spill of these default-schedule
+# kernels fails the test.
+#
+# usage: check.sh DCC SOURCE_DIR [PTXAS]   exit 77 (skipped) without ptxas
+set -u
+dcc=$1
+src=$2
+ptxas=${3:-/usr/local/cuda/bin/ptxas}
+if [ ! -x "$ptxas" ]; then
+    echo "skipped: ptxas not found ($ptxas)"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+table=$tmp/table
+printf '%-28s %-22s %-6s %5s %6s %6s %6s %s\n' program kernel arch regs smem spillst spillld math >"$table"
+for prog in "$src"/examples/*.tex "$src"/tests/golden/accept/*.tex; do
+    name=$(basename "$prog" .tex)
+    for math in libdevice approx; do
+        flag=
+        [ "$math" = approx ] && flag=--no-libdevice
+        ptx=$tmp/$name.$math.ptx
+        if ! "$dcc" "$prog" --emit=ptx --arch=sm_80 $flag -o "$ptx" 2>"$tmp/err"; then
+            echo "FAIL: dcc --emit=ptx $flag $prog:"; cat "$tmp/err"
+            fail=1
+            continue
+        fi
+        for arch in sm_80 sm_90; do
+            log=$tmp/$name.$math.$arch.log
+            if ! "$ptxas" -arch=$arch -v "$ptx" -o "$tmp/out.cubin" >"$log" 2>&1; then
+                echo "FAIL: ptxas -arch=$arch rejects the PTX of $prog ($math):"
+                cat "$log"
+                fail=1
+                continue
+            fi
+            awk -v prog="$name" -v arch="$arch" -v math="$math" '
+                function num(re,   s) {
+                    if (match($0, re)) { s = substr($0, RSTART, RLENGTH); sub(/ .*/, "", s); return s }
+                    return ""
+                }
+                function flush() {
+                    if (k != "") printf "%-28s %-22s %-6s %5s %6s %6s %6s %s\n", prog, k, arch, regs, smem, st, ld, math
+                }
+                /Compiling entry function/ {
+                    flush(); k = $0; sub(/.*function \047/, "", k); sub(/\047.*/, "", k)
+                    regs = 0; smem = 0; st = 0; ld = 0; next
+                }
+                { v = num("[0-9]+ registers"); if (v != "") regs = v
+                  v = num("[0-9]+ bytes smem"); if (v != "") smem = v
+                  v = num("[0-9]+ bytes spill stores"); if (v != "") st = v
+                  v = num("[0-9]+ bytes spill loads"); if (v != "") ld = v }
+                END { flush() }' "$log" >>"$table"
+        done
+    done
+done
+cat "$table"
+spills=$(awk 'NR > 1 && ($6 > 0 || $7 > 0)' "$table")
+if [ -n "$spills" ]; then
+    echo "FAIL: default kernels spill registers:"
+    echo "$spills"
+    fail=1
+fi
+rows=$(awk 'NR > 1' "$table" | wc -l)
+if [ "$rows" -eq 0 ]; then
+    echo "FAIL: no kernel was compiled"
+    fail=1
+fi
+[ $fail -eq 0 ] && echo "ptxas: $rows kernel builds accepted, no spills"
+exit $fail

@@ -1,0 +1,143 @@
+/* tests/unit/test_cuda_runtime.c: the CUDA driver runtime (runtime/cuda.c)
+ * and the AOT error strings (runtime/dcrt.c).
+ *
+ * Needs: nothing. Without a driver or device (this project's build
+ * machines) every entry point must return DCRT_ERR_NO_DRIVER or
+ * DCRT_ERR_NO_DEVICE with a one-line message and no crash; the GPU tests
+ * then report themselves skipped. With a GPU it loads a hand-written PTX
+ * kernel, runs it, times it with events, and checks that bad PTX is
+ * rejected with the JIT's log in the message.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dietcode/runtime.h"
+
+/* y[i] += 1 for i < n, one thread per element. */
+static const char add_one_ptx[] =
+    ".version 7.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry add_one(.param .u64 p, .param .u32 n)\n"
+    "{\n"
+    "  .reg .pred %p<2>;\n  .reg .b32 %r<6>;\n  .reg .f32 %f<3>;\n  .reg .b64 %rd<5>;\n"
+    "  ld.param.u64 %rd1, [p];\n  ld.param.u32 %r1, [n];\n"
+    "  mov.u32 %r2, %ctaid.x;\n  mov.u32 %r3, %ntid.x;\n  mov.u32 %r4, %tid.x;\n"
+    "  mad.lo.s32 %r5, %r2, %r3, %r4;\n"
+    "  setp.ge.u32 %p1, %r5, %r1;\n  @%p1 bra DONE;\n"
+    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r5, 4;\n"
+    "  add.s64 %rd4, %rd2, %rd3;\n  ld.global.f32 %f1, [%rd4];\n"
+    "  add.f32 %f2, %f1, 0f3F800000;\n  st.global.f32 [%rd4], %f2;\n"
+    "DONE:\n  ret;\n}\n";
+
+static void error_strings(void **state)
+{
+    (void)state;
+    assert_string_equal(dcrt_error_string(DCRT_OK), "success");
+    for (int c = 1; c <= DCRT_ERR_MODULE; c++) {
+        const char *s = dcrt_error_string(c);
+        assert_non_null(s);
+        assert_string_not_equal(s, "unknown error code");
+        assert_null(strchr(s, '\n'));
+    }
+    assert_string_equal(dcrt_error_string(-1), "unknown error code");
+    assert_string_equal(dcrt_error_string(DCRT_ERR_NO_DRIVER), "no CUDA driver found (libcuda.so.1)");
+}
+
+/* Whether a GPU is usable; without one, checks the "no GPU" contract. */
+static bool have_gpu(void)
+{
+    char err[512] = "";
+    int rc = rt_cuda_init(err, sizeof err);
+    if (rc == DCRT_OK)
+        return true;
+    assert_true(rt_cuda_is_no_gpu(rc));
+    assert_true(strncmp(err, "no CUDA", 7) == 0);
+    assert_null(strchr(err, '\n'));
+    /* every entry point gives the same answer, again and again */
+    char err2[512] = "";
+    RtCuModule *m = (RtCuModule *)1;
+    assert_int_equal(rt_cuda_load_module(add_one_ptx, &m, err2, sizeof err2), rc);
+    assert_null(m);
+    assert_string_equal(err2, err);
+    uint64_t p = 1;
+    assert_int_equal(rt_cuda_alloc(&p, 16, NULL, 0), rc);
+    RtCuTimer *t = NULL;
+    assert_int_equal(rt_cuda_timer_new(&t, NULL, 0), rc);
+    RtCudaDeviceInfo info;
+    assert_int_equal(rt_cuda_device_info(&info, NULL, 0), rc);
+    return false;
+}
+
+static void no_gpu_is_clean(void **state)
+{
+    (void)state;
+    if (have_gpu())
+        skip(); /* a GPU is present: the no-driver path cannot be reached */
+}
+
+static void run_ptx(void **state)
+{
+    (void)state;
+    if (!have_gpu()) {
+        printf("skipped: no CUDA driver or device\n");
+        skip();
+    }
+    char err[8192];
+    RtCudaDeviceInfo info;
+    assert_int_equal(rt_cuda_device_info(&info, err, sizeof err), DCRT_OK);
+    assert_true(info.sm_major >= 7 && info.nsm > 0);
+    RtCuModule *m = NULL;
+    RtCuFunction *fn = NULL;
+    assert_int_equal(rt_cuda_load_module(add_one_ptx, &m, err, sizeof err), DCRT_OK);
+    assert_int_equal(rt_cuda_get_function(m, "add_one", &fn, err, sizeof err), DCRT_OK);
+    enum { N = 1000 };
+    float h[N];
+    for (int i = 0; i < N; i++)
+        h[i] = (float)i;
+    uint64_t d = 0;
+    assert_int_equal(rt_cuda_alloc(&d, sizeof h, err, sizeof err), DCRT_OK);
+    assert_int_equal(rt_cuda_copy_to_device(d, h, sizeof h, err, sizeof err), DCRT_OK);
+    unsigned n = N, grid[3] = {(N + 127) / 128, 1, 1}, block[3] = {128, 1, 1};
+    void *args[2] = {&d, &n};
+    RtCuTimer *t = NULL;
+    float ms = -1;
+    assert_int_equal(rt_cuda_timer_new(&t, err, sizeof err), DCRT_OK);
+    assert_int_equal(rt_cuda_timer_start(t, NULL, err, sizeof err), DCRT_OK);
+    assert_int_equal(rt_cuda_launch(fn, grid, block, 0, NULL, args, err, sizeof err), DCRT_OK);
+    assert_int_equal(rt_cuda_timer_stop(t, NULL, &ms, err, sizeof err), DCRT_OK);
+    assert_true(ms >= 0);
+    assert_int_equal(rt_cuda_sync(err, sizeof err), DCRT_OK);
+    assert_int_equal(rt_cuda_copy_to_host(h, d, sizeof h, err, sizeof err), DCRT_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(h[i] == (float)i + 1);
+    rt_cuda_timer_destroy(t);
+    rt_cuda_free(d);
+    rt_cuda_unload_module(m);
+
+    /* bad PTX: rejected, with the JIT's log in the message */
+    RtCuModule *bad = (RtCuModule *)1;
+    int rc = rt_cuda_load_module(".version 7.0\n.target sm_75\n.address_size 64\n"
+                                 ".visible .entry k() { bogus.instr; ret; }\n",
+                                 &bad, err, sizeof err);
+    assert_int_equal(rc, DCRT_ERR_MODULE);
+    assert_null(bad);
+    assert_non_null(strstr(err, "JIT log"));
+    printf("bad PTX: %s\n", err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(error_strings),
+        cmocka_unit_test(no_gpu_is_clean),
+        cmocka_unit_test(run_ptx),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,260 @@
+/* Unit tests of the NVPTX target (codegen/nvptx.c). None needs a GPU or
+ * the CUDA toolkit:
+ *
+ * - the math expansions used without libdevice (exp, log, tanh, erf, pow)
+ *   are built by the NVPTX math hook on the host CPU target (where exact
+ *   exp2/log2 stand in for ex2.approx/lg2.approx), run through MCJIT and
+ *   compared with the C library over dense ranges;
+ * - every example compiles to PTX for sm_80 and sm_90a, one entry per
+ *   kernel with its .maxntid, no calls left with approximate math;
+ * - unknown architectures are rejected with a message.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "dietcode/codegen.h"
+#include "dietcode/frontend.h"
+#include "dietcode/passes.h"
+
+#include <llvm-c/ExecutionEngine.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Compiled {
+    Arena *a;
+    TeProgram *p;
+    LoopProgram *lp;
+} Compiled;
+
+static Compiled compile_text(const char *path, const char *text, PassTarget kind)
+{
+    Compiled c = {.a = ir_arena_new()};
+    Source src = {.path = path, .text = text, .len = strlen(text)};
+    DiagList diags;
+    ir_diags_init(&diags, c.a, &src);
+    c.p = fe_compile(&src, fe_program_name(c.a, path), &diags);
+    if (!c.p)
+        ir_diags_print(&diags, stderr);
+    assert_non_null(c.p);
+    TargetInfo ti = pass_target_info(kind);
+    char err[512];
+    c.lp = pass_run_pipeline(c.p, NULL, &ti, &(PipelineOpts){.verify_each = true}, err, sizeof err);
+    if (!c.lp)
+        fprintf(stderr, "%s\n", err);
+    assert_non_null(c.lp);
+    return c;
+}
+
+static void compiled_free(Compiled *c)
+{
+    ir_te_destroy(c->p);
+    ir_arena_destroy(c->a);
+}
+
+/* ---- the approximations, on the host ---- */
+
+static const char *math_prog =
+    "dim N in 1..100000\n"
+    "input X[N] f32\n"
+    "input Q[N] f32\n"
+    "output E[i: N] = exp(X[i])\n"
+    "output L[i: N] = log(Q[i])\n"
+    "output H[i: N] = tanh(X[i])\n"
+    "output R[i: N] = erf(X[i])\n"
+    "output P[i: N] = pow(X[i], Q[i])\n";
+
+static double rel_err(double got, double want)
+{
+    if (isnan(want))
+        return isnan(got) ? 0 : INFINITY;
+    if (isinf(want))
+        return got == want ? 0 : INFINITY;
+    return fabs(got - want) / (fabs(want) + 1e-6);
+}
+
+static void test_approx_math_on_host(void **state)
+{
+    (void)state;
+    Compiled c = compile_text("approx.tex", math_prog, PT_CPU);
+    CgTarget t = *cg_target_cpu();
+    t.name = "nvptx-math-on-host";
+    t.math = cg_nvptx_approx_math;
+    char err[512];
+    LLVMContextRef cx = LLVMContextCreate();
+    LLVMModuleRef mod = cg_build_module(cx, &t, c.lp, true, err, sizeof err);
+    if (!mod)
+        fprintf(stderr, "%s\n", err);
+    assert_non_null(mod);
+    LLVMLinkInMCJIT();
+    struct LLVMMCJITCompilerOptions o;
+    LLVMInitializeMCJITCompilerOptions(&o, sizeof o);
+    LLVMExecutionEngineRef ee;
+    char *msg = NULL;
+    if (LLVMCreateMCJITCompilerForModule(&ee, mod, &o, sizeof o, &msg)) {
+        fprintf(stderr, "MCJIT: %s\n", msg);
+        fail();
+    }
+
+    enum { N = 40000 };
+    int64_t dims[1] = {N};
+    TeProgram *p = c.p;
+    float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+    for (int i = 0; i < p->ntensors; i++)
+        bufs[i] = calloc(N, sizeof(float));
+    float *x = bufs[ir_te_find(p, "X")->id], *q = bufs[ir_te_find(p, "Q")->id];
+    for (int i = 0; i < N; i++) {
+        /* x sweeps [-12, 12] densely, with exact integers every 100th
+         * point; q sweeps (0, 50] for log, and pow's exponents include
+         * integers (odd and even) and fractions */
+        x[i] = i % 100 == 0 ? (float)(i / 100 % 9) - 4.0f : -12.0f + 24.0f * (float)i / N;
+        q[i] = i % 3 == 0 ? (float)(i % 7) - 3.0f : 50.0f * (float)(i + 1) / N;
+    }
+    for (int k = 0; k < c.lp->nkernels; k++) {
+        const Kernel *kn = c.lp->kernels[k];
+        CgKernelFn fn = (CgKernelFn)(uintptr_t)LLVMGetFunctionAddress(ee, kn->name);
+        assert_non_null(fn);
+        int64_t nb = ir_eval_dims(kn->body->loop.var->extent, dims);
+        fn(dims, bufs, 0, nb);
+    }
+    struct {
+        const char *name;
+        double tol;
+    } outs[] = {{"E", 3e-6}, {"L", 3e-6}, {"H", 3e-6}, {"R", 5e-7}, {"P", 3e-5}};
+    for (size_t o2 = 0; o2 < sizeof outs / sizeof *outs; o2++) {
+        const float *y = bufs[ir_te_find(p, outs[o2].name)->id];
+        double worst = 0;
+        int at = 0;
+        for (int i = 0; i < N; i++) {
+            double want = 0;
+            switch (outs[o2].name[0]) {
+            case 'E': want = expf(x[i]); break;
+            case 'L': want = logf(q[i]); break;
+            case 'H': want = tanhf(x[i]); break;
+            case 'R': want = erff(x[i]); break;
+            case 'P': want = powf(x[i], q[i]); break;
+            }
+            /* erf's expansion has an absolute error bound */
+            double e = outs[o2].name[0] == 'R' ? fabs(y[i] - want) : rel_err(y[i], want);
+            if (!(e <= worst)) {
+                worst = e;
+                at = i;
+            }
+        }
+        printf("%s: worst error %.3g (bound %.3g) at x=%g q=%g\n", outs[o2].name, worst,
+               outs[o2].tol, x[at], q[at]);
+        assert_true(worst <= outs[o2].tol);
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        free(bufs[i]);
+    free(bufs);
+    LLVMDisposeExecutionEngine(ee);
+    LLVMContextDispose(cx);
+    compiled_free(&c);
+}
+
+/* ---- PTX for every example ---- */
+
+static int count(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static void test_examples_to_ptx(void **state)
+{
+    (void)state;
+    const char *srcdir = getenv("DC_SOURCE_DIR");
+    assert_non_null(srcdir);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/examples", srcdir);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int nprogs = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".tex") != 0)
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *text = read_file(path);
+        Compiled c = compile_text(path, text, PT_GPU);
+        const char *archs[] = {"sm_80", "sm_90a"};
+        for (int a = 0; a < 2; a++) {
+            for (int lib = 0; lib < 2; lib++) {
+                char err[512];
+                char *ptx = cg_emit_ptx_text_ex(c.lp, archs[a], lib, err, sizeof err);
+                if (!ptx)
+                    fprintf(stderr, "%s: %s\n", path, err);
+                assert_non_null(ptx);
+                assert_int_equal(count(ptx, ".visible .entry"), c.lp->nkernels);
+                assert_int_equal(count(ptx, ".maxntid"), c.lp->nkernels);
+                assert_non_null(strstr(ptx, archs[a]));
+                /* math is inlined: no function left to call */
+                assert_int_equal(count(ptx, "call.uni"), 0);
+                assert_int_equal(count(ptx, ".extern"), 0);
+                free(ptx);
+            }
+        }
+        char err[512];
+        char *ll = cg_emit_nvptx_llvm_text(c.lp, "sm_80", false, err, sizeof err);
+        assert_non_null(ll);
+        assert_int_equal(count(ll, "define ptx_kernel void @"), c.lp->nkernels);
+        free(ll);
+        compiled_free(&c);
+        free(text);
+        nprogs++;
+    }
+    closedir(d);
+    assert_true(nprogs >= 5);
+}
+
+static void test_arch_checks(void **state)
+{
+    (void)state;
+    assert_true(cg_nvptx_arch_valid("sm_80"));
+    assert_true(cg_nvptx_arch_valid("sm_90a"));
+    assert_false(cg_nvptx_arch_valid("sm_70"));
+    assert_false(cg_nvptx_arch_valid("sm_100"));
+    assert_null(cg_target_nvptx("sm_72", false));
+    const CgTarget *t = cg_target_nvptx(NULL, false);
+    assert_non_null(t);
+    assert_string_equal(t->cpu, "sm_80");
+    assert_non_null(t->barrier);
+    Compiled c = compile_text("a.tex", "dim N in 1..8\ninput X[N] f32\noutput Y[i: N] = X[i] * 2.0\n",
+                              PT_GPU);
+    char err[512] = "";
+    assert_null(cg_emit_ptx_text(c.lp, "sm_70", err, sizeof err));
+    assert_non_null(strstr(err, "sm_70"));
+    compiled_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_arch_checks),
+        cmocka_unit_test(test_approx_math_on_host),
+        cmocka_unit_test(test_examples_to_ptx),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

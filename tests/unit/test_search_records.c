@@ -1,0 +1,571 @@
+/* tests/unit/test_search_records.c: the tuning records file.
+ *
+ * Round trips through the file; a resumed run finds what was measured
+ * (whatever the dim order or micro-kernel spacing); damaged lines of every
+ * kind are reported with their line number and skipped while the good
+ * ones around them survive; lines of another workload or target are
+ * ignored; appending after a cut line keeps both; a child SIGKILLed while
+ * appending leaves every fully written record readable; random corruptions
+ * never crash; 100k records load and look up quickly. Scratch files live in
+ * a mkdtemp directory under DC_BUILD_DIR (or /tmp) that the teardown removes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dietcode/search.h"
+
+static char scratch[4096];
+static char path[4200];
+
+static int setup(void **state)
+{
+    const char *b = getenv("DC_BUILD_DIR");
+    snprintf(scratch, sizeof scratch, "%s/records-test-XXXXXX", b && *b ? b : "/tmp");
+    if (!mkdtemp(scratch))
+        return -1;
+    snprintf(path, sizeof path, "%s/records.jsonl", scratch);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    DIR *d = opendir(scratch);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[8400];
+        snprintf(p, sizeof p, "%s/%s", scratch, de->d_name);
+        unlink(p);
+        rmdir(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(scratch);
+    return 0;
+}
+
+static const char *const MK1 = "threads [4, 8] tile [6, 32] rchunk 256 unroll 1 vec 16";
+static const char *const MK2 = "threads [16, 16] tile [1, 4] rchunk 32 unroll 4 vec 4 along reduction staged";
+
+static const char *names2[] = {"M", "N"};
+
+static SrchRecord make_rec(const char *mk, int64_t m, int64_t n, double *times, int ntimes,
+                           SrchRecordKind kind, int64_t trial, int64_t *vals)
+{
+    vals[0] = m;
+    vals[1] = n;
+    return (SrchRecord){.stage = "C", .mk = mk, .ndims = 2, .dim_names = names2,
+                        .dim_values = vals, .ntimes = ntimes, .times_ms = times,
+                        .kind = kind, .trial = trial, .ts = 1700000000 + trial};
+}
+
+static SrchRecords *open_ok(const char *fp, const char *target)
+{
+    char err[512] = "";
+    SrchRecords *r = srch_records_open(path, fp, target, err, sizeof err);
+    if (!r)
+        fail_msg("open: %s", err);
+    return r;
+}
+
+static void write_file(const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+}
+
+static char *slurp(size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return s;
+}
+
+static void append_ok(SrchRecords *r, const SrchRecord *rec)
+{
+    char err[512] = "";
+    if (!srch_records_append(r, rec, err, sizeof err))
+        fail_msg("append: %s", err);
+}
+
+/* One good record line of workload fp and target tg, trial t. */
+static void good_line(char *buf, size_t n, const char *fp, const char *tg, int t)
+{
+    snprintf(buf, n,
+             "{\"v\":1,\"workload\":\"%s\",\"target\":\"%s\",\"stage\":\"C\",\"mk\":\"%s\","
+             "\"shape\":{\"M\":%d,\"N\":768},\"kind\":\"trial\",\"trial\":%d,"
+             "\"times_ms\":[1.5,1.25,2],\"median_ms\":1.5,\"ts\":1700000000}\n",
+             fp, tg, MK1, 16 + t, t);
+}
+
+static void test_round_trip(void **state)
+{
+    SrchRecords *r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 0);
+    double t1[] = {0.5, 0.25, 0.75}, t2[] = {3.0, 1.0}, t3[] = {0.1};
+    int64_t v1[2], v2[2], v3[2];
+    SrchRecord a = make_rec(MK1, 128, 768, t1, 3, RK_TRIAL, 0, v1);
+    SrchRecord b = make_rec(MK2, 1, 3072, t2, 2, RK_SELECT, 1, v2);
+    SrchRecord c = make_rec(MK1, 7, 9, t3, 1, RK_BASELINE, 2, v3);
+    append_ok(r, &a);
+    append_ok(r, &b);
+    append_ok(r, &c);
+    assert_int_equal(srch_records_count(r), 3);
+    srch_records_close(r);
+
+    /* every line is one compact JSON object of version 1 */
+    size_t len;
+    char *text = slurp(&len);
+    int lines = 0;
+    for (char *p = text, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+        *nl = 0;
+        cJSON *o = cJSON_Parse(p);
+        assert_non_null(o);
+        assert_int_equal(cJSON_GetObjectItem(o, "v")->valueint, 1);
+        assert_string_equal(cJSON_GetObjectItem(o, "workload")->valuestring, "wl1");
+        assert_string_equal(cJSON_GetObjectItem(o, "target")->valuestring, "cpu");
+        assert_true(cJSON_IsObject(cJSON_GetObjectItem(o, "shape")));
+        cJSON_Delete(o);
+        lines++;
+    }
+    assert_int_equal(lines, 3);
+    free(text);
+
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 3);
+    assert_int_equal(srch_records_ncorrupt(r), 0);
+    assert_int_equal(srch_records_nforeign(r), 0);
+    const SrchRecord *x = srch_records_at(r, 0);
+    assert_string_equal(x->stage, "C");
+    assert_string_equal(x->mk, MK1);
+    assert_int_equal(x->ndims, 2);
+    assert_string_equal(x->dim_names[0], "M");
+    assert_int_equal(x->dim_values[0], 128);
+    assert_string_equal(x->dim_names[1], "N");
+    assert_int_equal(x->dim_values[1], 768);
+    assert_int_equal(x->ntimes, 3);
+    assert_true(x->times_ms[0] == 0.5 && x->times_ms[1] == 0.25 && x->times_ms[2] == 0.75);
+    assert_true(x->median_ms == 0.5);
+    assert_int_equal(x->kind, RK_TRIAL);
+    assert_int_equal(x->trial, 0);
+    assert_int_equal(x->ts, 1700000000);
+    x = srch_records_at(r, 1);
+    assert_string_equal(x->mk, MK2);
+    assert_true(x->median_ms == 2.0); /* even count: mean of the middle two */
+    assert_int_equal(x->kind, RK_SELECT);
+    x = srch_records_at(r, 2);
+    assert_int_equal(x->kind, RK_BASELINE);
+    assert_true(x->times_ms[0] == 0.1);
+    assert_null(srch_records_at(r, 3));
+    assert_string_equal(srch_record_kind_name(RK_SELECT), "select");
+    srch_records_close(r);
+}
+
+static void test_resume_finds(void **state)
+{
+    SrchRecords *r = open_ok("wl1", "cpu");
+    double t[] = {1.0};
+    int64_t v[2];
+    for (int i = 0; i < 50; i++) {
+        SrchRecord a = make_rec(i % 2 ? MK1 : MK2, i, 2 * i, t, 1, RK_TRIAL, i, v);
+        append_ok(r, &a);
+    }
+    srch_records_close(r);
+
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 50);
+    const char *rev[] = {"N", "M"};
+    for (int i = 0; i < 50; i++) {
+        int64_t vv[2] = {i, 2 * i}, rv[2] = {2 * i, i};
+        const SrchRecord *x = srch_records_find(r, "C", i % 2 ? MK1 : MK2, 2, names2, vv);
+        assert_non_null(x);
+        assert_int_equal(x->trial, i);
+        /* the shape is a set: dim order does not matter */
+        assert_ptr_equal(srch_records_find(r, "C", i % 2 ? MK1 : MK2, 2, rev, rv), x);
+        /* not measured: the other kernel, another stage, another value */
+        assert_null(srch_records_find(r, "C", i % 2 ? MK2 : MK1, 2, names2, vv));
+        assert_null(srch_records_find(r, "D", i % 2 ? MK1 : MK2, 2, names2, vv));
+        vv[1]++;
+        assert_null(srch_records_find(r, "C", i % 2 ? MK1 : MK2, 2, names2, vv));
+        assert_null(srch_records_find(r, "C", i % 2 ? MK1 : MK2, 1, names2, vv));
+    }
+    /* spacing of the micro-kernel string does not matter */
+    int64_t v1[2] = {1, 2};
+    assert_non_null(srch_records_find(
+        r, "C", "threads [4,8]  tile [6,32] rchunk 256 unroll 1 vec 16", 2, names2, v1));
+    assert_null(srch_records_find(r, "C", "not a kernel", 2, names2, v1));
+
+    /* a later measurement of the same key wins, now and after reopening */
+    double t2[] = {9.0};
+    SrchRecord a = make_rec(MK1, 1, 2, t2, 1, RK_SELECT, 99, v);
+    append_ok(r, &a);
+    assert_int_equal(srch_records_find(r, "C", MK1, 2, names2, v1)->trial, 99);
+    srch_records_close(r);
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 51);
+    assert_int_equal(srch_records_find(r, "C", MK1, 2, names2, v1)->trial, 99);
+    srch_records_close(r);
+}
+
+static void assert_warning(SrchRecords *r, int i, int64_t line, const char *needle)
+{
+    const SrchWarning *w = srch_records_warning(r, i);
+    assert_non_null(w);
+    char prefix[4400];
+    snprintf(prefix, sizeof prefix, "%s:%lld: ", path, (long long)line);
+    if (w->line != line || strncmp(w->msg, prefix, strlen(prefix)) != 0 ||
+        !strstr(w->msg, needle) || strchr(w->msg, '\n'))
+        fail_msg("warning %d: want line %lld with '%s', got %lld '%s'", i, (long long)line,
+                 needle, (long long)w->line, w->msg);
+}
+
+static void test_damaged_lines(void **state)
+{
+    size_t cap = 4 << 20, len = 0;
+    char *buf = malloc(cap), line[1024];
+#define ADD(s)                                                                               \
+    do {                                                                                     \
+        size_t n_ = strlen(s);                                                               \
+        memcpy(buf + len, s, n_);                                                            \
+        len += n_;                                                                           \
+    } while (0)
+    good_line(line, sizeof line, "wl1", "cpu", 0);
+    ADD(line);                                                       /* 1: good */
+    ADD("this is not json\n");                                       /* 2 */
+    good_line(line, sizeof line, "other", "cpu", 1);
+    ADD(line);                                                       /* 3: foreign */
+    good_line(line, sizeof line, "wl1", "cuda", 2);
+    ADD(line);                                                       /* 4: foreign */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"x\"}\n"); /* 5 */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+        "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"trial\","
+        "\"trial\":\"seven\",\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");   /* 6: wrong type */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+        "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1e400},\"kind\":\"trial\","
+        "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 7: out of range */
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\"}\n");       /* 8: version */
+    for (int i = 0; i < 5000; i++)                                  /* 9: too deep */
+        ADD("[");
+    for (int i = 0; i < 5000; i++)
+        ADD("]");
+    ADD("\n");
+    for (int i = 0; i < 500; i++)                                   /* 10: deep, valid */
+        ADD("[");
+    for (int i = 0; i < 500; i++)
+        ADD("]");
+    ADD("\n");
+    ADD("\n");                                                       /* 11: blank, ignored */
+    ADD("{\"v\":1,\"workload\":\"wl1\"}\n");                          /* 12: no target */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+        "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"trial\","
+        "\"trial\":1,\"times_ms\":[],\"median_ms\":1,\"ts\":1}\n");            /* 13: no times */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+        "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1,\"M\":2},\"kind\":\"trial\","
+        "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 14: dim twice */
+    ADD("{\"v\":1} trailing\n");                                     /* 15 */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+        "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"bogus\","
+        "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 16: kind */
+    ADD("{\"v\":1,\"work");                                        /* 17: a NUL byte */
+    buf[len++] = 0;
+    ADD("x\n"); /* still line 17 */
+    for (int i = 0; i < (1 << 20) + 10; i++)                         /* 18: huge line */
+        buf[len++] = 'a';
+    buf[len++] = '\n';
+    good_line(line, sizeof line, "wl1", "cpu", 4);
+    ADD(line);                                                       /* 19: good */
+    good_line(line, sizeof line, "wl1", "cpu", 5);
+    line[strlen(line) / 2] = 0;
+    ADD(line);                                                       /* 20: cut, no newline */
+    write_file(buf, len);
+
+    SrchRecords *r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 2);
+    assert_int_equal(srch_records_at(r, 0)->trial, 0);
+    assert_int_equal(srch_records_at(r, 1)->trial, 4);
+    assert_int_equal(srch_records_nforeign(r), 2);
+    assert_int_equal(srch_records_ncorrupt(r), 15);
+    assert_int_equal(srch_records_nwarnings(r), 15);
+    int w = 0;
+    assert_warning(r, w++, 2, "not valid JSON");
+    assert_warning(r, w++, 5, "missing field \"kind\"");
+    assert_warning(r, w++, 6, "\"trial\"");
+    assert_warning(r, w++, 7, "shape");
+    assert_warning(r, w++, 8, "version");
+    assert_warning(r, w++, 9, "not valid JSON");
+    assert_warning(r, w++, 10, "not a JSON object");
+    assert_warning(r, w++, 12, "\"target\"");
+    assert_warning(r, w++, 13, "times_ms");
+    assert_warning(r, w++, 14, "dim repeated");
+    assert_warning(r, w++, 15, "text after");
+    assert_warning(r, w++, 16, "kind");
+    assert_warning(r, w++, 17, "NUL");
+    assert_warning(r, w++, 18, "longer than");
+    assert_warning(r, w++, 20, "truncated last line");
+    assert_int_equal(w, 15);
+    assert_null(srch_records_warning(r, 15));
+    srch_records_close(r);
+    free(buf);
+#undef ADD
+}
+
+static void test_missing_field(void **state)
+{
+    char line[1024];
+    good_line(line, sizeof line, "wl1", "cpu", 0);
+    char *p = strstr(line, "\"median_ms\":1.5,");
+    memmove(p, p + strlen("\"median_ms\":1.5,"), strlen(p + strlen("\"median_ms\":1.5,")) + 1);
+    write_file(line, strlen(line));
+    SrchRecords *r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 0);
+    assert_int_equal(srch_records_ncorrupt(r), 1);
+    assert_warning(r, 0, 1, "missing field \"median_ms\"");
+    srch_records_close(r);
+}
+
+static void test_append_after_cut_line(void **state)
+{
+    char a[1024], b[1024];
+    good_line(a, sizeof a, "wl1", "cpu", 0);
+    good_line(b, sizeof b, "wl1", "cpu", 1);
+    b[strlen(b) - 20] = 0; /* cut off, no newline */
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", a, b);
+    write_file(text, strlen(text));
+
+    SrchRecords *r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 1);
+    assert_int_equal(srch_records_ncorrupt(r), 1);
+    double t[] = {2.0};
+    int64_t v[2];
+    SrchRecord x = make_rec(MK2, 5, 6, t, 1, RK_TRIAL, 7, v);
+    append_ok(r, &x);
+    append_ok(r, &x);
+    srch_records_close(r);
+
+    size_t len;
+    char *after = slurp(&len);
+    assert_memory_equal(after, text, strlen(text)); /* nothing lost, nothing rewritten */
+    assert_int_equal(after[strlen(text)], '\n');
+    free(after);
+
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 3);
+    assert_int_equal(srch_records_ncorrupt(r), 1);
+    assert_warning(r, 0, 2, "not valid JSON"); /* no longer the last line */
+    assert_int_equal(srch_records_at(r, 0)->trial, 0);
+    assert_int_equal(srch_records_at(r, 1)->trial, 7);
+    srch_records_close(r);
+
+    /* a complete record whose newline was lost is kept */
+    good_line(a, sizeof a, "wl1", "cpu", 3);
+    a[strlen(a) - 1] = 0;
+    write_file(a, strlen(a));
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 1);
+    append_ok(r, &x);
+    srch_records_close(r);
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), 2);
+    assert_int_equal(srch_records_ncorrupt(r), 0);
+    srch_records_close(r);
+}
+
+static void test_kill_while_appending(void **state)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        SrchRecords *r = srch_records_open(path, "wl1", "cpu", NULL, 0);
+        if (!r)
+            _exit(3);
+        double t[] = {1.0, 2.0, 3.0};
+        int64_t v[2];
+        for (int i = 0;; i++) {
+            SrchRecord x = make_rec(MK1, i, i + 1, t, 3, RK_TRIAL, i, v);
+            if (!srch_records_append(r, &x, NULL, 0))
+                _exit(4);
+        }
+    }
+    /* wait until some records are on disk, then kill mid-stream */
+    struct stat st;
+    for (int i = 0; i < 20000; i++) {
+        if (stat(path, &st) == 0 && st.st_size > 20000)
+            break;
+        usleep(1000);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    size_t len;
+    char *text = slurp(&len);
+    int complete = 0;
+    for (size_t i = 0; i < len; i++)
+        complete += text[i] == '\n';
+    bool cut = len && text[len - 1] != '\n';
+    free(text);
+    assert_true(complete > 10);
+
+    SrchRecords *r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), complete);
+    assert_int_equal(srch_records_ncorrupt(r), cut ? 1 : 0);
+    for (int i = 0; i < complete; i++)
+        assert_int_equal(srch_records_at(r, i)->trial, i);
+    /* resume: the next append lands on its own line */
+    double t[] = {1.0};
+    int64_t v[2];
+    SrchRecord x = make_rec(MK1, 1, 1, t, 1, RK_SELECT, complete, v);
+    append_ok(r, &x);
+    srch_records_close(r);
+    r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), complete + 1);
+    srch_records_close(r);
+}
+
+static void test_bad_appends_and_opens(void **state)
+{
+    SrchRecords *r = open_ok("wl1", "cpu");
+    char err[512];
+    double t[] = {1.0}, nan_t[] = {NAN};
+    int64_t v[2];
+    SrchRecord x = make_rec("threads [oops", 1, 2, t, 1, RK_TRIAL, 0, v);
+    assert_false(srch_records_append(r, &x, err, sizeof err));
+    assert_non_null(strstr(err, "not a micro-kernel"));
+    x = make_rec(MK1, 1, 2, nan_t, 1, RK_TRIAL, 0, v);
+    assert_false(srch_records_append(r, &x, err, sizeof err));
+    x = make_rec(MK1, 1, 2, t, 0, RK_TRIAL, 0, v);
+    assert_false(srch_records_append(r, &x, err, sizeof err));
+    x = make_rec(MK1, -1, 2, t, 1, RK_TRIAL, 0, v);
+    assert_false(srch_records_append(r, &x, err, sizeof err));
+    x = make_rec(MK1, 1, 2, t, 1, (SrchRecordKind)7, 0, v);
+    assert_false(srch_records_append(r, &x, err, sizeof err));
+    const char *same[] = {"M", "M"};
+    x = make_rec(MK1, 1, 2, t, 1, RK_TRIAL, 0, v);
+    x.dim_names = same;
+    assert_false(srch_records_append(r, &x, err, sizeof err));
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(srch_records_count(r), 0);
+    srch_records_close(r);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 0); /* nothing was written */
+
+    /* a directory and a FIFO: clear errors, no hang */
+    char err2[512] = "";
+    assert_null(srch_records_open(scratch, "wl1", "cpu", err2, sizeof err2));
+    assert_non_null(strstr(err2, scratch));
+    char fifo[4300];
+    snprintf(fifo, sizeof fifo, "%s/fifo", scratch);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_null(srch_records_open(fifo, "wl1", "cpu", err2, sizeof err2));
+    assert_non_null(strstr(err2, "not a regular file"));
+    char missing[4300];
+    snprintf(missing, sizeof missing, "%s/no/such/dir", scratch);
+    assert_null(srch_records_open(missing, "wl1", "cpu", err2, sizeof err2));
+    assert_null(strchr(err2, '\n'));
+}
+
+/* Random corruptions of a good file: never a crash, every line accounted for. */
+static void test_random_corruption(void **state)
+{
+    char base[8192];
+    size_t blen = 0;
+    for (int i = 0; i < 8; i++) {
+        good_line(base + blen, sizeof base - blen, i == 3 ? "other" : "wl1", "cpu", i);
+        blen += strlen(base + blen);
+    }
+    srand(12345);
+    char buf[8192];
+    for (int iter = 0; iter < 1500; iter++) {
+        memcpy(buf, base, blen);
+        size_t len = blen;
+        int nmut = 1 + rand() % 4;
+        for (int m = 0; m < nmut; m++) {
+            size_t at = (size_t)rand() % len;
+            switch (rand() % 4) {
+            case 0: buf[at] = (char)(rand() % 256); break;
+            case 1: len = at + 1; break; /* cut */
+            case 2: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: buf[at] = "{}[]\",:0e-\n"[rand() % 11]; break;
+            }
+        }
+        write_file(buf, len);
+        int lines = len && buf[len - 1] != '\n';
+        for (size_t i = 0; i < len; i++)
+            lines += buf[i] == '\n';
+        SrchRecords *r = open_ok("wl1", "cpu");
+        int seen = srch_records_count(r) + srch_records_ncorrupt(r) + srch_records_nforeign(r);
+        assert_true(seen <= lines);
+        srch_records_close(r);
+    }
+}
+
+static void test_many_records_fast(void **state)
+{
+    enum { N = 100000 };
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < N; i++)
+        fprintf(f,
+                "{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"%s\","
+                "\"shape\":{\"M\":%d,\"N\":%d},\"kind\":\"select\",\"trial\":%d,"
+                "\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n",
+                i % 3 ? MK1 : MK2, i % 1000, i / 1000, i);
+    fclose(f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    SrchRecords *r = open_ok("wl1", "cpu");
+    assert_int_equal(srch_records_count(r), N);
+    for (int i = 0; i < N; i++) {
+        int64_t v[2] = {i % 1000, i / 1000};
+        const SrchRecord *x = srch_records_find(r, "C", i % 3 ? MK1 : MK2, 2, names2, v);
+        assert_non_null(x);
+        assert_int_equal(x->trial, i);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    assert_true(s < 30); /* seconds, ASan included: a linear scan would take far longer */
+    srch_records_close(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_finds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_after_cut_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill_while_appending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_appends_and_opens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_corruption, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_records_fast, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
