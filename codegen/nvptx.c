@@ -75,6 +75,34 @@ static bool stores_to(const Stmt *s, const Tensor *t)
     return false;
 }
 
+/* The launch runs k->nthreads threads per block, so every thread loop must
+ * have that extent (or one the guard in loop_range covers). */
+static void check_thread_loops(const Stmt *s, int nthreads)
+{
+    switch (s->kind) {
+    case ST_FOR: {
+        int64_t n;
+        if (s->loop.fk == FK_THREAD && ir_is_const(s->loop.var->extent, &n) && n != nthreads)
+            ir_panic(__FILE__, __LINE__, "thread loop of extent %lld in a kernel of %d threads",
+                     (long long)n, nthreads);
+        check_thread_loops(s->loop.body, nthreads);
+        return;
+    }
+    case ST_LET: check_thread_loops(s->let.body, nthreads); return;
+    case ST_IF:
+        check_thread_loops(s->ifs.then, nthreads);
+        if (s->ifs.els)
+            check_thread_loops(s->ifs.els, nthreads);
+        return;
+    case ST_ALLOC: check_thread_loops(s->alloc.body, nthreads); return;
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            check_thread_loops(s->seq.s[i], nthreads);
+        return;
+    case ST_STORE: case ST_BARRIER: return;
+    }
+}
+
 static void annotate(CgFn *g, LLVMValueRef fn, const char *key, int val)
 {
     LLVMMetadataRef ops[3] = {
@@ -131,6 +159,7 @@ static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
         g->bufv[i] = LLVMBuildAddrSpaceCast(g->b, p, g->ptr, t->name);
     }
     free(param_of);
+    check_thread_loops(k->body, k->nthreads);
     annotate(g, fn, "kernel", 1);
     annotate(g, fn, "maxntidx", k->nthreads > 0 ? k->nthreads : 1);
 }
