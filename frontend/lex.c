@@ -204,8 +204,11 @@ void fe_lex_report(DiagList *d, const Token *t)
         ir_diag(d, t->loc, "malformed number '%.*s%s'", t->len > 40 ? 40 : t->len,
                 t->text, t->len > 40 ? "..." : "");
         break;
-    case LEX_BIGINT: ir_diag(d, t->loc, "integer literal too large"); break;
-    case LEX_BIGFLOAT: ir_diag(d, t->loc, "float literal too large"); break;
+    case LEX_BIGINT:
+    case LEX_BIGFLOAT:
+        ir_diag(d, t->loc, "%s literal '%.*s%s' is too large", t->err == LEX_BIGINT ? "integer" : "float",
+                t->len > 40 ? 40 : t->len, t->text, t->len > 40 ? "..." : "");
+        break;
     case LEX_OK: IR_UNREACHABLE();
     }
 }

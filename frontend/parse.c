@@ -163,14 +163,19 @@ static const char *ident(Parser *p, SrcLoc *loc, const char *what)
     return s;
 }
 
+/* An integer literal, optionally negated (so sema can say why a negative
+ * dim bound is wrong rather than the parser saying it is not a number). */
 static int64_t integer(Parser *p, SrcLoc *loc, const char *what)
 {
+    bool neg = p->tok.kind == TOK_MINUS;
+    *loc = p->tok.loc;
+    if (neg)
+        advance(p);
     if (p->tok.kind != TOK_INT)
         expected(p, "%s", what);
-    *loc = p->tok.loc;
     int64_t v = p->tok.ival;
     advance(p);
-    return v;
+    return neg ? -v : v;
 }
 
 /* ---- expressions ---- */
