@@ -42,7 +42,7 @@
 #include <string.h>
 
 enum { LANES = 64, MAX_RANK = 16, MAX_THREADS = 8 };
-/* Node evaluations (times points) below which a tensor is not split. */
+/* Node evaluations (cost() times points) worth one more thread. */
 #define PARALLEL_WORK 3e5
 
 typedef union Val {
@@ -655,23 +655,23 @@ static Vals eval(Worker *w, int id, const Batch *b)
         }
         v = eval(w, x->b, b);
         m = u.step || v.step ? n : 1;
-        /* + - * / inline: each is one f32 operation, as in ir_eval_float_op */
+        /* + - * / inline: one f32 operation each, as in ir_eval_float_op */
         switch (x->op) {
         case EX_ADD:
             for (int l = 0; l < m; l++)
-                r[l].f = (float)AT(u, l).f + (float)AT(v, l).f;
+                r[l].f = (float)((float)AT(u, l).f + (float)AT(v, l).f);
             break;
         case EX_SUB:
             for (int l = 0; l < m; l++)
-                r[l].f = (float)AT(u, l).f - (float)AT(v, l).f;
+                r[l].f = (float)((float)AT(u, l).f - (float)AT(v, l).f);
             break;
         case EX_MUL:
             for (int l = 0; l < m; l++)
-                r[l].f = (float)AT(u, l).f * (float)AT(v, l).f;
+                r[l].f = (float)((float)AT(u, l).f * (float)AT(v, l).f);
             break;
         case EX_DIV:
             for (int l = 0; l < m; l++)
-                r[l].f = (float)AT(u, l).f / (float)AT(v, l).f;
+                r[l].f = (float)((float)AT(u, l).f / (float)AT(v, l).f);
             break;
         default:
             for (int l = 0; l < m; l++)
@@ -702,8 +702,9 @@ static void *run_range(void *arg)
             Val *a = w->ax + i * LANES;
             int64_t x = first / inner % s->ext[i];
             int64_t left = inner - first % inner; /* points before axis i advances */
-            b.ax[i] = lanes(a, left < b.n ? b.n : 1);
-            for (int l = 0; l < b.n; l++) {
+            int m = left < b.n ? b.n : 1;
+            b.ax[i] = lanes(a, m);
+            for (int l = 0; l < m; l++) {
                 a[l].i = x;
                 if (--left == 0) {
                     left = inner;
