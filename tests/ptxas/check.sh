@@ -5,7 +5,8 @@
 # PTX is valid input for sm_90). `ptxas -v` is parsed per kernel (each
 # field by its own token: they are optional and unordered) into a table of
 # registers, shared memory and spills; any spill of these default-schedule
-# kernels fails the test.
+# kernels fails the test, and so do a stack frame (a register tile left in
+# local memory) and static shared memory over 48 KB.
 #
 # usage: check.sh DCC SOURCE_DIR [PTXAS]   exit 77 (skipped) without ptxas
 set -u
@@ -20,7 +21,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 table=$tmp/table
-printf '%-28s %-22s %-6s %5s %6s %6s %6s %s\n' program kernel arch regs smem spillst spillld math >"$table"
+printf '%-28s %-22s %-6s %5s %6s %6s %6s %5s %s\n' program kernel arch regs smem spillst spillld stack math >"$table"
 for prog in "$src"/examples/*.tex "$src"/tests/golden/accept/*.tex; do
     name=$(basename "$prog" .tex)
     for math in libdevice approx; do
@@ -46,25 +47,46 @@ for prog in "$src"/examples/*.tex "$src"/tests/golden/accept/*.tex; do
                     return ""
                 }
                 function flush() {
-                    if (k != "") printf "%-28s %-22s %-6s %5s %6s %6s %6s %s\n", prog, k, arch, regs, smem, st, ld, math
+                    if (k != "") printf "%-28s %-22s %-6s %5s %6s %6s %6s %5s %s\n", prog, k, arch, regs, smem, st, ld, stack, math
                 }
                 /Compiling entry function/ {
                     flush(); k = $0; sub(/.*function \047/, "", k); sub(/\047.*/, "", k)
-                    regs = 0; smem = 0; st = 0; ld = 0; next
+                    regs = 0; smem = 0; st = 0; ld = 0; stack = 0; next
                 }
                 { v = num("[0-9]+ registers"); if (v != "") regs = v
                   v = num("[0-9]+ bytes smem"); if (v != "") smem = v
                   v = num("[0-9]+ bytes spill stores"); if (v != "") st = v
-                  v = num("[0-9]+ bytes spill loads"); if (v != "") ld = v }
+                  v = num("[0-9]+ bytes spill loads"); if (v != "") ld = v
+                  v = num("[0-9]+ bytes stack frame"); if (v != "") stack = v }
                 END { flush() }' "$log" >>"$table"
         done
     done
+done
+# every accepted --arch, on its own ptxas target
+for arch in sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a; do
+    if ! "$dcc" "$src/examples/softmax.tex" --emit=ptx --arch=$arch -o "$tmp/a.ptx" 2>"$tmp/err" ||
+       ! "$ptxas" -arch=$arch "$tmp/a.ptx" -o "$tmp/a.cubin" >"$tmp/err" 2>&1; then
+        echo "FAIL: softmax.tex for --arch=$arch:"; cat "$tmp/err"
+        fail=1
+    fi
 done
 cat "$table"
 spills=$(awk 'NR > 1 && ($6 > 0 || $7 > 0)' "$table")
 if [ -n "$spills" ]; then
     echo "FAIL: default kernels spill registers:"
     echo "$spills"
+    fail=1
+fi
+stack=$(awk 'NR > 1 && $8 > 0' "$table")
+if [ -n "$stack" ]; then
+    echo "FAIL: default kernels keep local arrays in memory (register tiles not in registers):"
+    echo "$stack"
+    fail=1
+fi
+bigsmem=$(awk 'NR > 1 && $5 > 49152' "$table")
+if [ -n "$bigsmem" ]; then
+    echo "FAIL: default kernels use more than 48 KB of static shared memory:"
+    echo "$bigsmem"
     fail=1
 fi
 rows=$(awk 'NR > 1' "$table" | wc -l)
