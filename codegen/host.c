@@ -1,4 +1,4 @@
-/* Ahead-of-time output for the CPU: one relocatable object and its header.
+/* Ahead-of-time output: one relocatable host object and its C header.
  *
  * `dcc prog.tex --emit=obj,header` writes prog.o and prog.h. The object is
  * an x86-64 ELF module (PIC, since Debian links PIE by default) holding
@@ -21,7 +21,17 @@
  * overflow checks), no NULL pointer; it then allocates the materialised
  * intermediates with dcrt_alloc, runs each kernel over its blocks with
  * dcrt_parallel_for (libdcrt.a's thread pool), frees the intermediates and
- * returns DCRT_OK or the first error code (runtime.h). Extents are integer
+ * returns DCRT_OK or the first error code (runtime.h).
+ *
+ * For --target=nvptx the object holds no kernels but their PTX, as a
+ * private string, and exports
+ *
+ *     int prog_launch(int64_t DIM..., uint64_t PTR..., void *stream);
+ *
+ * with the same checks, then dcrt_cuda_kernels loads the PTX once (cached
+ * in a private global) and dcrt_cuda_launch runs each kernel with the
+ * NVPTX ABI of dietcode/codegen.h; intermediates are device buffers freed
+ * after a synchronisation. Both functions return DCRT_* codes. Extents are integer
  * expressions over the dims; only + - * / % min max and negation occur in
  * them, and anything else is reported as an error, not miscompiled.
  */
@@ -160,14 +170,20 @@ static char *kernel_sym(const char *prog, const char *kname)
     return s;
 }
 
-static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *err, size_t errlen)
+/* Adds the exported entry PROG_SUFFIX: i64 dims in declaration order, then
+ * one pointer per input and per output in declaration order (CPU: ptr;
+ * GPU: i64 device addresses), then, for the GPU, a ptr stream. Emits the
+ * checks (DCRT_ERR_DIM_RANGE, _TOO_LARGE, _NULL_POINTER) and leaves the
+ * builder after them. param_of[id]: the tensor's parameter or -1;
+ * numel[id]: its element count. */
+static void entry_begin(Host *h, const LoopProgram *lp, const char *suffix, bool gpu,
+                        int *param_of, LLVMValueRef *numel)
 {
     const TeProgram *te = lp->te;
     int nd = te->ndims, nt = te->ntensors, np = nd;
-    LLVMTypeRef i32 = LLVMInt32TypeInContext(h->cx);
-    LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 1, sizeof *pt);
-    int *param_of = calloc((size_t)nt + 1, sizeof *param_of); /* tensor id -> param, -1 */
-    if (!pt || !param_of)
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(h->cx), pty = gpu ? h->i64 : h->ptr;
+    LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 2, sizeof *pt);
+    if (!pt)
         ir_panic(__FILE__, __LINE__, "out of memory");
     for (int i = 0; i < nd; i++)
         pt[i] = h->i64;
@@ -177,12 +193,14 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
         for (int i = 0; i < nt; i++)
             if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
                 param_of[i] = np;
-                pt[np++] = h->ptr;
+                pt[np++] = pty;
             }
-    char *name = malloc(strlen(te->name) + 5);
+    if (gpu)
+        pt[np++] = h->ptr;
+    char *name = malloc(strlen(te->name) + strlen(suffix) + 1);
     if (!name)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    sprintf(name, "%s_run", te->name);
+    sprintf(name, "%s%s", te->name, suffix);
     h->fn = LLVMAddFunction(h->mod, name, LLVMFunctionType(i32, pt, (unsigned)np, 0));
     free(name);
     free(pt);
@@ -194,13 +212,11 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
         if (param_of[i] >= 0)
             LLVMSetValueName2(LLVMGetParam(h->fn, (unsigned)param_of[i]), te->tensors[i]->name,
                               strlen(te->tensors[i]->name));
-    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(h->cx, h->fn, "entry");
-    LLVMPositionBuilderAtEnd(h->b, entry);
+    if (gpu)
+        LLVMSetValueName2(LLVMGetParam(h->fn, (unsigned)np - 1), "stream", 6);
+    LLVMPositionBuilderAtEnd(h->b, LLVMAppendBasicBlockInContext(h->cx, h->fn, "entry"));
 
     /* dims: in range */
-    h->dimv = calloc((size_t)nd + 1, sizeof *h->dimv);
-    if (!h->dimv)
-        ir_panic(__FILE__, __LINE__, "out of memory");
     for (int i = 0; i < nd; i++) {
         const Var *d = te->dims[i];
         LLVMValueRef v = LLVMGetParam(h->fn, (unsigned)i);
@@ -212,9 +228,6 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
     /* sizes: every extent >= 1, every element count <= INT32_MAX, no overflow */
     h->ovf = LLVMConstInt(h->i1, 0, 0);
     LLVMValueRef big = LLVMConstInt(h->i1, 0, 0);
-    LLVMValueRef *numel = calloc((size_t)nt + 1, sizeof *numel);
-    if (!numel)
-        ir_panic(__FILE__, __LINE__, "out of memory");
     for (int i = 0; i < nt; i++) {
         const Tensor *t = te->tensors[i];
         LLVMValueRef n = ci64(h, 1);
@@ -228,28 +241,54 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
     }
     fail_if(h, LLVMBuildOr(h->b, big, h->ovf, ""), DCRT_ERR_TOO_LARGE);
     /* pointers */
-    LLVMValueRef null = LLVMConstPointerNull(h->ptr), anynull = LLVMConstInt(h->i1, 0, 0);
+    LLVMValueRef null = LLVMConstNull(pty), anynull = LLVMConstInt(h->i1, 0, 0);
     for (int i = 0; i < nt; i++)
         if (param_of[i] >= 0)
             anynull = LLVMBuildOr(h->b, anynull,
                                   LLVMBuildICmp(h->b, LLVMIntEQ, LLVMGetParam(h->fn, (unsigned)param_of[i]),
                                                 null, ""), "");
     fail_if(h, anynull, DCRT_ERR_NULL_POINTER);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n + 1, size);
+    if (!p)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    return p;
+}
+
+/* br to cleanup when the i32 r is not 0, after storing it in rc. */
+static void check_rc(Host *h, LLVMValueRef r, LLVMValueRef rc, LLVMBasicBlockRef cleanup)
+{
+    LLVMBuildStore(h->b, r, rc);
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(h->cx, h->fn, "next");
+    LLVMBuildCondBr(h->b, LLVMBuildICmp(h->b, LLVMIntNE, r, LLVMConstNull(LLVMTypeOf(r)), ""),
+                    cleanup, next);
+    LLVMPositionBuilderAtEnd(h->b, next);
+}
+
+/* int PROG_run(int64_t DIM..., float *PTR...): the CPU kernels over the pool. */
+static void build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn)
+{
+    const TeProgram *te = lp->te;
+    int nd = te->ndims, nt = te->ntensors;
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(h->cx);
+    int *param_of = xcalloc((size_t)nt, sizeof *param_of);
+    LLVMValueRef *numel = xcalloc((size_t)nt, sizeof *numel);
+    entry_begin(h, lp, "_run", false, param_of, numel);
 
     /* the dims and bufs arrays of the kernel ABI; intermediates allocated */
-    LLVMTypeRef dimsty = LLVMArrayType2(h->i64, (uint64_t)nd + 1);
-    LLVMTypeRef bufsty = LLVMArrayType2(h->ptr, (uint64_t)nt + 1);
-    LLVMValueRef dims = LLVMBuildAlloca(h->b, dimsty, "dims");
-    LLVMValueRef bufs = LLVMBuildAlloca(h->b, bufsty, "bufs");
+    LLVMValueRef null = LLVMConstPointerNull(h->ptr);
+    LLVMValueRef dims = LLVMBuildAlloca(h->b, LLVMArrayType2(h->i64, (uint64_t)nd + 1), "dims");
+    LLVMValueRef bufs = LLVMBuildAlloca(h->b, LLVMArrayType2(h->ptr, (uint64_t)nt + 1), "bufs");
     LLVMValueRef rc = LLVMBuildAlloca(h->b, i32, "rc");
     LLVMBuildStore(h->b, LLVMConstInt(i32, 0, 0), rc);
     for (int i = 0; i < nd; i++) {
         LLVMValueRef idx = ci64(h, te->dims[i]->pos);
         LLVMBuildStore(h->b, LLVMGetParam(h->fn, (unsigned)i), LLVMBuildGEP2(h->b, h->i64, dims, &idx, 1, ""));
     }
-    LLVMValueRef *slot = calloc((size_t)nt + 1, sizeof *slot);
-    if (!slot)
-        ir_panic(__FILE__, __LINE__, "out of memory");
+    LLVMValueRef *slot = xcalloc((size_t)nt, sizeof *slot);
     for (int i = 0; i < nt; i++) {
         LLVMValueRef idx = ci64(h, i);
         slot[i] = LLVMBuildGEP2(h->b, h->ptr, bufs, &idx, 1, "");
@@ -264,13 +303,10 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
         LLVMValueRef bytes = LLVMBuildMul(h->b, numel[i], ci64(h, 4), "");
         LLVMValueRef p = LLVMBuildCall2(h->b, allocty, allocf, &bytes, 1, "");
         LLVMBuildStore(h->b, p, slot[i]);
-        LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(h->cx, h->fn, "allocated");
-        LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->cx, h->fn, "nomem");
-        LLVMBuildCondBr(h->b, LLVMBuildICmp(h->b, LLVMIntEQ, p, null, ""), bad, ok);
-        LLVMPositionBuilderAtEnd(h->b, bad);
-        LLVMBuildStore(h->b, LLVMConstInt(i32, DCRT_ERR_OUT_OF_MEMORY, 0), rc);
-        LLVMBuildBr(h->b, cleanup);
-        LLVMPositionBuilderAtEnd(h->b, ok);
+        LLVMValueRef nomem = LLVMBuildSelect(h->b, LLVMBuildICmp(h->b, LLVMIntEQ, p, null, ""),
+                                             LLVMConstInt(i32, DCRT_ERR_OUT_OF_MEMORY, 0),
+                                             LLVMConstInt(i32, 0, 0), "");
+        check_rc(h, nomem, rc, cleanup);
     }
     /* the kernels, in order */
     LLVMTypeRef pft[4] = {h->i64, h->ptr, h->ptr, h->ptr};
@@ -278,11 +314,7 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
     LLVMValueRef pf = runtime_fn(h, "dcrt_parallel_for", pfty);
     for (int i = 0; i < lp->nkernels; i++) {
         LLVMValueRef args[4] = {extent(h, lp->kernels[i]->body->loop.var->extent), kfn[i], dims, bufs};
-        LLVMValueRef r = LLVMBuildCall2(h->b, pfty, pf, args, 4, "");
-        LLVMBuildStore(h->b, r, rc);
-        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(h->cx, h->fn, "next");
-        LLVMBuildCondBr(h->b, LLVMBuildICmp(h->b, LLVMIntNE, r, LLVMConstInt(i32, 0, 0), ""), cleanup, next);
-        LLVMPositionBuilderAtEnd(h->b, next);
+        check_rc(h, LLVMBuildCall2(h->b, pfty, pf, args, 4, ""), rc, cleanup);
     }
     LLVMBuildBr(h->b, cleanup);
     LLVMPositionBuilderAtEnd(h->b, cleanup);
@@ -297,25 +329,140 @@ static int build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn, char *er
     free(slot);
     free(numel);
     free(param_of);
-    free(h->dimv);
-    if (h->bad) {
-        snprintf(err, errlen, "internal error: cannot compute an extent on the host: it uses %s", h->bad);
-        return -1;
-    }
-    return 0;
 }
 
-/* The module of the object: the kernels and PROG_run, verified, optimised. */
-static LLVMModuleRef build_host_module(LLVMContextRef cx, const LoopProgram *lp,
+/* A private constant NUL-terminated string. */
+static LLVMValueRef const_string(Host *h, const char *s, const char *name)
+{
+    LLVMValueRef init = LLVMConstStringInContext(h->cx, s, (unsigned)strlen(s), 0);
+    LLVMValueRef g = LLVMAddGlobal(h->mod, LLVMTypeOf(init), name);
+    LLVMSetInitializer(g, init);
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetLinkage(g, LLVMPrivateLinkage);
+    LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+    return g;
+}
+
+/* int PROG_launch(int64_t DIM..., uint64_t PTR..., void *stream): the PTX
+ * (embedded) loaded through the runtime on first call, kernels launched
+ * on stream with the NVPTX ABI of dietcode/codegen.h. Intermediates are
+ * device buffers allocated here and freed after a synchronisation, so a
+ * program with intermediates returns only when its kernels are done; one
+ * without returns at once. */
+static void build_launch(Host *h, const LoopProgram *lp, const char *ptx)
+{
+    const TeProgram *te = lp->te;
+    int nd = te->ndims, nt = te->ntensors, nk = lp->nkernels;
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(h->cx);
+    int *param_of = xcalloc((size_t)nt, sizeof *param_of);
+    LLVMValueRef *numel = xcalloc((size_t)nt, sizeof *numel);
+    entry_begin(h, lp, "_launch", true, param_of, numel);
+    LLVMValueRef stream = LLVMGetParam(h->fn, LLVMCountParams(h->fn) - 1);
+
+    /* the module, loaded once */
+    LLVMValueRef cache = LLVMAddGlobal(h->mod, h->ptr, "dc.module");
+    LLVMSetInitializer(cache, LLVMConstPointerNull(h->ptr));
+    LLVMSetLinkage(cache, LLVMInternalLinkage);
+    LLVMValueRef ptxg = const_string(h, ptx, "dc.ptx");
+    LLVMValueRef *namev = xcalloc((size_t)nk, sizeof *namev);
+    for (int i = 0; i < nk; i++)
+        namev[i] = const_string(h, lp->kernels[i]->name, "dc.kname");
+    LLVMValueRef names_init = LLVMConstArray2(h->ptr, namev, (uint64_t)nk);
+    LLVMValueRef names = LLVMAddGlobal(h->mod, LLVMTypeOf(names_init), "dc.knames");
+    LLVMSetInitializer(names, names_init);
+    LLVMSetGlobalConstant(names, 1);
+    LLVMSetLinkage(names, LLVMPrivateLinkage);
+    free(namev);
+    LLVMValueRef fns = LLVMBuildAlloca(h->b, LLVMArrayType2(h->ptr, (uint64_t)nk + 1), "fns");
+    LLVMTypeRef kt[5] = {h->ptr, h->ptr, i32, h->ptr, h->ptr};
+    LLVMTypeRef kty = LLVMFunctionType(i32, kt, 5, 0);
+    LLVMValueRef kargs[5] = {cache, ptxg, LLVMConstInt(i32, (unsigned)nk, 0), names, fns};
+    LLVMValueRef r = LLVMBuildCall2(h->b, kty, runtime_fn(h, "dcrt_cuda_kernels", kty), kargs, 5, "");
+    LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(h->cx, h->fn, "noload");
+    LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(h->cx, h->fn, "loaded");
+    LLVMBuildCondBr(h->b, LLVMBuildICmp(h->b, LLVMIntNE, r, LLVMConstInt(i32, 0, 0), ""), fail, ok);
+    LLVMPositionBuilderAtEnd(h->b, fail);
+    LLVMBuildRet(h->b, r);
+    LLVMPositionBuilderAtEnd(h->b, ok);
+
+    /* kernel parameters: every dim (by position), every materialised buffer */
+    LLVMValueRef dimv = LLVMBuildAlloca(h->b, LLVMArrayType2(h->i64, (uint64_t)nd + 1), "dimv");
+    LLVMValueRef dbuf = LLVMBuildAlloca(h->b, LLVMArrayType2(h->i64, (uint64_t)nt + 1), "dbuf");
+    LLVMValueRef args = LLVMBuildAlloca(h->b, LLVMArrayType2(h->ptr, (uint64_t)(nd + nt) + 1), "args");
+    LLVMValueRef rc = LLVMBuildAlloca(h->b, i32, "rc");
+    LLVMBuildStore(h->b, LLVMConstInt(i32, 0, 0), rc);
+    int na = 0;
+    for (int pos = 0; pos < nd; pos++) {
+        LLVMValueRef idx = ci64(h, pos), ai = ci64(h, na++);
+        LLVMValueRef p = LLVMBuildGEP2(h->b, h->i64, dimv, &idx, 1, "");
+        LLVMBuildStore(h->b, h->dimv[pos], p);
+        LLVMBuildStore(h->b, p, LLVMBuildGEP2(h->b, h->ptr, args, &ai, 1, ""));
+    }
+    LLVMValueRef *slot = xcalloc((size_t)nt, sizeof *slot);
+    for (int i = 0; i < nt; i++) {
+        LLVMValueRef idx = ci64(h, i);
+        slot[i] = LLVMBuildGEP2(h->b, h->i64, dbuf, &idx, 1, "");
+        LLVMBuildStore(h->b, param_of[i] >= 0 ? LLVMGetParam(h->fn, (unsigned)param_of[i]) : ci64(h, 0),
+                       slot[i]);
+        if (lp->materialized[i]) {
+            LLVMValueRef ai = ci64(h, na++);
+            LLVMBuildStore(h->b, slot[i], LLVMBuildGEP2(h->b, h->ptr, args, &ai, 1, ""));
+        }
+    }
+    LLVMBasicBlockRef cleanup = LLVMAppendBasicBlockInContext(h->cx, h->fn, "cleanup");
+    bool temps = false;
+    LLVMTypeRef at[2] = {h->i64, h->ptr};
+    LLVMTypeRef allocty = LLVMFunctionType(i32, at, 2, 0);
+    for (int i = 0; i < nt; i++) {
+        if (param_of[i] >= 0 || !lp->materialized[i])
+            continue;
+        temps = true;
+        LLVMValueRef a[2] = {LLVMBuildMul(h->b, numel[i], ci64(h, 4), ""), slot[i]};
+        check_rc(h, LLVMBuildCall2(h->b, allocty, runtime_fn(h, "dcrt_cuda_alloc", allocty), a, 2, ""),
+                 rc, cleanup);
+    }
+    LLVMTypeRef lt[5] = {h->ptr, h->i64, h->i64, h->ptr, h->ptr};
+    LLVMTypeRef lty = LLVMFunctionType(i32, lt, 5, 0);
+    LLVMValueRef launch = runtime_fn(h, "dcrt_cuda_launch", lty);
+    for (int i = 0; i < nk; i++) {
+        const Kernel *k = lp->kernels[i];
+        LLVMValueRef idx = ci64(h, i);
+        LLVMValueRef fn = LLVMBuildLoad2(h->b, h->ptr, LLVMBuildGEP2(h->b, h->ptr, fns, &idx, 1, ""), "");
+        LLVMValueRef a[5] = {fn, extent(h, k->body->loop.var->extent), ci64(h, k->nthreads), stream, args};
+        check_rc(h, LLVMBuildCall2(h->b, lty, launch, a, 5, ""), rc, cleanup);
+    }
+    LLVMBuildBr(h->b, cleanup);
+    LLVMPositionBuilderAtEnd(h->b, cleanup);
+    if (temps) {
+        LLVMTypeRef syty = LLVMFunctionType(i32, NULL, 0, 0);
+        LLVMValueRef s = LLVMBuildCall2(h->b, syty, runtime_fn(h, "dcrt_cuda_sync", syty), NULL, 0, "");
+        LLVMValueRef r0 = LLVMBuildLoad2(h->b, i32, rc, "");
+        LLVMBuildStore(h->b, LLVMBuildSelect(h->b, LLVMBuildICmp(h->b, LLVMIntNE, r0, LLVMConstInt(i32, 0, 0), ""),
+                                             r0, s, ""), rc);
+        LLVMTypeRef freety = LLVMFunctionType(LLVMVoidTypeInContext(h->cx), &h->i64, 1, 0);
+        LLVMValueRef freef = runtime_fn(h, "dcrt_cuda_free", freety);
+        for (int i = 0; i < nt; i++)
+            if (param_of[i] < 0 && lp->materialized[i]) {
+                LLVMValueRef p = LLVMBuildLoad2(h->b, h->i64, slot[i], "");
+                LLVMBuildCall2(h->b, freety, freef, &p, 1, "");
+            }
+    }
+    LLVMBuildRet(h->b, LLVMBuildLoad2(h->b, i32, rc, ""));
+    free(slot);
+    free(numel);
+    free(param_of);
+}
+
+/* The module of the object, verified and optimised: for the CPU (ptx
+ * NULL) the kernels and PROG_run, for the GPU the PTX and PROG_launch. */
+static LLVMModuleRef build_host_module(LLVMContextRef cx, const LoopProgram *lp, const char *ptx,
                                        LLVMTargetMachineRef tm, char *err, size_t errlen)
 {
     const CgTarget *t = cg_target_cpu_portable();
     const char *prog = lp->te->name;
     LLVMModuleRef mod = cg_module_new(cx, prog, t, tm);
-    LLVMValueRef *kfn = calloc((size_t)lp->nkernels + 1, sizeof *kfn);
-    if (!kfn)
-        ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int i = 0; i < lp->nkernels; i++) {
+    LLVMValueRef *kfn = xcalloc((size_t)lp->nkernels, sizeof *kfn);
+    for (int i = 0; i < lp->nkernels && !ptx; i++) {
         const Kernel *k = lp->kernels[i];
         IR_ASSERT(k->body->kind == ST_FOR && k->body->loop.fk == FK_BLOCK);
         char *sym = kernel_sym(prog, k->name);
@@ -329,18 +476,26 @@ static LLVMModuleRef build_host_module(LLVMContextRef cx, const LoopProgram *lp,
         .cx = cx, .mod = mod, .b = LLVMCreateBuilderInContext(cx),
         .i1 = LLVMInt1TypeInContext(cx), .i64 = LLVMInt64TypeInContext(cx),
         .ptr = LLVMPointerTypeInContext(cx, 0),
+        .dimv = xcalloc((size_t)lp->te->ndims, sizeof(LLVMValueRef)),
     };
-    int bad = build_run(&h, lp, kfn, err, errlen);
+    if (ptx)
+        build_launch(&h, lp, ptx);
+    else
+        build_run(&h, lp, kfn);
     LLVMDisposeBuilder(h.b);
+    free(h.dimv);
     free(kfn);
-    if (bad || cg_verify_module(mod, err, errlen) < 0 || cg_optimize_module(mod, tm, err, errlen) < 0) {
+    if (h.bad)
+        snprintf(err, errlen, "internal error: cannot compute an extent on the host: it uses %s", h.bad);
+    if (h.bad || cg_verify_module(mod, err, errlen) < 0 || cg_optimize_module(mod, tm, err, errlen) < 0) {
         LLVMDisposeModule(mod);
         return NULL;
     }
     return mod;
 }
 
-int cg_emit_cpu_object(const LoopProgram *lp, char **out, size_t *len, char *err, size_t errlen)
+int cg_emit_object(const LoopProgram *lp, const char *ptx, char **out, size_t *len, char *err,
+                   size_t errlen)
 {
     *out = NULL;
     *len = 0;
@@ -348,7 +503,7 @@ int cg_emit_cpu_object(const LoopProgram *lp, char **out, size_t *len, char *err
     if (!tm)
         return -1;
     LLVMContextRef cx = LLVMContextCreate();
-    LLVMModuleRef mod = build_host_module(cx, lp, tm, err, errlen);
+    LLVMModuleRef mod = build_host_module(cx, lp, ptx, tm, err, errlen);
     int rc = -1;
     if (mod) {
         char *msg = NULL;
@@ -395,7 +550,7 @@ static void comment_lines(FILE *f, const char *s)
     fputc('\n', f);
 }
 
-char *cg_emit_cpu_header(const LoopProgram *lp, char *err, size_t errlen)
+char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen)
 {
     const TeProgram *te = lp->te;
     const char *prog = te->name;
@@ -429,12 +584,22 @@ char *cg_emit_cpu_header(const LoopProgram *lp, char *err, size_t errlen)
         fprintf(f, " *   %s in %lld..%lld, accepted up to %lld\n", d->name, (long long)d->lo,
                 (long long)d->hi, (long long)d->max);
     }
-    fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds INT32_MAX elements,\n"
-               " * computes the outputs (tensors row-major, float32) with a thread pool\n"
-               " * (one thread per core) and returns DCRT_OK or an error code below.\n"
-               " */\n#ifndef %s\n#define %s\n\n#include <stdint.h>\n\n"
+    if (gpu)
+        fprintf(f, " *\n * %s_launch checks the dims and that no tensor exceeds INT32_MAX\n"
+                   " * elements, loads the embedded PTX through the CUDA driver on first call\n"
+                   " * (libdcrt.a dlopens libcuda.so.1), and launches the kernels on stream\n"
+                   " * (a CUstream, NULL for the default). Tensors are device pointers\n"
+                   " * (CUdeviceptr) to row-major float32 data. A program with intermediate\n"
+                   " * tensors allocates them on the device and synchronises before freeing\n"
+                   " * them; otherwise the call returns as soon as the kernels are queued.\n"
+                   " * Returns DCRT_OK or an error code below.\n", prog);
+    else
+        fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds INT32_MAX elements,\n"
+                   " * computes the outputs (tensors row-major, float32) with a thread pool\n"
+                   " * (one thread per core) and returns DCRT_OK or an error code below.\n", prog);
+    fprintf(f, " */\n#ifndef %s\n#define %s\n\n#include <stdint.h>\n\n"
                "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
-            prog, guard, guard);
+            guard, guard);
     fputs("/* Error codes (the same in every dcc header and in libdcrt.a). */\n"
           "#define DCRT_OK 0\n"
           "#define DCRT_ERR_DIM_RANGE 1\n"
@@ -447,17 +612,20 @@ char *cg_emit_cpu_header(const LoopProgram *lp, char *err, size_t errlen)
           "#define DCRT_ERR_CUDA 8\n"
           "#define DCRT_ERR_MODULE 9\n"
           "const char *dcrt_error_string(int code);\n\n", f);
-    fprintf(f, "int %s_run(", prog);
+    fprintf(f, "int %s_%s(", prog, gpu ? "launch" : "run");
     bool first = true;
     for (int i = 0; i < te->ndims; i++, first = false)
         fprintf(f, "%sint64_t %s", first ? "" : ", ", te->dims[i]->name);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < te->ntensors; i++)
             if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
-                fprintf(f, "%sfloat *%s", first ? "" : ", ", te->tensors[i]->name);
+                fprintf(f, "%s%s%s", first ? "" : ", ", gpu ? "uint64_t " : "float *",
+                        te->tensors[i]->name);
                 first = false;
             }
-    fprintf(f, "%s);\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", first ? "void" : "");
+    if (gpu)
+        fprintf(f, "%svoid *stream", first ? "" : ", ");
+    fprintf(f, "%s);\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", first && !gpu ? "void" : "");
     free(te_text);
     if (fclose(f) != 0) {
         free(buf);

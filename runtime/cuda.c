@@ -346,3 +346,64 @@ void rt_cuda_timer_destroy(RtCuTimer *t)
     D.event_destroy(t->stop);
     free(t);
 }
+
+/* ---- what dcc-generated GPU objects call (prog_launch) ---- */
+
+/* A loaded program: its module and kernels, cached in the object. */
+typedef struct Loaded {
+    RtCuModule *mod;
+    RtCuFunction *fn[];
+} Loaded;
+
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *const *names,
+                      void **fns)
+{
+    pthread_mutex_lock(&load_mu);
+    int rc = DCRT_OK;
+    Loaded *l = *cache;
+    if (!l) {
+        rc = rt_cuda_init(NULL, 0);
+        if (rc == DCRT_OK && !(l = calloc(1, sizeof *l + (size_t)nkernels * sizeof l->fn[0])))
+            rc = DCRT_ERR_OUT_OF_MEMORY;
+        if (rc == DCRT_OK)
+            rc = rt_cuda_load_module(ptx, &l->mod, NULL, 0);
+        for (int i = 0; i < nkernels && rc == DCRT_OK; i++)
+            rc = rt_cuda_get_function(l->mod, names[i], &l->fn[i], NULL, 0);
+        if (rc == DCRT_OK) {
+            *cache = l;
+        } else if (l) {
+            rt_cuda_unload_module(l->mod);
+            free(l);
+            l = NULL;
+        }
+    }
+    pthread_mutex_unlock(&load_mu);
+    if (rc != DCRT_OK)
+        return rc;
+    for (int i = 0; i < nkernels; i++)
+        fns[i] = l->fn[i];
+    return rt_cuda_init(NULL, 0); /* the context current on this thread */
+}
+
+int dcrt_cuda_launch(void *fn, int64_t nblocks, int64_t nthreads, void *stream, void **args)
+{
+    if (nblocks < 1 || nblocks > INT32_MAX || nthreads < 1 || nthreads > 1024)
+        return DCRT_ERR_TOO_LARGE;
+    unsigned grid[3] = {(unsigned)nblocks, 1, 1}, block[3] = {(unsigned)nthreads, 1, 1};
+    return rt_cuda_launch(fn, grid, block, 0, stream, args, NULL, 0);
+}
+
+int dcrt_cuda_alloc(int64_t bytes, uint64_t *ptr)
+{
+    *ptr = 0;
+    if (bytes < 0)
+        return DCRT_ERR_TOO_LARGE;
+    int rc = rt_cuda_alloc(ptr, (size_t)bytes, NULL, 0);
+    return rc == DCRT_ERR_CUDA ? DCRT_ERR_OUT_OF_MEMORY : rc;
+}
+
+void dcrt_cuda_free(uint64_t ptr) { rt_cuda_free(ptr); }
+
+int dcrt_cuda_sync(void) { return rt_cuda_sync(NULL, 0); }

@@ -43,7 +43,8 @@ static const char *usage_text =
     "  --arch=sm_XX        GPU architecture: sm_75, sm_80 (default), sm_86, sm_87,\n"
     "                      sm_89, sm_90, sm_90a\n"
     "  --no-libdevice      GPU math without CUDA's libdevice (approximations)\n"
-    "  --emit=obj,header   write an x86-64 object with NAME_run and its C header\n"
+    "  --emit=obj,header   write an x86-64 object and its C header: NAME_run (cpu,\n"
+    "                      the kernels inside) or NAME_launch (nvptx, PTX inside)\n"
     "                      (-o STEM: STEM.o, STEM.h; one kind: -o names the file;\n"
     "                      no -o: FILE's base name in the current directory)\n"
     "  -o OUT              write the emitted text to OUT instead of stdout\n"
@@ -231,16 +232,21 @@ static char *aot_path(const char *out, const char *file, const char *ext, bool b
     return p;
 }
 
-static void emit_aot(const char *emit, const char *out, const char *file, const LoopProgram *lp)
+/* arch NULL: the CPU object (NAME_run); else the PTX for arch embedded (NAME_launch). */
+static void emit_aot(const char *emit, const char *out, const char *file, const LoopProgram *lp,
+                     const char *arch, bool libdevice)
 {
     bool obj = strstr(emit, "obj") != NULL, hdr = strstr(emit, "header") != NULL;
     char err[512];
-    char *text[2] = {NULL, NULL};
+    char *text[2] = {NULL, NULL}, *ptx = NULL;
     size_t len[2] = {0, 0};
-    if (obj && cg_emit_cpu_object(lp, &text[0], &len[0], err, sizeof err) != 0)
+    if (obj && arch && !(ptx = cg_emit_ptx_text_ex(lp, arch, libdevice, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+    if (obj && cg_emit_object(lp, ptx, &text[0], &len[0], err, sizeof err) != 0)
+        ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+    free(ptx);
     if (hdr) {
-        if (!(text[1] = cg_emit_cpu_header(lp, err, sizeof err)))
+        if (!(text[1] = cg_emit_header(lp, arch != NULL, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
         len[1] = strlen(text[1]);
     }
@@ -343,9 +349,6 @@ static int cmd_compile(int argc, char **argv)
         strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
         usage_error("unknown --emit kind '%s' (expected te, loops, llvm, asm, ptx, obj, "
                     "header or obj,header)", emit);
-    if (aot && co.target != PT_CPU)
-        fail("--emit=%s: ahead-of-time output for --target=nvptx is not implemented yet "
-             "(only --target=cpu)", emit);
     if (out && !emit)
         usage_error("-o needs --emit");
     Loaded l = load_program(file);
@@ -357,7 +360,7 @@ static int cmd_compile(int argc, char **argv)
         return 0; /* --stop-after: the dumps were the output */
     }
     if (aot) {
-        emit_aot(emit, out, file, lp);
+        emit_aot(emit, out, file, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice);
     } else if (emit && co.target == PT_GPU && (ptx || strcmp(emit, "llvm") == 0)) {
         char err[512];
         char *text = ptx ? cg_emit_ptx_text_ex(lp, arch, !no_libdevice, err, sizeof err)
@@ -418,6 +421,16 @@ static void add_named(NamedArg *arr, int *n, const char *arg, const char *flag)
         if (strcmp(arr[i].name, arr[*n].name) == 0)
             usage_error("%s %s given twice", flag, arr[*n].name);
     (*n)++;
+}
+
+static void free_run_opts(RunOpts *o)
+{
+    for (int i = 0; i < o->nsets; i++)
+        free((char *)o->sets[i].name);
+    for (int i = 0; i < o->ninputs; i++)
+        free((char *)o->inputs[i].name);
+    for (int i = 0; i < o->noutputs; i++)
+        free((char *)o->outputs[i].name);
 }
 
 static RunOpts parse_run_opts(int argc, char **argv)
@@ -842,6 +855,7 @@ static int cmd_run(int argc, char **argv)
     cg_emu_program_destroy(x.ep);
     rt_pool_destroy(x.pool);
     free_program(&l);
+    free_run_opts(&o);
     return 0;
 }
 

@@ -211,13 +211,17 @@ void *cg_jit_kernel(const CgTarget *t, const LoopProgram *lp, const Kernel *k, c
 /* The CPU hooks for a portable object: triple x86_64-pc-linux-gnu, cpu
  * x86-64, no extra features (the JIT's cg_target_cpu uses the build host's). */
 const CgTarget *cg_target_cpu_portable(void);
-/* An x86-64 ELF relocatable object (PIC) of every kernel of lp (internal)
- * and the exported `int NAME_run(int64_t DIM..., float *PTR...)`: dims in
- * declaration order, then inputs, then outputs. *out is malloc'd. */
-int cg_emit_cpu_object(const LoopProgram *lp, char **out, size_t *len, char *err,
-                       size_t errlen);
+/* An x86-64 ELF relocatable object (PIC), *out malloc'd. ptx NULL: every
+ * kernel of lp (CPU-lowered; internal) and the exported
+ *     int NAME_run(int64_t DIM..., float *PTR...);
+ * otherwise ptx (the PTX of the GPU-lowered lp) embedded and
+ *     int NAME_launch(int64_t DIM..., uint64_t PTR..., void *stream);
+ * dims in declaration order, then inputs, then outputs, each in
+ * declaration order; returns DCRT_OK or a DCRT_ERR_* code (runtime.h). */
+int cg_emit_object(const LoopProgram *lp, const char *ptx, char **out, size_t *len, char *err,
+                   size_t errlen);
 /* The self-contained C header of that object (malloc'd text). */
-char *cg_emit_cpu_header(const LoopProgram *lp, char *err, size_t errlen);
+char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen);
 
 /* ---- codegen/emu.c: device-form kernels on the SIMT emulator ----
  *

@@ -151,4 +151,15 @@ int rt_cuda_timer_start(RtCuTimer *t, void *stream, char *err, size_t errlen);
 int rt_cuda_timer_stop(RtCuTimer *t, void *stream, float *ms, char *err, size_t errlen);
 void rt_cuda_timer_destroy(RtCuTimer *t); /* NULL is fine */
 
+/* What dcc-generated GPU objects call (prog_launch); DCRT_* codes. */
+/* Loads ptx once per *cache (a NULL-initialised pointer in the object)
+ * and gives kernel i's CUfunction in fns[i]; thread-safe. */
+int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *const *names,
+                      void **fns);
+/* Grid (nblocks), block (nthreads); args as cuLaunchKernel's. */
+int dcrt_cuda_launch(void *fn, int64_t nblocks, int64_t nthreads, void *stream, void **args);
+int dcrt_cuda_alloc(int64_t bytes, uint64_t *ptr);
+void dcrt_cuda_free(uint64_t ptr);
+int dcrt_cuda_sync(void);
+
 #endif

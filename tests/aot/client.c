@@ -61,13 +61,17 @@ static int check_errors(void)
 #if defined(PROG_SOFTMAX)
     float x[1000] = {0}, p[1000];
     int rc0 = softmax_run(0, x, p), rcn = softmax_run(1, x, NULL), rc1 = softmax_run(1, x, p);
+    int rcbig = softmax_run(5000000, x, p); /* 5e9 elements: over INT32_MAX */
 #else
     static float x[64], w[192 * 64], b[192], y[192];
     int rc0 = linear_bias_run(0, x, w, b, y), rcn = linear_bias_run(1, NULL, w, b, y),
         rc1 = linear_bias_run(1, x, w, b, y);
+    int rcbig = linear_bias_run(20000000, x, w, b, y); /* 3.84e9 elements of Y */
 #endif
-    if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER || rc1 != DCRT_OK) {
-        fprintf(stderr, "error codes: T=0 gave %d, NULL gave %d, T=1 gave %d\n", rc0, rcn, rc1);
+    if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER || rc1 != DCRT_OK ||
+        rcbig != DCRT_ERR_TOO_LARGE) {
+        fprintf(stderr, "error codes: T=0 gave %d, NULL gave %d, T=1 gave %d, huge T gave %d\n",
+                rc0, rcn, rc1, rcbig);
         bad = 1;
     }
     if (strcmp(dcrt_error_string(DCRT_OK), "success") != 0 || !dcrt_error_string(12345)) {
