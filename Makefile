@@ -22,9 +22,11 @@ test: build
 demo: build
 	@scripts/demo.sh $(BUILD)/dcc
 
-bench: build
+bench: deps
 	@scripts/install-deps.sh --bench
-	@echo "no benchmarks yet"
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense
+	$(BUILD)/bench/bench_dense --step 8 --reps 15
 
 clean:
 	rm -rf $(BUILD)

@@ -55,6 +55,13 @@ static TeProgram *dense(int64_t N, int64_t K)
     return p;
 }
 
+/* T = 1, then every step-th value, always ending at 128. */
+static int64_t next_T(int64_t T, int step)
+{
+    int64_t n = T == 1 && step > 1 ? step : T + step;
+    return T < 128 && n > 128 ? 128 : n;
+}
+
 static double median_ms(int reps, void (*run)(void *), void *ctx)
 {
     double t[64];
@@ -70,6 +77,7 @@ static double median_ms(int reps, void (*run)(void *), void *ctx)
 
 typedef struct Case {
     CgProgram *cp;
+    RtPool *pool;
     int64_t T, N, K;
     float *bufs[3];
 } Case;
@@ -79,7 +87,7 @@ static void run_dcc(void *ctx)
     Case *c = ctx;
     int64_t dims[1] = {c->T};
     char err[256];
-    if (cg_program_run(c->cp, dims, c->bufs, err, sizeof err) != 0) {
+    if (cg_program_run_on(c->cp, c->pool, dims, c->bufs, err, sizeof err) != 0) {
         fprintf(stderr, "dense: %s\n", err);
         exit(1);
     }
@@ -154,10 +162,9 @@ int main(int argc, char **argv)
         float *Y = malloc(sizeof(float) * 128 * (size_t)N);
         rt_rng_fill(1, 1, X, (size_t)(128 * K));
         rt_rng_fill(1, 2, W, (size_t)(N * K));
-        for (int64_t T = 1; T <= 128; T = (T == 1 ? step : T + step) > 128 && T != 128 ? 128 : (T == 1 ? step : T + step)) {
-            Case c = {cp, T, N, K, {X, W, Y}};
+        for (int64_t T = 1; T <= 128; T = next_T(T, step)) {
+            Case c = {cp, pool, T, N, K, {X, W, Y}};
             double flop = 2.0 * (double)(T * N * K);
-            (void)pool;
             double td = median_ms(reps, run_dcc, &c), tb = median_ms(reps, run_blas, &c);
             double gd = flop / td / 1e6, gb = flop / tb / 1e6;
             printf("%5lld %12.1f %12.1f %7.2f\n", (long long)T, gd, gb, gd / gb);
