@@ -162,12 +162,26 @@ int main(int argc, char **argv)
         float *Y = malloc(sizeof(float) * 128 * (size_t)N);
         rt_rng_fill(1, 1, X, (size_t)(128 * K));
         rt_rng_fill(1, 2, W, (size_t)(N * K));
-        for (int64_t T = 1; T <= 128; T = next_T(T, step)) {
-            Case c = {cp, pool, T, N, K, {X, W, Y}};
-            double flop = 2.0 * (double)(T * N * K);
-            double td = median_ms(reps, run_dcc, &c), tb = median_ms(reps, run_blas, &c);
-            double gd = flop / td / 1e6, gb = flop / tb / 1e6;
-            printf("%5lld %12.1f %12.1f %7.2f\n", (long long)T, gd, gb, gd / gb);
+        /* all of dcc first, then all of OpenBLAS: OpenBLAS's idle threads
+         * spin for a while after each call and would steal a core from
+         * whatever runs next */
+        int64_t Ts[160];
+        double td[160], tb[160];
+        int nt = 0;
+        for (int64_t T = 1; T <= 128; T = next_T(T, step))
+            Ts[nt++] = T;
+        for (int i = 0; i < nt; i++) {
+            Case c = {cp, pool, Ts[i], N, K, {X, W, Y}};
+            td[i] = median_ms(reps, run_dcc, &c);
+        }
+        for (int i = 0; i < nt; i++) {
+            Case c = {cp, pool, Ts[i], N, K, {X, W, Y}};
+            tb[i] = median_ms(reps, run_blas, &c);
+        }
+        for (int i = 0; i < nt; i++) {
+            double flop = 2.0 * (double)(Ts[i] * N * K);
+            double gd = flop / td[i] / 1e6, gb = flop / tb[i] / 1e6;
+            printf("%5lld %12.1f %12.1f %7.2f\n", (long long)Ts[i], gd, gb, gd / gb);
             logsum += log(gd / gb);
             count++;
         }
