@@ -79,6 +79,17 @@ static _Noreturn void usage_error(const char *fmt, ...)
     exit(EXIT_USAGE);
 }
 
+/* The option getopt_long just refused (after it returned '?' or ':'). */
+static _Noreturn void bad_option(char **argv)
+{
+    const char *opt = argv[optind - 1];
+    if (strncmp(opt, "--", 2) == 0)
+        usage_error("option '%s' is unknown or needs a value", opt);
+    if (optopt == 'o')
+        usage_error("option '-o' needs a value");
+    usage_error("option '-%c' is unknown", optopt ? optopt : '?');
+}
+
 static _Noreturn void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static _Noreturn void fail(const char *fmt, ...)
@@ -308,6 +319,7 @@ static int cmd_compile(int argc, char **argv)
     };
     int c;
     optind = 1;
+    opterr = 0; /* bad_option() reports, naming dcc rather than argv[0] */
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
         switch (c) {
         case 'e': emit = optarg; break;
@@ -331,7 +343,7 @@ static int cmd_compile(int argc, char **argv)
             arch = optarg;
             break;
         case O_NOLIBDEV: no_libdevice = true; break;
-        default: usage_error("bad option");
+        default: bad_option(argv);
         }
     }
     if (optind != argc - 1)
@@ -445,6 +457,7 @@ static RunOpts parse_run_opts(int argc, char **argv)
     int c;
     int64_t v;
     optind = 1;
+    opterr = 0; /* bad_option() reports, naming dcc rather than argv[0] */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 't': o.target = optarg; break;
@@ -462,7 +475,7 @@ static RunOpts parse_run_opts(int argc, char **argv)
                 usage_error("--bench expects a run count from 1 to 1000000, got '%s'", optarg);
             o.bench = v;
             break;
-        default: usage_error("bad option");
+        default: bad_option(argv);
         }
     }
     if (optind != argc - 1)
