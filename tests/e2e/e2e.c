@@ -325,7 +325,7 @@ int main(int argc, char **argv)
             if (want_cpu)
                 check_shape(file, "cpu", v, p, lps[v], cps[v], dims, ref);
             /* the loop interpreter is slow: small shapes only */
-            if (want_loops && (!want_cpu || (work(p, dims) < 400000 && (s % 3 == 0 || quick))))
+            if (want_loops && (!want_cpu || (work(p, dims) < 200000 && s % 4 == 0)))
                 check_shape(file, "loops", v, p, lps[v], NULL, dims, ref);
             if (want_emu)
                 check_shape(file, "emu", v, p, glps[v], eps[v], dims, ref);
