@@ -227,12 +227,6 @@ CgEmuProgram *cg_emu_compile(const LoopProgram *lp, char *err, size_t errlen)
     p->n = lp->nkernels;
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
-        if (k->body->kind != ST_FOR || k->body->loop.fk != FK_BLOCK) {
-            snprintf(err, errlen, "internal error: kernel %s does not start with a block loop",
-                     k->name);
-            cg_emu_program_destroy(p);
-            return NULL;
-        }
         if (k->nthreads < 1 || k->nthreads > RT_SIMT_MAX_THREADS) {
             snprintf(err, errlen, "kernel %s: %d threads per block", k->name, k->nthreads);
             cg_emu_program_destroy(p);

@@ -171,6 +171,11 @@ static void *compile_kernel(LLVMOrcLLJITRef jit, const CgTarget *t, const LoopPr
 void *cg_jit_kernel(const CgTarget *t, const LoopProgram *lp, const Kernel *k, char *err,
                     size_t errlen)
 {
+    if (k->body->kind != ST_FOR || k->body->loop.fk != FK_BLOCK) {
+        snprintf(err, errlen, "internal error: kernel %s does not start with a block loop",
+                 k->name);
+        return NULL;
+    }
     char *key = kernel_key(t, lp, k);
     if (!key) {
         snprintf(err, errlen, "out of memory");
@@ -226,14 +231,7 @@ CgProgram *cg_jit_compile(const LoopProgram *lp, char *err, size_t errlen)
     p->lp = lp;
     p->n = lp->nkernels;
     for (int i = 0; i < lp->nkernels; i++) {
-        const Kernel *k = lp->kernels[i];
-        if (k->body->kind != ST_FOR || k->body->loop.fk != FK_BLOCK) {
-            snprintf(err, errlen, "internal error: kernel %s does not start with a block loop",
-                     k->name);
-            cg_program_destroy(p);
-            return NULL;
-        }
-        void *fn = cg_jit_kernel(cg_target_cpu(), lp, k, err, errlen);
+        void *fn = cg_jit_kernel(cg_target_cpu(), lp, lp->kernels[i], err, errlen);
         if (!(p->fn[i] = (CgKernelFn)(uintptr_t)fn)) {
             cg_program_destroy(p);
             return NULL;

@@ -202,7 +202,8 @@ int64_t cg_jit_compile_count(void);
 void cg_jit_shutdown(void);
 /* The cached host entry point of kernel k compiled for a host target t
  * (cg_target_cpu: a CgKernelFn; cg_target_emu: a CgEmuKernelFn), compiling
- * it on a miss; NULL and err on failure. */
+ * it on a miss; NULL and err on failure (also for a kernel that does not
+ * start with its block loop). */
 void *cg_jit_kernel(const CgTarget *t, const LoopProgram *lp, const Kernel *k, char *err,
                     size_t errlen);
 
