@@ -8,7 +8,7 @@
 set -eu
 
 pkgs="cmake make gcc llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
-libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev"
+libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3"
 if [ "${1:-}" = "--bench" ]; then
     pkgs="$pkgs libopenblas-dev"
 fi
