@@ -7,7 +7,7 @@
 #   scripts/install-deps.sh --bench    also the benchmark packages
 set -eu
 
-pkgs="cmake make gcc llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
+pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
 libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3"
 if [ "${1:-}" = "--bench" ]; then
     pkgs="$pkgs libopenblas-dev"
