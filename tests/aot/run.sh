@@ -12,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$dcc" "$prog" --emit=obj,header -o "$work/$name"
 test -s "$work/$name.o" && test -s "$work/$name.h"
-"$cc" -std=c11 -Wall -Wextra -Werror -D"$def" -I"$work" -I"$src/include" \
+"$cc" ${DC_CLIENT_FLAGS:-} -std=c11 -Wall -Wextra -Werror -D"$def" -I"$work" -I"$src/include" \
     "$src/tests/aot/client.c" "$work/$name.o" "$lib" -lpthread -lm -ldl -o "$work/client"
 "$work/client" --errors
 out=$(grep '^output' "$prog" | sed 's/^output *\([A-Za-z_0-9]*\).*/\1/')
