@@ -29,7 +29,6 @@
 #include "dietcode/passes.h"
 #include "dietcode/search.h"
 
-#define MAX_EXACT 9007199254740992.0 /* 2^53: larger integers are not exact in JSON doubles */
 
 struct SrchRecords {
     Arena *arena;
@@ -52,18 +51,6 @@ static const char *const kind_names[] = {"trial", "select", "baseline"};
 const char *srch_record_kind_name(SrchRecordKind k)
 {
     return (unsigned)k < 3 ? kind_names[k] : "?";
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* The canonical form of a micro-kernel string into buf; false if it does
@@ -100,10 +87,7 @@ static double median_of(const double *t, int n)
     return m;
 }
 
-static bool exact_int(double x, double lo)
-{
-    return isfinite(x) && x == floor(x) && x >= lo && x <= MAX_EXACT;
-}
+static bool exact_int(double x, double lo) { return srch_exact_int(x, lo, SRCH_MAX_EXACT); }
 
 /* Why rec cannot be a record (mk already checked by the caller), or NULL. */
 static const char *check_record(const SrchRecord *rec)
@@ -115,7 +99,7 @@ static const char *check_record(const SrchRecord *rec)
     for (int i = 0; i < rec->ndims; i++) {
         if (!rec->dim_names[i] || !*rec->dim_names[i])
             return "empty dim name in shape";
-        if (rec->dim_values[i] < 0 || (double)rec->dim_values[i] > MAX_EXACT)
+        if (rec->dim_values[i] < 0 || (double)rec->dim_values[i] > SRCH_MAX_EXACT)
             return "shape value out of range";
         for (int j = 0; j < i; j++)
             if (strcmp(rec->dim_names[i], rec->dim_names[j]) == 0)
@@ -130,9 +114,9 @@ static const char *check_record(const SrchRecord *rec)
         return "median not a finite number >= 0";
     if ((unsigned)rec->kind > RK_BASELINE)
         return "unknown kind";
-    if (rec->trial < 0 || (double)rec->trial > MAX_EXACT)
+    if (rec->trial < 0 || (double)rec->trial > SRCH_MAX_EXACT)
         return "trial index out of range";
-    if (rec->ts < 0 || (double)rec->ts > MAX_EXACT)
+    if (rec->ts < 0 || (double)rec->ts > SRCH_MAX_EXACT)
         return "timestamp out of range";
     return NULL;
 }
@@ -476,12 +460,12 @@ SrchRecords *srch_records_open(const char *path, const char *fingerprint, const 
                                char *err, size_t errlen)
 {
     if (!path || !fingerprint || !target) {
-        seterr(err, errlen, "records: no path, fingerprint or target");
+        srch_seterr(err, errlen, "records: no path, fingerprint or target");
         return NULL;
     }
     SrchRecords *r = calloc(1, sizeof *r);
     if (!r) {
-        seterr(err, errlen, "%s: out of memory", path);
+        srch_seterr(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     r->arena = ir_arena_new();
@@ -494,20 +478,20 @@ SrchRecords *srch_records_open(const char *path, const char *fingerprint, const 
     /* O_NONBLOCK so a FIFO cannot hang the open; only regular files are read. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno != ENOENT) {
-        seterr(err, errlen, "%s: cannot open records: %s", path, strerror(errno));
+        srch_seterr(err, errlen, "%s: cannot open records: %s", path, strerror(errno));
         goto fail;
     }
     if (fd >= 0) {
         struct stat st;
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            seterr(err, errlen, "%s: records file is not a regular file", path);
+            srch_seterr(err, errlen, "%s: records file is not a regular file", path);
             close(fd);
             goto fail;
         }
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         FILE *f = fdopen(fd, "rb");
         if (!f) {
-            seterr(err, errlen, "%s: cannot read records: %s", path, strerror(errno));
+            srch_seterr(err, errlen, "%s: cannot read records: %s", path, strerror(errno));
             close(fd);
             goto fail;
         }
@@ -515,13 +499,13 @@ SrchRecords *srch_records_open(const char *path, const char *fingerprint, const 
         int e = errno;
         fclose(f);
         if (!ok) {
-            seterr(err, errlen, "%s: cannot read records: %s", path, strerror(e));
+            srch_seterr(err, errlen, "%s: cannot read records: %s", path, strerror(e));
             goto fail;
         }
     }
     r->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (r->fd < 0) {
-        seterr(err, errlen, "%s: cannot open records for appending: %s", path, strerror(errno));
+        srch_seterr(err, errlen, "%s: cannot open records for appending: %s", path, strerror(errno));
         goto fail;
     }
     return r;
@@ -561,7 +545,7 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     else if (!(why = check_record(&rec)) && !canon_mk(rec.mk, mk, sizeof mk))
         why = "not a micro-kernel";
     if (why) {
-        seterr(err, errlen, "%s: cannot record a measurement: %s", r->path, why);
+        srch_seterr(err, errlen, "%s: cannot record a measurement: %s", r->path, why);
         return false;
     }
 
@@ -582,14 +566,14 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!text) {
-        seterr(err, errlen, "%s: out of memory", r->path);
+        srch_seterr(err, errlen, "%s: out of memory", r->path);
         return false;
     }
     size_t n = strlen(text);
     char *line = malloc(n + 3);
     if (!line) {
         free(text);
-        seterr(err, errlen, "%s: out of memory", r->path);
+        srch_seterr(err, errlen, "%s: out of memory", r->path);
         return false;
     }
     size_t off = 0;
@@ -604,7 +588,7 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     free(line);
     if (!ok) {
         r->need_newline = true; /* a part may have been written */
-        seterr(err, errlen, "%s: cannot write record: %s", r->path, strerror(e));
+        srch_seterr(err, errlen, "%s: cannot write record: %s", r->path, strerror(e));
         return false;
     }
     r->need_newline = false;

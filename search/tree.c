@@ -25,19 +25,6 @@
 #include "dietcode/passes.h"
 #include "dietcode/search.h"
 
-#define MAX_EXACT 9007199254740992.0 /* 2^53 */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void *xcalloc(size_t n, size_t size)
 {
@@ -251,7 +238,7 @@ static const char *check_dataset(const SrchDataset *ds, const SrchTreeParams *p)
             return "a kernel is not a micro-kernel";
     }
     for (size_t i = 0; i < (size_t)ds->n * (size_t)ds->ndims; i++)
-        if (fabs((double)ds->dims[i]) > MAX_EXACT)
+        if (fabs((double)ds->dims[i]) > SRCH_MAX_EXACT)
             return "a dim value beyond 2^53";
     for (int s = 0; s < ds->n; s++)
         if (ds->label[s] < 0 || ds->label[s] >= ds->nkernels)
@@ -268,7 +255,7 @@ SrchTree *srch_tree_fit(const SrchDataset *ds, const SrchTreeParams *p, char *er
 {
     const char *why = check_dataset(ds, p);
     if (why) {
-        seterr(err, errlen, "dispatch tree: %s", why);
+        srch_seterr(err, errlen, "dispatch tree: %s", why);
         return NULL;
     }
     int n = ds->n, K = ds->nkernels, D = ds->ndims;
@@ -421,8 +408,7 @@ char *srch_tree_to_json(const SrchTree *t)
 
 static bool exact_int(const cJSON *x, double lo, double hi, double *out)
 {
-    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble != floor(x->valuedouble) ||
-        x->valuedouble < lo || x->valuedouble > hi)
+    if (!cJSON_IsNumber(x) || !srch_exact_int(x->valuedouble, lo, hi))
         return false;
     *out = x->valuedouble;
     return true;
@@ -456,7 +442,7 @@ static const char *read_node(SrchTree *t, int *cap, const cJSON *o, int depth, i
         d++;
     if (d == t->ndims)
         return "a split names a dim not in \"dims\"";
-    if (!exact_int(cJSON_GetObjectItemCaseSensitive(o, "le"), -MAX_EXACT, MAX_EXACT, &x))
+    if (!exact_int(cJSON_GetObjectItemCaseSensitive(o, "le"), -SRCH_MAX_EXACT, SRCH_MAX_EXACT, &x))
         return "a split's \"le\" is not an integer";
     t->nodes[i].kind = TN_SPLIT;
     t->nodes[i].dim = d;
@@ -527,9 +513,9 @@ SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t er
     }
     if (why) {
         if (field)
-            seterr(err, errlen, "dispatch tree: \"%s\" %s", field, why);
+            srch_seterr(err, errlen, "dispatch tree: \"%s\" %s", field, why);
         else
-            seterr(err, errlen, "dispatch tree: %s", why);
+            srch_seterr(err, errlen, "dispatch tree: %s", why);
         srch_tree_free(t);
         t = NULL;
     }

@@ -193,4 +193,13 @@ char *srch_tree_to_json(const SrchTree *t);
 SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t errlen);
 void srch_tree_free(SrchTree *t);
 
+/* search/util.c: what records and trees share */
+/* Integers up to 2^53 are exact in JSON's doubles; larger ones are refused. */
+#define SRCH_MAX_EXACT 9007199254740992.0
+/* True when x is a finite integer in lo..hi. */
+bool srch_exact_int(double x, double lo, double hi);
+/* Writes a one-line message into err (which may be NULL). */
+void srch_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif
