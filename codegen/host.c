@@ -267,6 +267,21 @@ static void check_rc(Host *h, LLVMValueRef r, LLVMValueRef rc, LLVMBasicBlockRef
                     cleanup, next);
     LLVMPositionBuilderAtEnd(h->b, next);
 }
+/* Frees the scratch buffers of the materialised intermediates (the tensors
+ * that are not parameters), each held in slot[i] as a value of type ty, with
+ * the runtime function `fname`. */
+static void free_temps(Host *h, const LoopProgram *lp, const int *param_of, LLVMValueRef *slot,
+                       LLVMTypeRef ty, const char *fname)
+{
+    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(h->cx), &ty, 1, 0);
+    LLVMValueRef f = runtime_fn(h, fname, fty);
+    for (int i = 0; i < lp->te->ntensors; i++)
+        if (param_of[i] < 0 && lp->materialized[i]) {
+            LLVMValueRef p = LLVMBuildLoad2(h->b, ty, slot[i], "");
+            LLVMBuildCall2(h->b, fty, f, &p, 1, "");
+        }
+}
+
 
 /* int PROG_run(int64_t DIM..., float *PTR...): the CPU kernels over the pool. */
 static void build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn)
@@ -318,13 +333,7 @@ static void build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn)
     }
     LLVMBuildBr(h->b, cleanup);
     LLVMPositionBuilderAtEnd(h->b, cleanup);
-    LLVMTypeRef freety = LLVMFunctionType(LLVMVoidTypeInContext(h->cx), &h->ptr, 1, 0);
-    LLVMValueRef freef = runtime_fn(h, "dcrt_free", freety);
-    for (int i = 0; i < nt; i++)
-        if (param_of[i] < 0 && lp->materialized[i]) {
-            LLVMValueRef p = LLVMBuildLoad2(h->b, h->ptr, slot[i], "");
-            LLVMBuildCall2(h->b, freety, freef, &p, 1, "");
-        }
+    free_temps(h, lp, param_of, slot, h->ptr, "dcrt_free");
     LLVMBuildRet(h->b, LLVMBuildLoad2(h->b, i32, rc, ""));
     free(slot);
     free(numel);
@@ -439,13 +448,7 @@ static void build_launch(Host *h, const LoopProgram *lp, const char *ptx)
         LLVMValueRef r0 = LLVMBuildLoad2(h->b, i32, rc, "");
         LLVMBuildStore(h->b, LLVMBuildSelect(h->b, LLVMBuildICmp(h->b, LLVMIntNE, r0, LLVMConstInt(i32, 0, 0), ""),
                                              r0, s, ""), rc);
-        LLVMTypeRef freety = LLVMFunctionType(LLVMVoidTypeInContext(h->cx), &h->i64, 1, 0);
-        LLVMValueRef freef = runtime_fn(h, "dcrt_cuda_free", freety);
-        for (int i = 0; i < nt; i++)
-            if (param_of[i] < 0 && lp->materialized[i]) {
-                LLVMValueRef p = LLVMBuildLoad2(h->b, h->i64, slot[i], "");
-                LLVMBuildCall2(h->b, freety, freef, &p, 1, "");
-            }
+        free_temps(h, lp, param_of, slot, h->i64, "dcrt_cuda_free");
     }
     LLVMBuildRet(h->b, LLVMBuildLoad2(h->b, i32, rc, ""));
     free(slot);
