@@ -231,3 +231,26 @@ LoopProgram *ir_loop_program_new(TeProgram *te)
     lp->materialized = IR_NEWN(te->arena, bool, te->ntensors ? te->ntensors : 1);
     return lp;
 }
+
+int ir_dispatch_eval(const Dispatch *d, const int64_t *dims)
+{
+    if (!d || d->nnodes == 0)
+        return 0;
+    int i = 0;
+    for (int steps = 0; steps <= d->nnodes; steps++) {
+        const DispatchNode *n = &d->nodes[i];
+        if (n->variant >= 0)
+            return n->variant;
+        i = dims[n->dim] <= n->le ? n->then_node : n->else_node;
+        IR_ASSERT(i > 0 && i < d->nnodes);
+    }
+    ir_panic(__FILE__, __LINE__, "dispatch tree has a cycle");
+}
+
+int ir_stage_kernel(const LoopProgram *lp, int s, const int64_t *dims)
+{
+    const Stage *st = &lp->stages[s];
+    int v = ir_dispatch_eval(st->dispatch, dims);
+    IR_ASSERT(v >= 0 && v < st->nvariants);
+    return st->first + v;
+}

@@ -164,6 +164,8 @@ typedef struct Kernel {
     const char *name;
     const Tensor *out;  /* the TE tensor it computes */
     MicroKernel mk;
+    int stage;          /* index into LoopProgram.stages */
+    int variant;        /* which of the stage's variants (0 .. nvariants-1) */
     Stmt *body;         /* an FK_BLOCK loop */
     int nthreads;       /* threads per block (extent of the FK_THREAD loop), 1 if none */
     /* Handles the tile pass leaves for the passes after it (NULL if absent). */
@@ -176,12 +178,43 @@ typedef struct Kernel {
     Var *rvar[MK_MAX_AXES];  /* per spatial axis: register-tile loop */
 } Kernel;
 
-/* The lowered program: kernels in execution order over the TE program's
- * global tensors (a buffer per tensor id; inlined tensors get none). */
+/* A dispatch decision tree over the dims' values (from tuning): nodes in
+ * preorder, node 0 the root. A leaf (variant >= 0) names a variant of its
+ * stage; a split (variant < 0) goes to then_node when dims[dim] <= le and
+ * to else_node otherwise, dim being a dim's position (Var.pos). Any dim
+ * values work: those beyond the tuned range fall into the outer leaves. */
+typedef struct DispatchNode {
+    int variant;
+    int dim;
+    int64_t le;
+    int then_node, else_node;
+} DispatchNode;
+typedef struct Dispatch {
+    int nnodes;
+    const DispatchNode *nodes;
+} Dispatch;
+
+/* One computed, materialised tensor: kernels[first .. first+nvariants-1]
+ * each compute it in full (variant v from the stage's micro-kernel v);
+ * exactly one of them runs, the one dispatch picks for the dims (variant 0
+ * when dispatch is NULL). */
+typedef struct Stage {
+    const Tensor *out;
+    int first, nvariants;
+    const Dispatch *dispatch;
+} Stage;
+
+/* The lowered program: stages in execution order over the TE program's
+ * global tensors (a buffer per tensor id; inlined tensors get none). Its
+ * kernels are every variant of every stage, stage by stage; a run runs one
+ * kernel per stage (ir_stage_kernel). Without tuning each stage has one
+ * variant and nkernels == nstages. */
 typedef struct LoopProgram {
     TeProgram *te;
     int nkernels;
     Kernel **kernels;
+    int nstages;
+    Stage *stages;
     bool *materialized;  /* per tensor id: needs a global buffer */
 } LoopProgram;
 
@@ -303,6 +336,10 @@ Stmt *ir_stmt_clone(Arena *a, const Stmt *s);
 bool ir_stmt_has_barrier(const Stmt *s);
 Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body);
 LoopProgram *ir_loop_program_new(TeProgram *te);
+/* The variant a dispatch tree picks for dims (indexed by Var.pos); 0 for NULL. */
+int ir_dispatch_eval(const Dispatch *d, const int64_t *dims);
+/* The index into lp->kernels of the kernel stage s runs for dims. */
+int ir_stage_kernel(const LoopProgram *lp, int s, const int64_t *dims);
 
 /* ir/print_loops.c */
 void ir_print_stmt(FILE *out, const Stmt *s, int indent);

@@ -74,6 +74,14 @@ typedef struct PipelineOpts {
     FILE *dump;              /* where dumps and timings go (stderr if NULL) */
 } PipelineOpts;
 
+/* The schedule of one stage: its micro-kernel variants (each legalised)
+ * and the tree that picks one per shape (NULL: variant 0). */
+typedef struct StageSchedule {
+    int nvariants;
+    const MicroKernel *variants;
+    const Dispatch *dispatch;
+} StageSchedule;
+
 TargetInfo pass_target_info(PassTarget kind);
 /* The names of the passes in order, NULL-terminated (for option checking). */
 const char *const *pass_names(void);
@@ -81,5 +89,12 @@ const char *const *pass_names(void);
  * by tensor id). Returns NULL with a message on a verifier failure. */
 LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
                                const PipelineOpts *opts, char *err, size_t errlen);
+/* The same with any number of variants per stage (sched indexed by tensor
+ * id; NULL, or an entry with nvariants 0: the default micro-kernel alone).
+ * Variant 0 of tensor Y is named PROG_Y as without variants, variant v > 0
+ * PROG_Y_vV. */
+LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
+                                     const TargetInfo *ti, const PipelineOpts *opts, char *err,
+                                     size_t errlen);
 
 #endif
