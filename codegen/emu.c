@@ -19,8 +19,9 @@
  * (cg_emu_shared_bytes); math is the CPU target's. Kernels are compiled by
  * the process-wide JIT (codegen/jit.c) and cached like CPU kernels.
  *
- * Running a program runs every kernel's blocks, each as k->nthreads fibers,
- * over a thread pool when one is given (each worker its own fibers).
+ * Running a program runs, per stage, the blocks of the kernel its dispatch
+ * picks, each block as k->nthreads fibers, over a thread pool when one is
+ * given (each worker its own fibers).
  */
 #include "dietcode/codegen.h"
 
@@ -295,7 +296,8 @@ int cg_emu_program_run(CgEmuProgram *p, RtPool *pool, const int64_t *dims, float
             snprintf(err, errlen, "no buffer for tensor %s", te->tensors[i]->name);
             return -1;
         }
-    for (int i = 0; i < p->n; i++) {
+    for (int s = 0; s < p->lp->nstages; s++) {
+        int i = ir_stage_kernel(p->lp, s, dims);
         EmuRun r = {.k = &p->k[i], .rk = {thread_entry, p->k[i].stack}, .dims = dims,
                     .bufs = bufs, .err = err, .errlen = errlen};
         atomic_init(&r.failed, 0);

@@ -19,9 +19,12 @@
  * ir_check_dims compiled in: each dim >= LO and <= its max, every extent
  * >= 1 and every tensor's element count <= INT32_MAX (products computed with
  * overflow checks), no NULL pointer; it then allocates the materialised
- * intermediates with dcrt_alloc, runs each kernel over its blocks with
- * dcrt_parallel_for (libdcrt.a's thread pool), frees the intermediates and
- * returns DCRT_OK or the first error code (runtime.h).
+ * intermediates with dcrt_alloc, runs each stage's kernel over its blocks
+ * with dcrt_parallel_for (libdcrt.a's thread pool), frees the intermediates
+ * and returns DCRT_OK or the first error code (runtime.h). A stage with
+ * several variants holds them all; its dispatch tree becomes nested
+ * integer compares on the dims, a basic block per node, that pick the
+ * kernel and its block count (stage_pick), as ir_stage_kernel does.
  *
  * For --target=nvptx the object holds no kernels but their PTX, as a
  * private string, and exports
@@ -29,8 +32,9 @@
  *     int prog_launch(int64_t DIM..., uint64_t PTR..., void *stream);
  *
  * with the same checks, then dcrt_cuda_kernels loads the PTX once (cached
- * in a private global) and dcrt_cuda_launch runs each kernel with the
- * NVPTX ABI of dietcode/codegen.h; intermediates are device buffers freed
+ * in a private global) and dcrt_cuda_launch runs each stage's kernel (the
+ * same dispatch picks its function, grid and block) with the NVPTX ABI of
+ * dietcode/codegen.h; intermediates are device buffers freed
  * after a synchronisation. Both functions return DCRT_* codes. Extents are integer
  * expressions over the dims; only + - * / % min max and negation occur in
  * them, and anything else is reported as an error, not miscompiled.
@@ -283,8 +287,76 @@ static void free_temps(Host *h, const LoopProgram *lp, const int *param_of, LLVM
 }
 
 
+/* What a stage launches: the kernel (CPU: its function; GPU: its index
+ * among the loaded functions, i64), its block count and threads per block. */
+typedef struct Pick {
+    LLVMValueRef kernel, nblocks, nthreads;
+} Pick;
+
+/* Kernel i's Pick (kfn: the CPU functions; NULL for the GPU), computed at
+ * the builder. The block count's overflow flags stay out of h->ovf: only
+ * the entry's size checks read it, and a flag computed in one dispatch leaf
+ * does not dominate the others. */
+static Pick kernel_pick(Host *h, const LoopProgram *lp, int i, const LLVMValueRef *kfn)
+{
+    const Kernel *k = lp->kernels[i];
+    LLVMValueRef ovf = h->ovf;
+    Pick p = {kfn ? kfn[i] : ci64(h, i), extent(h, k->body->loop.var->extent),
+              ci64(h, k->nthreads)};
+    h->ovf = ovf;
+    return p;
+}
+
+/* What stage s launches for the dims. Without a dispatch tree, its variant
+ * 0, computed in place. With one, the tree as nested compares: a basic
+ * block per node, a split branching on dims[dim] <= le, a leaf computing
+ * its variant's Pick; the leaves join in one block whose phis are the
+ * result, and the builder is left there. */
+static Pick stage_pick(Host *h, const LoopProgram *lp, int s, const LLVMValueRef *kfn)
+{
+    const Stage *st = &lp->stages[s];
+    const Dispatch *d = st->dispatch;
+    if (!d || d->nnodes == 0)
+        return kernel_pick(h, lp, st->first, kfn);
+    int nn = d->nnodes, nleaves = 0;
+    LLVMBasicBlockRef *bb = xcalloc((size_t)nn, sizeof *bb), *from = xcalloc((size_t)nn, sizeof *from);
+    LLVMValueRef *val[3];
+    for (int f = 0; f < 3; f++)
+        val[f] = xcalloc((size_t)nn, sizeof *val[f]);
+    for (int i = 0; i < nn; i++)
+        bb[i] = LLVMAppendBasicBlockInContext(h->cx, h->fn, d->nodes[i].variant >= 0 ? "leaf" : "split");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(h->cx, h->fn, "dispatched");
+    LLVMBuildBr(h->b, bb[0]);
+    IR_ASSERT(d->nodes[nn - 1].variant >= 0); /* children follow parents: the last is a leaf */
+    for (int i = 0; i < nn; i++) {
+        const DispatchNode *n = &d->nodes[i];
+        LLVMPositionBuilderAtEnd(h->b, bb[i]);
+        if (n->variant < 0) {
+            LLVMValueRef le = LLVMBuildICmp(h->b, LLVMIntSLE, h->dimv[n->dim], ci64(h, n->le), "");
+            LLVMBuildCondBr(h->b, le, bb[n->then_node], bb[n->else_node]);
+            continue;
+        }
+        Pick p = kernel_pick(h, lp, st->first + n->variant, kfn);
+        val[0][nleaves] = p.kernel;
+        val[1][nleaves] = p.nblocks;
+        val[2][nleaves] = p.nthreads;
+        from[nleaves++] = LLVMGetInsertBlock(h->b);
+        LLVMBuildBr(h->b, join);
+    }
+    LLVMPositionBuilderAtEnd(h->b, join);
+    LLVMValueRef phi[3];
+    for (int f = 0; f < 3; f++) {
+        phi[f] = LLVMBuildPhi(h->b, LLVMTypeOf(val[f][0]), "");
+        LLVMAddIncoming(phi[f], val[f], from, (unsigned)nleaves);
+        free(val[f]);
+    }
+    free(from);
+    free(bb);
+    return (Pick){phi[0], phi[1], phi[2]};
+}
+
 /* int PROG_run(int64_t DIM..., float *PTR...): the CPU kernels over the pool. */
-static void build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn)
+static void build_run(Host *h, const LoopProgram *lp, const LLVMValueRef *kfn)
 {
     const TeProgram *te = lp->te;
     int nd = te->ndims, nt = te->ntensors;
@@ -323,12 +395,13 @@ static void build_run(Host *h, const LoopProgram *lp, LLVMValueRef *kfn)
                                              LLVMConstInt(i32, 0, 0), "");
         check_rc(h, nomem, rc, cleanup);
     }
-    /* the kernels, in order */
+    /* the stages, in order, each the kernel its dispatch picks */
     LLVMTypeRef pft[4] = {h->i64, h->ptr, h->ptr, h->ptr};
     LLVMTypeRef pfty = LLVMFunctionType(i32, pft, 4, 0);
     LLVMValueRef pf = runtime_fn(h, "dcrt_parallel_for", pfty);
-    for (int i = 0; i < lp->nkernels; i++) {
-        LLVMValueRef args[4] = {extent(h, lp->kernels[i]->body->loop.var->extent), kfn[i], dims, bufs};
+    for (int s = 0; s < lp->nstages; s++) {
+        Pick k = stage_pick(h, lp, s, kfn);
+        LLVMValueRef args[4] = {k.nblocks, k.kernel, dims, bufs};
         check_rc(h, LLVMBuildCall2(h->b, pfty, pf, args, 4, ""), rc, cleanup);
     }
     LLVMBuildBr(h->b, cleanup);
@@ -433,11 +506,10 @@ static void build_launch(Host *h, const LoopProgram *lp, const char *ptx)
     LLVMTypeRef lt[5] = {h->ptr, h->i64, h->i64, h->ptr, h->ptr};
     LLVMTypeRef lty = LLVMFunctionType(i32, lt, 5, 0);
     LLVMValueRef launch = runtime_fn(h, "dcrt_cuda_launch", lty);
-    for (int i = 0; i < nk; i++) {
-        const Kernel *k = lp->kernels[i];
-        LLVMValueRef idx = ci64(h, i);
-        LLVMValueRef fn = LLVMBuildLoad2(h->b, h->ptr, LLVMBuildGEP2(h->b, h->ptr, fns, &idx, 1, ""), "");
-        LLVMValueRef a[5] = {fn, extent(h, k->body->loop.var->extent), ci64(h, k->nthreads), stream, args};
+    for (int s = 0; s < lp->nstages; s++) {
+        Pick k = stage_pick(h, lp, s, NULL);
+        LLVMValueRef fn = LLVMBuildLoad2(h->b, h->ptr, LLVMBuildGEP2(h->b, h->ptr, fns, &k.kernel, 1, ""), "");
+        LLVMValueRef a[5] = {fn, k.nblocks, k.nthreads, stream, args};
         check_rc(h, LLVMBuildCall2(h->b, lty, launch, a, 5, ""), rc, cleanup);
     }
     LLVMBuildBr(h->b, cleanup);

@@ -1,5 +1,7 @@
 /* JIT compilation for the host CPU, a process-wide kernel cache, and the
- * runner that executes a LoopProgram's kernels over a thread pool.
+ * runner that executes a LoopProgram over a thread pool: every variant of
+ * every stage is compiled, and a run runs the one kernel per stage that
+ * the stage's dispatch tree picks for the dims.
  *
  * Search measures many candidate kernels and `dcc run` compiles the same
  * ones again, so compiled code is kept for the life of the process in one
@@ -266,16 +268,18 @@ static void run_chunk(void *ctx, int64_t begin, int64_t end)
     r->fn(r->dims, r->bufs, begin, end);
 }
 
-int cg_program_run_on(CgProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
-                      char *err, size_t errlen)
+/* Checks dims and buffers and returns the pool to run on (the
+ * process-wide one when pool is NULL); NULL with a message. */
+static RtPool *run_prepare(const CgProgram *p, RtPool *pool, const int64_t *dims,
+                           float *const *bufs, char *err, size_t errlen)
 {
     const TeProgram *te = p->lp->te;
     if (!ir_check_dims(te, dims, err, errlen))
-        return -1;
+        return NULL;
     for (int i = 0; i < te->ntensors; i++)
         if (p->lp->materialized[i] && !bufs[i]) {
             snprintf(err, errlen, "no buffer for tensor %s", te->tensors[i]->name);
-            return -1;
+            return NULL;
         }
     if (!pool) {
         pthread_mutex_lock(&G.mu);
@@ -283,15 +287,39 @@ int cg_program_run_on(CgProgram *p, RtPool *pool, const int64_t *dims, float *co
             G.pool = rt_pool_new(0);
         pool = G.pool;
         pthread_mutex_unlock(&G.mu);
-        if (!pool) {
+        if (!pool)
             snprintf(err, errlen, "cannot start the thread pool");
-            return -1;
-        }
     }
-    for (int i = 0; i < p->n; i++) {
-        RunCtx c = {p->fn[i], dims, bufs};
-        rt_pool_run(pool, cg_program_nblocks(p, i, dims), run_chunk, &c);
+    return pool;
+}
+
+static void run_kernel(const CgProgram *p, RtPool *pool, int i, const int64_t *dims,
+                       float *const *bufs)
+{
+    RunCtx c = {p->fn[i], dims, bufs};
+    rt_pool_run(pool, cg_program_nblocks(p, i, dims), run_chunk, &c);
+}
+
+int cg_program_run_on(CgProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
+                      char *err, size_t errlen)
+{
+    if (!(pool = run_prepare(p, pool, dims, bufs, err, errlen)))
+        return -1;
+    for (int s = 0; s < p->lp->nstages; s++)
+        run_kernel(p, pool, ir_stage_kernel(p->lp, s, dims), dims, bufs);
+    return 0;
+}
+
+int cg_program_run_kernel(CgProgram *p, RtPool *pool, int i, const int64_t *dims,
+                          float *const *bufs, char *err, size_t errlen)
+{
+    if (i < 0 || i >= p->n) {
+        snprintf(err, errlen, "no kernel %d (the program has %d)", i, p->n);
+        return -1;
     }
+    if (!(pool = run_prepare(p, pool, dims, bufs, err, errlen)))
+        return -1;
+    run_kernel(p, pool, i, dims, bufs);
     return 0;
 }
 

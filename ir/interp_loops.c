@@ -194,8 +194,8 @@ int ir_run_loops(const LoopProgram *lp, const int64_t *dims, float **bufs, char 
         for (int j = 0; j < b->t->rank; j++)
             b->ext[j] = ir_eval_dims(b->t->shape[j], dims);
     }
-    for (int i = 0; i < lp->nkernels && !li.fault; i++)
-        run(&li, lp->kernels[i]->body);
+    for (int s = 0; s < lp->nstages && !li.fault; s++)
+        run(&li, lp->kernels[ir_stage_kernel(lp, s, dims)]->body);
     free(li.env);
     if (li.fault) {
         snprintf(err, errlen, "loop IR: access to %s out of bounds", li.fault);

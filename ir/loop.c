@@ -232,6 +232,29 @@ LoopProgram *ir_loop_program_new(TeProgram *te)
     return lp;
 }
 
+void ir_loop_program_add_stage(LoopProgram *lp, const Tensor *out, int n, Kernel *const *ks,
+                               const Dispatch *d)
+{
+    IR_ASSERT(n >= 1);
+    Arena *a = lp->te->arena;
+    Kernel **kernels = IR_NEWN(a, Kernel *, (size_t)(lp->nkernels + n));
+    if (lp->nkernels)
+        memcpy(kernels, lp->kernels, sizeof *kernels * (size_t)lp->nkernels);
+    Stage *stages = IR_NEWN(a, Stage, (size_t)lp->nstages + 1);
+    if (lp->nstages)
+        memcpy(stages, lp->stages, sizeof *stages * (size_t)lp->nstages);
+    stages[lp->nstages] = (Stage){out, lp->nkernels, n, d};
+    for (int v = 0; v < n; v++) {
+        ks[v]->stage = lp->nstages;
+        ks[v]->variant = v;
+        kernels[lp->nkernels + v] = ks[v];
+    }
+    lp->kernels = kernels;
+    lp->stages = stages;
+    lp->nkernels += n;
+    lp->nstages++;
+}
+
 int ir_dispatch_eval(const Dispatch *d, const int64_t *dims)
 {
     if (!d || d->nnodes == 0)

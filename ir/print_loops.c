@@ -103,11 +103,45 @@ void ir_print_kernel(FILE *out, const Kernel *k)
     ir_print_stmt(out, k->body, 1);
 }
 
+/* The subtree of node i as nested if/else comments. */
+static void print_dispatch(FILE *out, const TeProgram *te, const Dispatch *d, int i, int ind)
+{
+    const DispatchNode *n = &d->nodes[i];
+    fputs("#", out);
+    pad(out, ind);
+    if (n->variant >= 0) {
+        fprintf(out, "variant %d\n", n->variant);
+        return;
+    }
+    fprintf(out, "if %s <= %lld:\n", te->dims[n->dim]->name, (long long)n->le);
+    print_dispatch(out, te, d, n->then_node, ind + 1);
+    fputs("#", out);
+    pad(out, ind);
+    fputs("else:\n", out);
+    print_dispatch(out, te, d, n->else_node, ind + 1);
+}
+
+/* A stage with several variants or a dispatch tree says so before its
+ * kernels, and each of them which variant it is; a plain stage prints
+ * nothing, so dumps without tuning read as they always did. */
 void ir_print_loops(FILE *out, const LoopProgram *lp)
 {
     for (int i = 0; i < lp->nkernels; i++) {
+        const Kernel *k = lp->kernels[i];
+        const Stage *st = k->stage < lp->nstages ? &lp->stages[k->stage] : NULL;
+        bool many = st && (st->nvariants > 1 || (st->dispatch && st->dispatch->nnodes > 0));
         if (i)
             fputc('\n', out);
-        ir_print_kernel(out, lp->kernels[i]);
+        if (many && k->variant == 0) {
+            fprintf(out, "# stage %d computes %s: %d variants, dispatch:\n", k->stage,
+                     st->out->name, st->nvariants);
+            if (st->dispatch && st->dispatch->nnodes > 0)
+                print_dispatch(out, lp->te, st->dispatch, 0, 1);
+            else
+                fputs("#  variant 0\n", out);
+        }
+        if (many)
+            fprintf(out, "# stage %d variant %d\n", k->stage, k->variant);
+        ir_print_kernel(out, k);
     }
 }

@@ -1,8 +1,9 @@
 /* The loop IR verifier: run between passes under --verify-each and always
  * in tests. It checks scoping (every variable bound by an enclosing loop or
  * let, or a dim; every shared or local buffer by an enclosing alloc),
- * ranks, types, and the shape rules of kernels (one block loop outermost,
- * constant extents for unrolled and vectorized loops). */
+ * ranks, types, the shape rules of kernels (one block loop outermost,
+ * constant extents for unrolled and vectorized loops) and the stage table
+ * (stages cover the kernels in order, valid dispatch trees). */
 #include "dietcode/ir.h"
 
 #include <string.h>
@@ -143,8 +144,70 @@ static void check_stmt(Env *e, const Stmt *s)
     }
 }
 
+bool ir_verify_dispatch(const Dispatch *d, int nvariants, int ndims, char *err, size_t errlen)
+{
+    if (!d)
+        return true;
+    if (d->nnodes < 0 || (d->nnodes > 0 && !d->nodes)) {
+        snprintf(err, errlen, "dispatch tree without nodes");
+        return false;
+    }
+    for (int i = 0; i < d->nnodes; i++) {
+        const DispatchNode *n = &d->nodes[i];
+        if (n->variant >= 0 ? n->variant < nvariants
+                            : n->dim >= 0 && n->dim < ndims && n->then_node > i &&
+                                  n->then_node < d->nnodes && n->else_node > i &&
+                                  n->else_node < d->nnodes)
+            continue;
+        if (n->variant >= 0)
+            snprintf(err, errlen, "dispatch node %d: variant %d of %d", i, n->variant, nvariants);
+        else
+            snprintf(err, errlen, "dispatch node %d: split on dim %d of %d to nodes %d and %d of %d",
+                     i, n->dim, ndims, n->then_node, n->else_node, d->nnodes);
+        return false;
+    }
+    return true;
+}
+
+/* The stage table: stages cover the kernels in order, each kernel knows its
+ * stage and variant and computes its stage's tensor, dispatch trees are valid. */
+static bool check_stages(const LoopProgram *lp, char *err, size_t errlen)
+{
+    int next = 0;
+    for (int s = 0; s < lp->nstages; s++) {
+        const Stage *st = &lp->stages[s];
+        if (st->first != next || st->nvariants < 1 || st->first + st->nvariants > lp->nkernels) {
+            snprintf(err, errlen, "stage %d: kernels %d..%d do not follow kernel %d", s,
+                     st->first, st->first + st->nvariants - 1, next - 1);
+            return false;
+        }
+        for (int v = 0; v < st->nvariants; v++) {
+            const Kernel *k = lp->kernels[st->first + v];
+            if (k->stage != s || k->variant != v || k->out != st->out) {
+                snprintf(err, errlen, "kernel %s: stage %d variant %d computing %s, expected "
+                         "stage %d variant %d computing %s", k->name, k->stage, k->variant,
+                         k->out->name, s, v, st->out->name);
+                return false;
+            }
+        }
+        char why[200];
+        if (!ir_verify_dispatch(st->dispatch, st->nvariants, lp->te->ndims, why, sizeof why)) {
+            snprintf(err, errlen, "stage %d (%s): %s", s, st->out->name, why);
+            return false;
+        }
+        next += st->nvariants;
+    }
+    if (next != lp->nkernels) {
+        snprintf(err, errlen, "stages cover %d of %d kernels", next, lp->nkernels);
+        return false;
+    }
+    return true;
+}
+
 bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen)
 {
+    if (!check_stages(lp, err, errlen))
+        return false;
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
         Env e;

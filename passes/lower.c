@@ -1,8 +1,9 @@
-/* lower: one canonical loop nest per materialized computed tensor.
+/* lower: canonical loop nests for every materialized computed tensor.
  *
  * requires: pass_inline's bodies.
- * ensures:  a kernel per computed, materialized tensor, in definition
- *           order, of the canonical form the tile pass recognises:
+ * ensures:  a stage per computed, materialized tensor, in definition
+ *           order, with a kernel per variant of its schedule, each of the
+ *           canonical form the tile pass recognises:
  *
  *   for i in 0..T serial:  for j in 0..N serial:        (spatial loops)
  *     alloc local acc_Y[1]                              (one per reduction)
@@ -117,7 +118,9 @@ static Stmt *consume_store(Lower *l, Expr *v, void *ud)
     return ir_store(l->a, o->t, o->t->rank, o->idx, v);
 }
 
-static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *mk)
+/* Variant v of t's stage (a nest of its own, fresh variables and buffers):
+ * PROG_T for variant 0, PROG_T_vV after it. */
+static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *mk, int v)
 {
     ExprCtx *c = l->c;
     Var *lv[MK_MAX_AXES];
@@ -132,24 +135,31 @@ static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *
     for (int a = t->rank - 1; a >= 0; a--)
         s = ir_for(l->a, lv[a], FK_SERIAL, s);
     char name[128];
-    snprintf(name, sizeof name, "%s_%s", l->p->name, t->name);
+    if (v)
+        snprintf(name, sizeof name, "%s_%s_v%d", l->p->name, t->name, v);
+    else
+        snprintf(name, sizeof name, "%s_%s", l->p->name, t->name);
     Kernel *k = ir_kernel_new(l->a, name, t, s);
     k->mk = *mk;
     return k;
 }
 
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
-                        const MicroKernel *mks)
+                        const StageSchedule *sched)
 {
     Lower l = {p, p->ctx, p->arena, 0};
     LoopProgram *lp = ir_loop_program_new(p);
     memcpy(lp->materialized, materialized, sizeof(bool) * (size_t)p->ntensors);
-    lp->kernels = IR_NEWN(p->arena, Kernel *, p->ntensors ? p->ntensors : 1);
     for (int i = 0; i < p->ntensors; i++) {
         Tensor *t = p->tensors[i];
         if (t->kind == TK_INPUT || !materialized[i])
             continue;
-        lp->kernels[lp->nkernels++] = lower_tensor(&l, t, bodies[i], &mks[i]);
+        const StageSchedule *st = &sched[i];
+        IR_ASSERT(st->nvariants >= 1);
+        Kernel **ks = IR_NEWN(p->arena, Kernel *, st->nvariants);
+        for (int v = 0; v < st->nvariants; v++)
+            ks[v] = lower_tensor(&l, t, bodies[i], &st->variants[v], v);
+        ir_loop_program_add_stage(lp, t, st->nvariants, ks, st->dispatch);
     }
     return lp;
 }

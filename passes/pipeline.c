@@ -64,8 +64,40 @@ static bool step(Run *r, const char *name)
     return true;
 }
 
-LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
-                               const PipelineOpts *opts, char *err, size_t errlen)
+/* The schedule the pipeline lowers: per computed, materialised tensor
+ * sched's variants legalised for ti, or the default micro-kernel alone.
+ * NULL with a message when a dispatch tree does not fit its stage. */
+static StageSchedule *resolve_schedule(TeProgram *p, const StageSchedule *sched, Expr **bodies,
+                                       const bool *materialized, const TargetInfo *ti,
+                                       char *err, size_t errlen)
+{
+    StageSchedule *out = IR_NEWN(p->arena, StageSchedule, p->ntensors ? p->ntensors : 1);
+    for (int i = 0; i < p->ntensors; i++) {
+        Tensor *t = p->tensors[i];
+        if (t->kind == TK_INPUT || !materialized[i])
+            continue;
+        const StageSchedule *s = sched && sched[i].nvariants > 0 ? &sched[i] : NULL;
+        int n = s ? s->nvariants : 1;
+        MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, n);
+        if (!s)
+            mk[0] = pass_default_microkernel(p, t, bodies[i], ti);
+        for (int v = 0; s && v < n; v++) {
+            mk[v] = s->variants[v];
+            pass_legalize_microkernel(&mk[v], t, ti);
+        }
+        char why[200];
+        if (s && !ir_verify_dispatch(s->dispatch, n, p->ndims, why, sizeof why)) {
+            snprintf(err, errlen, "schedule of %s: %s", t->name, why);
+            return NULL;
+        }
+        out[i] = (StageSchedule){n, mk, s ? s->dispatch : NULL};
+    }
+    return out;
+}
+
+LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
+                                     const TargetInfo *ti, const PipelineOpts *opts, char *err,
+                                     size_t errlen)
 {
     static const PipelineOpts none = {0};
     Run r = {opts ? opts : &none, NULL, NULL, p, now(), false, err, errlen, false};
@@ -73,20 +105,11 @@ LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const Targe
     int n = p->ntensors ? p->ntensors : 1;
     Expr **bodies = IR_NEWN(p->arena, Expr *, n);
     bool *materialized = IR_NEWN(p->arena, bool, n);
-    MicroKernel *chosen = IR_NEWN(p->arena, MicroKernel, n);
 
     pass_inline(p, bodies, materialized);
-    for (int i = 0; i < p->ntensors; i++) {
-        Tensor *t = p->tensors[i];
-        if (t->kind == TK_INPUT || !materialized[i])
-            continue;
-        if (mks) {
-            chosen[i] = mks[i];
-            pass_legalize_microkernel(&chosen[i], t, ti);
-        } else {
-            chosen[i] = pass_default_microkernel(p, t, bodies[i], ti);
-        }
-    }
+    StageSchedule *chosen = resolve_schedule(p, sched, bodies, materialized, ti, err, errlen);
+    if (!chosen)
+        return NULL;
     if (!step(&r, "inline"))
         goto done;
     r.lp = pass_lower(p, bodies, materialized, chosen);
@@ -118,4 +141,16 @@ done:
             r.lp->materialized[i] = materialized[i];
     }
     return r.lp;
+}
+
+LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
+                               const PipelineOpts *opts, char *err, size_t errlen)
+{
+    StageSchedule *sched = NULL;
+    if (mks) {
+        sched = IR_NEWN(p->arena, StageSchedule, p->ntensors ? p->ntensors : 1);
+        for (int i = 0; i < p->ntensors; i++)
+            sched[i] = (StageSchedule){1, &mks[i], NULL};
+    }
+    return pass_run_pipeline_sched(p, sched, ti, opts, err, errlen);
 }

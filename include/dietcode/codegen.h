@@ -30,7 +30,8 @@
  * The JIT (codegen/jit.c) compiles every kernel of a LoopProgram with ORC
  * LLJIT for the host CPU and caches the machine code per kernel for the
  * life of the process, so compiling the same kernel again is free; running
- * a program splits each kernel's blocks over a thread pool (runtime/pool.c).
+ * a program runs one kernel per stage, the variant its dispatch tree picks
+ * for the dims, splitting its blocks over a thread pool (runtime/pool.c).
  *
  * Library functions never print and never exit: they return NULL or -1 and
  * write a one-line message into the caller's err buffer.
@@ -181,14 +182,19 @@ typedef struct CgProgram CgProgram; /* the compiled kernels of one LoopProgram *
  * result refers to lp (block counts are lp's expressions): destroy it
  * first. */
 CgProgram *cg_jit_compile(const LoopProgram *lp, char *err, size_t errlen);
-/* Runs every kernel in order over dims (checked against the declared
- * ranges) and bufs (bufs[t->id]: every materialised tensor), splitting each
- * kernel's blocks over the process-wide pool. */
+/* Runs the stages in order over dims (checked against the declared
+ * ranges) and bufs (bufs[t->id]: every materialised tensor), for each the
+ * kernel its dispatch picks (ir_stage_kernel), splitting the kernel's
+ * blocks over the process-wide pool. */
 int cg_program_run(CgProgram *p, const int64_t *dims, float *const *bufs, char *err,
                    size_t errlen);
 /* The same on a given pool (NULL: the process-wide one). */
 int cg_program_run_on(CgProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
                       char *err, size_t errlen);
+/* Runs kernel i alone (all its blocks, over pool; NULL: the process-wide
+ * one) with the same checks: to time one variant. */
+int cg_program_run_kernel(CgProgram *p, RtPool *pool, int i, const int64_t *dims,
+                          float *const *bufs, char *err, size_t errlen);
 int cg_program_nkernels(const CgProgram *p);
 /* Kernel i's entry point and its number of blocks for dims. */
 CgKernelFn cg_program_kernel(const CgProgram *p, int i);
@@ -218,7 +224,9 @@ const CgTarget *cg_target_cpu_portable(void);
  * otherwise ptx (the PTX of the GPU-lowered lp) embedded and
  *     int NAME_launch(int64_t DIM..., uint64_t PTR..., void *stream);
  * dims in declaration order, then inputs, then outputs, each in
- * declaration order; returns DCRT_OK or a DCRT_ERR_* code (runtime.h). */
+ * declaration order; returns DCRT_OK or a DCRT_ERR_* code (runtime.h).
+ * Both run one kernel per stage, picked by its dispatch tree (compiled to
+ * compares on the dims) as ir_stage_kernel picks it. */
 int cg_emit_object(const LoopProgram *lp, const char *ptx, char **out, size_t *len, char *err,
                    size_t errlen);
 /* The self-contained C header of that object (malloc'd text). */
@@ -247,7 +255,8 @@ int64_t cg_emu_shared_bytes(const Kernel *k);
 /* JIT-compiles every kernel of lp (lowered for PT_GPU) for the emulator;
  * the result refers to lp: destroy it first. */
 CgEmuProgram *cg_emu_compile(const LoopProgram *lp, char *err, size_t errlen);
-/* Runs every kernel in order, each block as k->nthreads fibers, blocks
+/* Runs the stages in order, each the kernel its dispatch picks for dims
+ * (ir_stage_kernel), each block as k->nthreads fibers, blocks
  * spread over pool (NULL: one after another on the calling thread). -1 and
  * err on bad dims or buffers, or barrier divergence. */
 int cg_emu_program_run(CgEmuProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,

@@ -336,6 +336,10 @@ Stmt *ir_stmt_clone(Arena *a, const Stmt *s);
 bool ir_stmt_has_barrier(const Stmt *s);
 Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body);
 LoopProgram *ir_loop_program_new(TeProgram *te);
+/* Appends a stage computing out whose variants are the n kernels ks (variant
+ * v is ks[v]), picked by d (NULL: variant 0); sets their stage and variant. */
+void ir_loop_program_add_stage(LoopProgram *lp, const Tensor *out, int n, Kernel *const *ks,
+                               const Dispatch *d);
 /* The variant a dispatch tree picks for dims (indexed by Var.pos); 0 for NULL. */
 int ir_dispatch_eval(const Dispatch *d, const int64_t *dims);
 /* The index into lp->kernels of the kernel stage s runs for dims. */
@@ -347,12 +351,17 @@ void ir_print_kernel(FILE *out, const Kernel *k);
 void ir_print_loops(FILE *out, const LoopProgram *lp);
 void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial);
 
-/* ir/interp_loops.c: runs CPU-form loop IR directly (tests, debugging);
- * bufs as for ir_interp, only materialized tensors used. */
+/* ir/interp_loops.c: runs CPU-form loop IR directly (tests, debugging),
+ * per stage the kernel ir_stage_kernel picks; bufs as for ir_interp, only
+ * materialized tensors used. */
 int ir_run_loops(const LoopProgram *lp, const int64_t *dims, float **bufs, char *err,
                  size_t errlen);
 
 /* ir/verify_loops.c */
 bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen);
+/* Checks a dispatch tree for a stage of nvariants variants over ndims dims:
+ * leaves name a variant, splits a dim and children after their parent
+ * (so every walk ends). NULL is valid. */
+bool ir_verify_dispatch(const Dispatch *d, int nvariants, int ndims, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,9 @@
 /* dietcode/passes.h: the passes layer's table of contents.
  *
- * A TE program and one micro-kernel per stage go in; a LoopProgram comes
- * out. passes/pipeline.c runs the passes in a fixed, visible order:
+ * A TE program and a schedule per stage (one micro-kernel, or several
+ * variants and the dispatch tree that picks one per shape) go in; a
+ * LoopProgram comes out, a kernel per variant. passes/pipeline.c runs the
+ * passes in a fixed, visible order:
  *
  *   inline   TE: elementwise intermediates are substituted into consumers
  *   lower    TE + micro-kernels -> one canonical loop nest per kernel
@@ -30,6 +32,14 @@ typedef struct TargetInfo {
     int shared_bytes;     /* per block */
 } TargetInfo;
 
+/* The schedule of one stage: its micro-kernel variants (each legalised)
+ * and the tree that picks one per shape (NULL: variant 0). */
+typedef struct StageSchedule {
+    int nvariants;
+    const MicroKernel *variants;
+    const Dispatch *dispatch;
+} StageSchedule;
+
 /* passes/inline.c */
 /* Marks which tensors need a global buffer and substitutes every
  * elementwise intermediate into its consumers. Returns the rewritten body
@@ -49,8 +59,10 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial);
 
 /* passes/lower.c */
+/* sched[t->id] for every computed, materialised tensor: at least one
+ * variant, each a kernel. */
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
-                        const MicroKernel *mks);
+                        const StageSchedule *sched);
 
 /* passes/tile.c */
 void pass_tile(LoopProgram *lp, const TargetInfo *ti);
@@ -73,14 +85,6 @@ typedef struct PipelineOpts {
     bool time_passes;
     FILE *dump;              /* where dumps and timings go (stderr if NULL) */
 } PipelineOpts;
-
-/* The schedule of one stage: its micro-kernel variants (each legalised)
- * and the tree that picks one per shape (NULL: variant 0). */
-typedef struct StageSchedule {
-    int nvariants;
-    const MicroKernel *variants;
-    const Dispatch *dispatch;
-} StageSchedule;
 
 TargetInfo pass_target_info(PassTarget kind);
 /* The names of the passes in order, NULL-terminated (for option checking). */

@@ -61,12 +61,7 @@ static Var *loopvar(ExprCtx *c, const char *name, Expr *extent)
 
 static void add_kernel(LoopProgram *lp, Kernel *k)
 {
-    Arena *a = lp->te->arena;
-    Kernel **ks = IR_NEWN(a, Kernel *, lp->nkernels + 1);
-    if (lp->nkernels)
-        memcpy(ks, lp->kernels, sizeof *ks * (size_t)lp->nkernels);
-    ks[lp->nkernels++] = k;
-    lp->kernels = ks;
+    ir_loop_program_add_stage(lp, k->out, 1, &k, NULL);
 }
 
 static double now_s(void)

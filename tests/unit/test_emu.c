@@ -66,9 +66,7 @@ static LoopProgram *neighbour_program(TeProgram **tep, Variant var, Tensor **ext
     lp->materialized[X->id] = lp->materialized[Y->id] = true;
     Kernel *k = ir_kernel_new(a, "neighbour", Y, ir_for(a, b, FK_BLOCK, kbody));
     k->nthreads = NT;
-    lp->kernels = IR_NEWN(a, Kernel *, 1);
-    lp->kernels[0] = k;
-    lp->nkernels = 1;
+    ir_loop_program_add_stage(lp, Y, 1, &k, NULL);
     *tep = te;
     if (extra)
         *extra = S2;
