@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "dietcode/ir.h"
+#include "dietcode/passes.h"
 
 /* search/records.c
  *
@@ -192,6 +193,206 @@ char *srch_tree_to_json(const SrchTree *t);
 /* Reads and checks the JSON form; NULL with a one-line message in err. */
 SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t errlen);
 void srch_tree_free(SrchTree *t);
+
+/* ---- The tuner ----
+ *
+ * search/space.c: one stage's micro-kernel space and the analytic half of
+ * the cost model. A stage is a computed, materialised tensor; a shape is a
+ * value for every dim of the program (indexed by Var.pos). What the search
+ * knows of a stage at a shape is its extents: the output's per axis, and
+ * the reduction's (1 without one).
+ */
+typedef struct SrchTarget {
+    const char *name;       /* the records' target: "cpu", "cuda" or "model" */
+    TargetInfo ti;          /* the schedule's limits (threads, shared bytes, vectors) */
+    int ncores;             /* CPU: threads running blocks; GPU: SMs */
+    int threads_per_core;   /* GPU: resident threads per SM (CPU: 1) */
+    int shared_per_core;    /* GPU: shared bytes per SM (CPU: 0) */
+    double peak_gflops;     /* FP32 peak, for the analytic prior */
+} SrchTarget;
+
+/* The CPU of this machine (pool threads, AVX-512 or not). */
+SrchTarget srch_target_cpu(void);
+/* An NVIDIA GPU of the given arch (NULL: sm_80); nsm 0: the arch's usual
+ * SM count (sm_80 108, sm_90 132, ...). name is "cuda" or "model". */
+SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm);
+
+enum { SRCH_NFEAT = 24 };
+
+typedef struct SrchStage {
+    const Tensor *t;
+    const Expr *body;       /* after inlining */
+    int rank;
+    bool reduction;
+    bool vec_reduce;        /* operands contiguous along the reduction */
+    int64_t ext_max[MK_MAX_AXES + 1]; /* largest extents over the tuning shapes */
+    const SrchTarget *tg;
+} SrchStage;
+
+/* The extents of stage st at shape dims: ext[0..rank-1] spatial, ext[rank]
+ * the reduction's (1 without one). */
+void srch_stage_extents(const SrchStage *st, const int64_t *dims, int64_t *ext);
+/* 2 x outputs x reduction (the work a shape needs). */
+double srch_stage_flops(const SrchStage *st, const int64_t *ext);
+/* A random legal micro-kernel from the target's limits (never from a shape). */
+MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng);
+/* A neighbour of mk; with ext non-NULL, a change aimed at that shape's
+ * extents (less padding, enough blocks for every core). Always legal. */
+MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *mk, const int64_t *ext,
+                              uint64_t *rng);
+/* The canonical text of mk (ir_print_microkernel's), malloc'd. */
+char *srch_mk_str(const SrchStage *st, const MicroKernel *mk);
+/* The shape adaptation factor in (0, 1]: padding efficiency (useful over
+ * computed points, reduction included) times occupancy (blocks over cores
+ * and waves). *nblocks gets the grid size when nblocks is non-NULL. */
+double srch_adapt(const SrchStage *st, const MicroKernel *mk, const int64_t *ext,
+                  int64_t *nblocks);
+/* The analytic micro-kernel throughput (GFLOP/s at full adaptation): the
+ * prior before any measurement, and the model backend's answer. */
+double srch_prior_gflops(const SrchStage *st, const MicroKernel *mk);
+/* The learned model's features of mk (SRCH_NFEAT floats). */
+void srch_features(const SrchStage *st, const MicroKernel *mk, float *f);
+/* xorshift64* */
+uint64_t srch_rand(uint64_t *state);
+
+/* search/model.c: the learned half, gradient-boosted trees (XGBoost's C
+ * API) from features to log throughput, retrained on all samples. */
+typedef struct SrchModel SrchModel;
+SrchModel *srch_model_new(uint64_t seed, char *err, size_t errlen);
+/* Adds one sample (SRCH_NFEAT features, throughput in GFLOP/s > 0). */
+void srch_model_add(SrchModel *m, const float *f, double gflops);
+int srch_model_nsamples(const SrchModel *m);
+/* Retrains on every sample; false and err when XGBoost fails. */
+bool srch_model_train(SrchModel *m, char *err, size_t errlen);
+bool srch_model_trained(const SrchModel *m);
+/* Predicted throughput (GFLOP/s) of n feature rows; false on failure. */
+bool srch_model_predict(SrchModel *m, const float *f, int n, double *out, char *err,
+                        size_t errlen);
+void srch_model_free(SrchModel *m);
+
+/* search/measure.c: timing one stage's kernel with a micro-kernel at a
+ * shape. Backends: "cpu" (JIT, warm-up then repeats), "cuda" (driver API,
+ * events) and "model" (no hardware: the analytic time, deterministic). */
+typedef struct SrchMeasurer SrchMeasurer;
+/* p: the program; buffers for the largest of the shapes are allocated once
+ * (nshapes rows of p->ndims values, by Var.pos). */
+SrchMeasurer *srch_measurer_new(const char *backend, TeProgram *p, const SrchTarget *tg,
+                                const int64_t *shapes, int nshapes, char *err, size_t errlen);
+/* Times stage st with mk at dims: up to SRCH_MAX_REPEATS times (at least
+ * one) into times_ms, their number in *ntimes. A candidate whose first
+ * run takes longer than cutoff_ms (> 0) is not run again: that one time is
+ * its measurement (hopeless candidates cost one run, not ten). -1 and err
+ * on failure. */
+enum { SRCH_MAX_REPEATS = 9 };
+int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
+                 double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen);
+void srch_measurer_free(SrchMeasurer *m);
+
+/* search/tune.c: the joint search (or the per-shape baseline), the
+ * measured selection at every shape point and the dispatch tree fit. */
+typedef struct SrchRange {
+    const char *dim;
+    int64_t lo, hi;
+    int count;              /* points; 0: all when the product is <= 256, else a sample */
+} SrchRange;
+
+typedef struct SrchProgress {
+    const char *stage;
+    const char *phase;      /* "search", "select", "baseline" */
+    int round, done, total; /* measurements of this phase and stage */
+    double best_pred_gflops, best_meas_gflops;
+    double elapsed_s;       /* since srch_tune started */
+    double eta_s;           /* estimated time left in this phase of this stage */
+} SrchProgress;
+
+typedef struct SrchTuneOpts {
+    const char *backend;    /* "cpu", "cuda", "model" */
+    const char *arch;       /* GPU backends: sm_XX (NULL: sm_80) */
+    int trials;             /* measurements of one search (each stage's; each shape's with per_shape) */
+    uint64_t seed;
+    bool per_shape;
+    const char *records;    /* path, or NULL: measurements are kept in memory only */
+    int nranges;
+    const SrchRange *ranges;
+    int topk;               /* candidates measured per shape point in the selection (0: 3) */
+    int tree_depth;         /* 0: 4 */
+    void (*progress)(void *ud, const SrchProgress *p);
+    void *progress_ud;
+    /* Record warnings (damaged lines) are passed here, one line each. */
+    void (*warn)(void *ud, const char *msg);
+} SrchTuneOpts;
+
+typedef struct SrchStageResult {
+    const char *stage;
+    int measured, reused;       /* search trials: new, and found in the records */
+    int select_measured, select_reused;
+    int nshapes;
+    double geomean_ms;          /* over the shapes, of what the dispatch picks (measured) */
+    double oracle_geomean_ms;   /* of the best measured kernel per shape */
+    SrchTree *tree;
+    SrchTreeScore score;
+} SrchStageResult;
+
+typedef struct SrchTuneResult {
+    int nstages;
+    SrchStageResult *stages;
+    int nshapes;
+    double seconds;
+    int nforeign, ncorrupt;     /* records of other workloads or targets; damaged lines */
+} SrchTuneResult;
+
+/* The workload fingerprint records carry: a hash of the printed program. */
+char *srch_fingerprint(const TeProgram *p);
+/* The shape points of the tuning range: *n rows of p->ndims values. */
+int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nranges, int *n,
+                           char *err, size_t errlen);
+SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen);
+void srch_tune_result_free(SrchTuneResult *r);
+
+/* search/schedule.c: from records to dispatch.
+ *
+ * The oracle of a stage: for each shape point, the measured median of each
+ * micro-kernel there (records of one kind: the selection's, or the
+ * baseline's). Kernels are sorted by their text and shapes by their
+ * values, so the same records always give the same tree, whether srch_tune
+ * just took them or a later compile reads them back. */
+typedef struct SrchOracle {
+    int n, ndims, nk;
+    int64_t *dims;        /* n x ndims, the program's dims in declaration order */
+    int *shape_index;     /* n: index into the shapes given to srch_oracle_collect, or -1 */
+    char **kernels;       /* nk micro-kernel texts, sorted */
+    double *cost;         /* n x nk median ms, NAN where not measured */
+    double *best;         /* n: the least measured cost */
+} SrchOracle;
+/* From the baseline's records when baseline is set, else from the joint
+ * search's (trials and selection). shapes (nshapes rows by Var.pos)
+ * restricts it to those points; NULL: all. */
+SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool baseline,
+                                const TeProgram *p, const int64_t *shapes, int nshapes);
+void srch_oracle_free(SrchOracle *o);
+/* The dispatch tree of an oracle (depth-limited, latency-weighted CART)
+ * and its score against it. */
+SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
+                          SrchTreeScore *score, char *err, size_t errlen);
+/* From the records of (p, target) in path: per computed tensor with
+ * records, the tree fit to its oracle (the selection's, else the
+ * baseline's; depth 4, as srch_tune fits it) and its kernels as variants.
+ * sched and trees (optional) are indexed by tensor id, p->ntensors entries;
+ * a tensor without records gets nvariants 0 and no tree (the default).
+ * Variants and dispatch live in p's arena; trees are the caller's to free.
+ * -1 and err when the file cannot be read or holds no usable record of
+ * this workload and target. */
+int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
+                               StageSchedule *sched, SrchTree **trees, char *err, size_t errlen);
+/* {"v": 1, "workload": FP, "target": T, "stages": {"Y": TREE, ...}}, TREE
+ * as srch_tree_to_json writes it; a stage without a tree gets a single
+ * leaf naming its default micro-kernel. malloc'd. */
+char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *trees);
+/* A fitted tree in the IR's dispatch form (dims mapped to Var.pos by name,
+ * leaves renumbered to the kernels they use, in preorder), in p's arena;
+ * *variants gets those kernels, parsed. */
+Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **variants,
+                                int *nvariants);
 
 /* search/util.c: what records and trees share */
 /* Integers up to 2^53 are exact in JSON's doubles; larger ones are refused. */

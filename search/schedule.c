@@ -1,0 +1,340 @@
+/* From records to dispatch: the oracle of a stage, the tree fit to it, the
+ * tree in the IR's form, and the JSON that --emit=dispatch prints.
+ *
+ * srch_tune and a later `dcc --records` go through the same functions on
+ * the same records, so they build the same tree.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dietcode/search.h"
+
+void srch_oracle_free(SrchOracle *o)
+{
+    if (!o)
+        return;
+    for (int k = 0; k < o->nk; k++)
+        free(o->kernels[k]);
+    free(o->kernels);
+    free(o->dims);
+    free(o->shape_index);
+    free(o->cost);
+    free(o->best);
+    free(o);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The values of a record's shape in declaration order; false if its dims
+ * are not exactly the program's. */
+static bool record_dims(const SrchRecord *r, const TeProgram *p, int64_t *out)
+{
+    if (r->ndims != p->ndims)
+        return false;
+    for (int i = 0; i < p->ndims; i++) {
+        int j = 0;
+        while (j < r->ndims && strcmp(r->dim_names[j], p->dims[i]->name) != 0)
+            j++;
+        if (j == r->ndims)
+            return false;
+        out[i] = r->dim_values[j];
+    }
+    return true;
+}
+
+static int cmp_row(const int64_t *a, const int64_t *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return 0;
+}
+
+/* Index of row v among n sorted rows, or -1. */
+static int find_row(const int64_t *rows, int n, int nd, const int64_t *v)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = cmp_row(rows + (size_t)mid * (size_t)nd, v, nd);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static int cmp_row_q(const void *a, const void *b, void *nd) { return cmp_row(a, b, *(int *)nd); }
+
+SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool baseline,
+                                const TeProgram *p, const int64_t *shapes, int nshapes)
+{
+    int nd = p->ndims, nr = srch_records_count(r);
+    size_t rowb = sizeof(int64_t) * (size_t)(nd ? nd : 1);
+    int64_t *rows = malloc(rowb * (size_t)(nr + 1));
+    char **ks = malloc(sizeof *ks * (size_t)(nr + 1));
+    int nrows = 0, nks = 0;
+    /* the allowed points, sorted, with their index in shapes */
+    int64_t *allow = NULL;
+    if (shapes) {
+        allow = malloc(rowb * (size_t)(nshapes + 1));
+        for (int s = 0; s < nshapes; s++)
+            for (int i = 0; i < nd; i++)
+                allow[(size_t)s * (size_t)nd + (size_t)i] = shapes[(size_t)s * (size_t)nd + (size_t)p->dims[i]->pos];
+        qsort_r(allow, (size_t)nshapes, rowb, cmp_row_q, &nd);
+    }
+    int64_t v[SRCH_MAX_DIMS];
+    for (int i = 0; i < nr; i++) {
+        const SrchRecord *rec = srch_records_at(r, i);
+        if ((rec->kind == RK_BASELINE) != baseline || strcmp(rec->stage, stage) != 0 ||
+            !record_dims(rec, p, v))
+            continue;
+        if (allow && find_row(allow, nshapes, nd, v) < 0)
+            continue;
+        memcpy(rows + (size_t)nrows++ * (size_t)nd, v, rowb);
+        ks[nks++] = (char *)rec->mk;
+    }
+    qsort_r(rows, (size_t)nrows, rowb, cmp_row_q, &nd);
+    qsort(ks, (size_t)nks, sizeof *ks, cmp_str);
+    int n = 0, nk = 0;
+    for (int i = 0; i < nrows; i++)
+        if (n == 0 || cmp_row(rows + (size_t)(n - 1) * (size_t)nd, rows + (size_t)i * (size_t)nd, nd) != 0)
+            memmove(rows + (size_t)n++ * (size_t)nd, rows + (size_t)i * (size_t)nd, rowb);
+    for (int i = 0; i < nks; i++)
+        if (nk == 0 || strcmp(ks[nk - 1], ks[i]) != 0)
+            ks[nk++] = ks[i];
+    SrchOracle *o = calloc(1, sizeof *o);
+    o->n = n;
+    o->ndims = nd;
+    o->nk = nk;
+    o->dims = rows;
+    o->kernels = calloc((size_t)nk + 1, sizeof *o->kernels);
+    for (int k = 0; k < nk; k++)
+        o->kernels[k] = strdup(ks[k]);
+    free(ks);
+    o->cost = malloc(sizeof *o->cost * ((size_t)n * (size_t)nk + 1));
+    for (size_t i = 0; i < (size_t)n * (size_t)nk; i++)
+        o->cost[i] = NAN;
+    for (int i = 0; i < nr; i++) { /* later records win */
+        const SrchRecord *rec = srch_records_at(r, i);
+        if ((rec->kind == RK_BASELINE) != baseline || strcmp(rec->stage, stage) != 0 ||
+            !record_dims(rec, p, v))
+            continue;
+        int j = find_row(rows, n, nd, v);
+        if (j < 0)
+            continue;
+        char *key = (char *)rec->mk;
+        char **kp = bsearch(&key, o->kernels, (size_t)nk, sizeof *o->kernels, cmp_str);
+        if (kp)
+            o->cost[(size_t)j * (size_t)nk + (size_t)(kp - o->kernels)] = rec->median_ms;
+    }
+    o->best = malloc(sizeof *o->best * (size_t)(n + 1));
+    o->shape_index = malloc(sizeof *o->shape_index * (size_t)(n + 1));
+    for (int j = 0; j < n; j++) {
+        double b = INFINITY;
+        for (int k = 0; k < nk; k++) {
+            double c = o->cost[(size_t)j * (size_t)nk + (size_t)k];
+            if (!isnan(c) && c < b)
+                b = c;
+        }
+        o->best[j] = b;
+        o->shape_index[j] = -1;
+        for (int s = 0; shapes && s < nshapes; s++) {
+            for (int i = 0; i < nd; i++)
+                v[i] = shapes[(size_t)s * (size_t)nd + (size_t)p->dims[i]->pos];
+            if (cmp_row(v, rows + (size_t)j * (size_t)nd, nd) == 0) {
+                o->shape_index[j] = s;
+                break;
+            }
+        }
+    }
+    free(allow);
+    return o;
+}
+
+SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
+                          SrchTreeScore *score, char *err, size_t errlen)
+{
+    /* costs as slowdowns against each shape's best: what the tree
+     * minimises is then the summed slowdown, every shape weighing alike */
+    size_t nc = (size_t)o->n * (size_t)o->nk;
+    double *rel = malloc(sizeof *rel * (nc + 1));
+    int *label = malloc(sizeof *label * (size_t)(o->n + 1));
+    for (int j = 0; j < o->n; j++) {
+        label[j] = 0;
+        for (int k = 0; k < o->nk; k++) {
+            double c = o->cost[(size_t)j * (size_t)o->nk + (size_t)k];
+            rel[(size_t)j * (size_t)o->nk + (size_t)k] = c / o->best[j];
+        }
+        for (int k = o->nk - 1; k >= 0; k--)
+            if (o->cost[(size_t)j * (size_t)o->nk + (size_t)k] == o->best[j])
+                label[j] = k;
+    }
+    const char **names = malloc(sizeof *names * (size_t)(p->ndims + 1));
+    for (int i = 0; i < p->ndims; i++)
+        names[i] = p->dims[i]->name;
+    SrchDataset ds = {o->n, o->ndims, o->nk, o->dims, label, rel, names,
+                      (const char *const *)o->kernels};
+    SrchTreeParams tp = {depth, 1};
+    SrchTree *t = srch_tree_fit(&ds, &tp, err, errlen);
+    if (t && score) {
+        /* a pick as fast as the best is a hit, whichever kernel was labelled */
+        for (int j = 0; j < o->n; j++) {
+            int k = srch_tree_predict(t, o->dims + (size_t)j * (size_t)o->ndims);
+            if (rel[(size_t)j * (size_t)o->nk + (size_t)k] == 1.0)
+                label[j] = k;
+        }
+        *score = srch_tree_score(t, &ds);
+    }
+    free(names);
+    free(label);
+    free(rel);
+    return t;
+}
+
+Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **variants,
+                                int *nvariants)
+{
+    int *remap = malloc(sizeof *remap * (size_t)(t->nkernels + 1));
+    for (int k = 0; k < t->nkernels; k++)
+        remap[k] = -1;
+    int nv = 0;
+    Dispatch *d = IR_NEW(p->arena, Dispatch);
+    DispatchNode *nodes = IR_NEWN(p->arena, DispatchNode, t->nnodes);
+    for (int i = 0; i < t->nnodes; i++) {
+        const SrchTreeNode *n = srch_tree_node(t, i);
+        if (n->kind == TN_LEAF) {
+            if (remap[n->kernel] < 0)
+                remap[n->kernel] = nv++;
+            nodes[i] = (DispatchNode){remap[n->kernel], 0, 0, 0, 0};
+        } else {
+            const Var *dim = ir_te_find_dim(p, t->dim_names[n->dim]);
+            IR_ASSERT(dim);
+            nodes[i] = (DispatchNode){-1, dim->pos, n->le, n->then_node, n->else_node};
+        }
+    }
+    MicroKernel *v = IR_NEWN(p->arena, MicroKernel, nv);
+    for (int k = 0; k < t->nkernels; k++) {
+        int ns;
+        if (remap[k] >= 0 && !pass_parse_microkernel(t->kernels[k], &v[remap[k]], &ns))
+            ir_panic(__FILE__, __LINE__, "a checked micro-kernel does not parse: %s", t->kernels[k]);
+    }
+    free(remap);
+    d->nnodes = t->nnodes;
+    d->nodes = nodes;
+    *variants = v;
+    *nvariants = nv;
+    return d;
+}
+
+int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
+                               StageSchedule *sched, SrchTree **trees, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        srch_seterr(err, errlen, "%s: cannot read the records file", path);
+        return -1;
+    }
+    char *fp = srch_fingerprint(p);
+    SrchRecords *r = srch_records_open(path, fp, target, err, errlen);
+    free(fp);
+    if (!r)
+        return -1;
+    int used = 0;
+    for (int i = 0; i < p->ntensors; i++) {
+        sched[i] = (StageSchedule){0, NULL, NULL};
+        if (trees)
+            trees[i] = NULL;
+        const Tensor *t = p->tensors[i];
+        if (t->kind == TK_INPUT)
+            continue;
+        SrchOracle *o = srch_oracle_collect(r, t->name, false, p, NULL, 0);
+        if (o->n == 0) {
+            srch_oracle_free(o);
+            o = srch_oracle_collect(r, t->name, true, p, NULL, 0);
+        }
+        if (o->n > 0) {
+            SrchTree *tree = srch_fit_oracle(p, o, 4, NULL, err, errlen);
+            if (!tree) {
+                srch_oracle_free(o);
+                srch_records_close(r);
+                return -1;
+            }
+            MicroKernel *v;
+            int nv;
+            const Dispatch *d = srch_tree_to_dispatch(p, tree, &v, &nv);
+            sched[i] = (StageSchedule){nv, v, d};
+            if (trees)
+                trees[i] = tree;
+            else
+                srch_tree_free(tree);
+            used++;
+        }
+        srch_oracle_free(o);
+    }
+    srch_records_close(r);
+    if (used == 0) {
+        srch_seterr(err, errlen,
+                    "%s: no selection or baseline record of this program for target %s "
+                    "(tune it first: dcc tune)",
+                    path, target);
+        return -1;
+    }
+    return 0;
+}
+
+char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *trees)
+{
+    cJSON *root = cJSON_CreateObject();
+    char *fp = srch_fingerprint(p);
+    cJSON_AddNumberToObject(root, "v", 1);
+    cJSON_AddStringToObject(root, "workload", fp ? fp : "");
+    cJSON_AddStringToObject(root, "target", target);
+    free(fp);
+    cJSON *stages = cJSON_AddObjectToObject(root, "stages");
+    int nt = p->ntensors ? p->ntensors : 1;
+    Expr **bodies = IR_NEWN(p->arena, Expr *, nt);
+    bool *mat = IR_NEWN(p->arena, bool, nt);
+    pass_inline(p, bodies, mat);
+    TargetInfo ti = pass_target_info(strcmp(target, "cpu") == 0 ? PT_CPU : PT_GPU);
+    for (int i = 0; i < p->ntensors; i++) {
+        Tensor *t = p->tensors[i];
+        if (t->kind == TK_INPUT || !mat[i])
+            continue;
+        char *text = NULL;
+        if (trees && trees[i]) {
+            text = srch_tree_to_json(trees[i]);
+        } else {
+            MicroKernel mk = pass_default_microkernel(p, t, bodies[i], &ti);
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            ir_print_microkernel(f, &mk, t->rank);
+            fclose(f);
+            SrchTreeNode leaf = {TN_LEAF, 0, 0, 0, 0, 0};
+            char **dn = calloc((size_t)p->ndims + 1, sizeof *dn);
+            for (int d = 0; d < p->ndims; d++)
+                dn[d] = (char *)p->dims[d]->name;
+            SrchTree one = {p->ndims, dn, 1, &buf, 1, &leaf};
+            text = srch_tree_to_json(&one);
+            free(dn);
+            free(buf);
+        }
+        cJSON *tree = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON_AddItemToObject(stages, t->name, tree ? tree : cJSON_CreateNull());
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}

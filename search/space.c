@@ -1,0 +1,458 @@
+/* The micro-kernel space of one stage and the analytic half of the cost
+ * model (DESIGN.md, "The search").
+ *
+ * Candidates come from the target's limits, never from one shape's
+ * factors: threads per block are powers of two whose product stays within
+ * the target's maximum, register tiles come from a short list of small
+ * sizes bounded by the registers a thread has, reduction chunks are
+ * multiples of the vector width. The only thing a shape range contributes
+ * is a cap: no block tile is larger than the next power of two above the
+ * largest extent of its axis in the range.
+ *
+ * The analytic part says how well a micro-kernel fits a shape: padding
+ * efficiency (useful points over computed points, the reduction included)
+ * times occupancy (blocks spread over cores, in whole waves). Multiplied
+ * by a micro-kernel's throughput (learned, or the prior below) it predicts
+ * the time at any shape.
+ */
+#include "dietcode/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+uint64_t srch_rand(uint64_t *s)
+{
+    uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static int pick(uint64_t *rng, int n) { return (int)(srch_rand(rng) % (uint64_t)n); }
+
+SrchTarget srch_target_cpu(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    SrchTarget t = {"cpu", pass_target_info(PT_CPU), n > 0 ? (int)n : 1, 1, 0, 0};
+    /* two FMA ports of vec_width lanes at about 2.5 GHz */
+    t.peak_gflops = t.ncores * 2.0 * 2.0 * t.ti.vec_width * 2.5;
+    return t;
+}
+
+SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm)
+{
+    int sm = 80;
+    if (arch && strncmp(arch, "sm_", 3) == 0)
+        sm = atoi(arch + 3);
+    SrchTarget t = {name, pass_target_info(PT_GPU), nsm, 2048, 164 * 1024, 0};
+    if (nsm <= 0)
+        t.ncores = sm >= 90 ? 132 : sm == 80 ? 108 : sm >= 86 ? 84 : 72;
+    if (sm >= 90)
+        t.shared_per_core = 228 * 1024;
+    else if (sm >= 86)
+        t.shared_per_core = 100 * 1024, t.threads_per_core = 1536;
+    else if (sm < 80)
+        t.shared_per_core = 64 * 1024, t.threads_per_core = 1024;
+    /* 128 FP32 lanes per SM (64 before sm_86), an FMA each, at about 1.7 GHz */
+    t.peak_gflops = t.ncores * (sm >= 86 ? 128.0 : 64.0) * 2.0 * 1.7;
+    return t;
+}
+
+/* ---- extents ---- */
+
+/* The outermost reduction of e, or NULL. */
+static const Expr *first_reduce(const Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: return NULL;
+    case EX_REDUCE: return e;
+    case EX_LOAD:
+        for (int i = 0; i < e->load.n; i++) {
+            const Expr *r = first_reduce(e->load.idx[i]);
+            if (r)
+                return r;
+        }
+        return NULL;
+    default:
+        for (const Expr *const *c = (const Expr *const[]){e->op.a, e->op.b, e->op.c, NULL}; *c; c++) {
+            const Expr *r = first_reduce(*c);
+            if (r)
+                return r;
+        }
+        return NULL;
+    }
+}
+
+void srch_stage_extents(const SrchStage *st, const int64_t *dims, int64_t *ext)
+{
+    for (int a = 0; a < st->rank; a++)
+        ext[a] = ir_eval_dims(st->t->shape[a], dims);
+    int64_t k = 1;
+    const Expr *r = st->reduction ? first_reduce(st->body) : NULL;
+    for (int i = 0; r && i < r->red.n; i++)
+        k *= ir_eval_dims(r->red.axes[i]->extent, dims);
+    ext[st->rank] = k;
+}
+
+double srch_stage_flops(const SrchStage *st, const int64_t *ext)
+{
+    double f = 2.0;
+    for (int a = 0; a <= st->rank; a++)
+        f *= (double)ext[a];
+    return f;
+}
+
+/* ---- the space ---- */
+
+static const int cpu_tiles[] = {1, 2, 3, 4, 5, 6, 8};
+static const int gpu_tiles[] = {1, 2, 4, 8};
+static int64_t pow2_ceil(int64_t v)
+{
+    int64_t p = 1;
+    while (p < v)
+        p *= 2;
+    return p;
+}
+
+/* Vector accumulators a thread keeps (CPU) or scalar ones (GPU). */
+static int accumulators(const SrchStage *st, const MicroKernel *mk)
+{
+    int n = 1;
+    for (int a = 0; a < st->rank; a++)
+        n *= mk->tile[a];
+    if (st->tg->ti.kind == PT_CPU && mk->vaxis == MK_VEC_SPATIAL && mk->vec > 1)
+        n /= mk->vec;
+    return n < 1 ? 1 : n;
+}
+
+static int total_threads(const SrchStage *st, const MicroKernel *mk)
+{
+    int n = 1;
+    for (int a = 0; a < st->rank; a++)
+        n *= mk->threads[a];
+    return n;
+}
+
+/* Within the target's limits and the range's caps. */
+static bool legal(const SrchStage *st, const MicroKernel *mk)
+{
+    bool gpu = st->tg->ti.kind == PT_GPU;
+    int nt = total_threads(st, mk);
+    if (nt > st->tg->ti.max_threads || (gpu && st->reduction && nt < 32))
+        return false;
+    if (accumulators(st, mk) > (gpu ? 64 : 24))
+        return false;
+    for (int a = 0; a < st->rank; a++)
+        if (mk->threads[a] > 1 &&
+            (int64_t)mk->threads[a] * mk->tile[a] > pow2_ceil(st->ext_max[a]))
+            return false;
+    if (st->reduction && mk->rchunk > pow2_ceil(st->ext_max[st->rank]) * 2)
+        return false;
+    return true;
+}
+
+static void normalise(const SrchStage *st, MicroKernel *mk)
+{
+    pass_legalize_microkernel(mk, st->t, &st->tg->ti);
+    if (!st->reduction) {
+        mk->rchunk = 0;
+        mk->stage = false;
+        mk->unroll = 1;
+        if (mk->vaxis == MK_VEC_REDUCE)
+            mk->vaxis = MK_VEC_SPATIAL;
+    }
+}
+
+/* One draw from the space, maybe illegal. */
+static MicroKernel draw(const SrchStage *st, uint64_t *rng)
+{
+    MicroKernel mk;
+    memset(&mk, 0, sizeof mk);
+    bool gpu = st->tg->ti.kind == PT_GPU;
+    int n = st->rank, vw = st->tg->ti.vec_width;
+    for (int a = 0; a < MK_MAX_AXES; a++)
+        mk.threads[a] = mk.tile[a] = 1;
+    mk.unroll = 1 << pick(rng, 3);
+    if (gpu) {
+        /* 32..1024 threads spread over the axes, innermost first */
+        int budget = 5 + pick(rng, 4); /* log2: 32..256 */
+        for (int a = n - 1; a >= 0 && budget > 0; a--) {
+            int l = a == 0 ? budget : pick(rng, budget + 1);
+            mk.threads[a] = 1 << l;
+            budget -= l;
+        }
+        for (int a = 0; a < n; a++)
+            mk.tile[a] = gpu_tiles[pick(rng, 4)];
+        mk.vec = 1 << pick(rng, 3);
+        mk.rchunk = st->reduction ? 4 << pick(rng, 4) : 0;
+        mk.stage = st->reduction && n >= 2 && pick(rng, 4) != 0;
+        mk.vaxis = MK_VEC_SPATIAL;
+        return mk;
+    }
+    mk.vec = pick(rng, 4) == 0 ? vw / 2 : vw;
+    mk.vaxis = st->reduction && pick(rng, 2) == 0 ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
+    for (int a = 0; a < n; a++) {
+        mk.threads[a] = 1 << pick(rng, a == n - 1 ? 6 : 4);
+        mk.tile[a] = cpu_tiles[pick(rng, 7)];
+    }
+    if (n >= 1 && mk.vaxis == MK_VEC_SPATIAL)
+        mk.tile[n - 1] = mk.vec * (1 + pick(rng, 3));
+    if (st->reduction) {
+        mk.rchunk = mk.vec << (2 + pick(rng, 5)); /* 4..64 vectors */
+        mk.stage = pick(rng, 2) == 0;
+    }
+    return mk;
+}
+
+MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
+{
+    MicroKernel mk;
+    for (int tries = 0;; tries++) {
+        mk = draw(st, rng);
+        normalise(st, &mk);
+        if (legal(st, &mk) || tries > 200)
+            return mk;
+    }
+}
+
+/* Padding efficiency of block tile b over extent e. */
+static double fit(int64_t e, int64_t b)
+{
+    return b <= 0 || e <= 0 ? 1.0 : (double)e / (double)(((e + b - 1) / b) * b);
+}
+
+/* Retiles axis a (threads x tile) to waste the least of extent e. */
+static void aim_axis(const SrchStage *st, MicroKernel *mk, int a, int64_t e, uint64_t *rng)
+{
+    bool gpu = st->tg->ti.kind == PT_GPU;
+    const int *tiles = gpu ? gpu_tiles : cpu_tiles;
+    int ntiles = gpu ? 4 : 7;
+    bool vecaxis = !gpu && a == st->rank - 1 && mk->vaxis == MK_VEC_SPATIAL && mk->vec > 1;
+    double best = -1;
+    MicroKernel keep = *mk;
+    for (int l = 0; l <= 6; l++) {
+        for (int i = 0; i < (vecaxis ? 3 : ntiles); i++) {
+            MicroKernel c = keep;
+            c.threads[a] = 1 << l;
+            c.tile[a] = vecaxis ? c.vec * (i + 1) : tiles[i];
+            if (!legal(st, &c))
+                continue;
+            /* least padding; then the largest tile (more reuse); then chance */
+            double s = fit(e, (int64_t)c.threads[a] * c.tile[a]) * 1000.0 +
+                       (double)c.threads[a] * c.tile[a] / (double)(e + 1) +
+                       (double)(srch_rand(rng) % 100) * 1e-6;
+            if (s > best) {
+                best = s;
+                *mk = c;
+            }
+        }
+    }
+}
+
+MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const int64_t *ext,
+                              uint64_t *rng)
+{
+    bool gpu = st->tg->ti.kind == PT_GPU;
+    int n = st->rank;
+    for (int tries = 0; tries < 32; tries++) {
+        MicroKernel mk = *in;
+        if (ext && n > 0 && pick(rng, 3) != 0) {
+            /* aimed: the axis wasting the most at this shape, or fewer
+             * blocks than cores: shrink the largest block tile */
+            int64_t nblocks = 1;
+            int worst = 0, widest = 0;
+            double wf = 2;
+            for (int a = 0; a < n; a++) {
+                int64_t b = (int64_t)mk.threads[a] * mk.tile[a];
+                nblocks *= (ext[a] + b - 1) / b;
+                double f = fit(ext[a], b);
+                if (f < wf)
+                    wf = f, worst = a;
+                if (b > (int64_t)mk.threads[widest] * mk.tile[widest])
+                    widest = a;
+            }
+            if (nblocks < st->tg->ncores && pick(rng, 2) == 0) {
+                if (mk.threads[widest] > 1)
+                    mk.threads[widest] /= 2;
+                else if (mk.tile[widest] > 1 && !(n - 1 == widest && mk.vaxis == MK_VEC_SPATIAL))
+                    mk.tile[widest] = mk.tile[widest] / 2 ? mk.tile[widest] / 2 : 1;
+            } else {
+                int a = pick(rng, 2) ? worst : pick(rng, n);
+                aim_axis(st, &mk, a, ext[a], rng);
+                if (pick(rng, 2)) {
+                    a = pick(rng, n);
+                    aim_axis(st, &mk, a, ext[a], rng);
+                }
+            }
+        } else {
+            int gene = pick(rng, 6);
+            int a = n > 0 ? pick(rng, n) : 0;
+            switch (gene) {
+            case 0: /* threads */
+                mk.threads[a] = pick(rng, 2) ? mk.threads[a] * 2 : mk.threads[a] / 2;
+                if (mk.threads[a] < 1)
+                    mk.threads[a] = 1;
+                break;
+            case 1: { /* register tile */
+                const int *tiles = gpu ? gpu_tiles : cpu_tiles;
+                int nt = gpu ? 4 : 7;
+                if (!gpu && a == n - 1 && mk.vaxis == MK_VEC_SPATIAL)
+                    mk.tile[a] = mk.vec * (1 + pick(rng, 3));
+                else
+                    mk.tile[a] = tiles[pick(rng, nt)];
+                break;
+            }
+            case 2: /* reduction chunk */
+                if (st->reduction)
+                    mk.rchunk = pick(rng, 2) ? mk.rchunk * 2 : mk.rchunk / 2;
+                break;
+            case 3:
+                mk.unroll = 1 << pick(rng, 3);
+                break;
+            case 4: /* staging / packing */
+                mk.stage = st->reduction && !mk.stage;
+                break;
+            default: /* vectors */
+                if (gpu) {
+                    mk.vec = 1 << pick(rng, 3);
+                } else if (st->reduction && pick(rng, 2)) {
+                    mk.vaxis = mk.vaxis == MK_VEC_REDUCE ? MK_VEC_SPATIAL : MK_VEC_REDUCE;
+                    if (mk.vaxis == MK_VEC_SPATIAL && n > 0) {
+                        mk.tile[n - 1] = mk.vec;
+                        if (mk.threads[n - 1] > 4)
+                            mk.threads[n - 1] /= 4;
+                    } else if (n > 0) {
+                        mk.tile[n - 1] = cpu_tiles[pick(rng, 7)];
+                    }
+                } else {
+                    int vw = st->tg->ti.vec_width;
+                    int v = mk.vec == vw ? vw / 2 : vw;
+                    if (n > 0 && mk.vaxis == MK_VEC_SPATIAL)
+                        mk.tile[n - 1] = mk.tile[n - 1] / mk.vec * v;
+                    mk.vec = v;
+                }
+                break;
+            }
+            if (st->reduction && mk.rchunk < 1)
+                mk.rchunk = gpu ? 4 : mk.vec;
+        }
+        normalise(st, &mk);
+        if (legal(st, &mk) && memcmp(&mk, in, sizeof mk) != 0)
+            return mk;
+    }
+    return srch_space_sample(st, rng);
+}
+
+char *srch_mk_str(const SrchStage *st, const MicroKernel *mk)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    ir_print_microkernel(f, mk, st->rank);
+    fclose(f);
+    return buf;
+}
+
+/* ---- the analytic model ---- */
+
+double srch_adapt(const SrchStage *st, const MicroKernel *mk, const int64_t *ext, int64_t *nblocks)
+{
+    double pad = 1;
+    int64_t nb = 1;
+    for (int a = 0; a < st->rank; a++) {
+        int64_t b = (int64_t)mk->threads[a] * mk->tile[a];
+        pad *= fit(ext[a], b);
+        nb *= (ext[a] + b - 1) / b;
+    }
+    if (st->reduction && mk->rchunk > 0)
+        pad *= fit(ext[st->rank], mk->rchunk);
+    if (nblocks)
+        *nblocks = nb;
+    const SrchTarget *tg = st->tg;
+    int64_t slots = tg->ncores;
+    if (tg->ti.kind == PT_GPU) {
+        int nt = total_threads(st, mk);
+        int64_t per = tg->threads_per_core / (nt > 0 ? nt : 1);
+        if (per > 32)
+            per = 32;
+        slots = tg->ncores * (per > 0 ? per : 1);
+    }
+    int64_t waves = (nb + slots - 1) / slots;
+    double occ = (double)nb / (double)(waves * slots);
+    return pad * occ;
+}
+
+/* Loads per FMA of the register tile (lower is better). */
+static double loads_per_fma(const SrchStage *st, const MicroKernel *mk)
+{
+    int n = st->rank;
+    if (n == 0)
+        return 1;
+    double ti = n >= 2 ? mk->tile[n - 2] : 1, tj = mk->tile[n - 1];
+    if (st->tg->ti.kind == PT_CPU && mk->vaxis == MK_VEC_SPATIAL && mk->vec > 1)
+        tj /= mk->vec; /* vectors */
+    return (ti + tj) / (ti * tj);
+}
+
+double srch_prior_gflops(const SrchStage *st, const MicroKernel *mk)
+{
+    const SrchTarget *tg = st->tg;
+    double f = tg->peak_gflops;
+    if (!st->reduction)
+        return f * 0.05; /* memory bound */
+    double lpf = loads_per_fma(st, mk);
+    f *= lpf <= 0.5 ? 1.0 : 0.5 / lpf;
+    if (tg->ti.kind == PT_CPU) {
+        f *= (double)mk->vec / tg->ti.vec_width;
+        if (mk->vaxis == MK_VEC_REDUCE && mk->rchunk < 4 * mk->vec)
+            f *= 0.7; /* horizontal sums each short chunk */
+    } else {
+        int nt = total_threads(st, mk);
+        if (nt < 128)
+            f *= nt / 128.0;
+        if (!mk->stage)
+            f *= 0.6;
+    }
+    if (accumulators(st, mk) > (tg->ti.kind == PT_GPU ? 48 : 20))
+        f *= 0.5;
+    return f;
+}
+
+void srch_features(const SrchStage *st, const MicroKernel *mk, float *f)
+{
+    memset(f, 0, sizeof(float) * SRCH_NFEAT);
+    int n = st->rank, i = 0;
+    for (int k = 0; k < 3; k++) {
+        int a = n - 3 + k;
+        int th = a >= 0 ? mk->threads[a] : 1, ti = a >= 0 ? mk->tile[a] : 1;
+        f[i++] = (float)log2(th);
+        f[i++] = (float)log2(ti);
+        f[i++] = (float)log2((double)th * ti);
+    }
+    int64_t staged = 0;
+    for (int a = 0; a < n; a++)
+        staged += (int64_t)mk->threads[a] * mk->tile[a];
+    staged *= mk->rchunk > 0 ? mk->rchunk : 1;
+    f[i++] = (float)log2(total_threads(st, mk));
+    f[i++] = (float)log2(accumulators(st, mk));
+    f[i++] = (float)log2(mk->rchunk + 1.0);
+    f[i++] = (float)mk->unroll;
+    f[i++] = (float)mk->vec;
+    f[i++] = (float)mk->vaxis;
+    f[i++] = (float)mk->stage;
+    f[i++] = (float)loads_per_fma(st, mk);
+    f[i++] = (float)log(srch_prior_gflops(st, mk));
+    f[i++] = (float)log2(staged * 4.0 + 1.0);
+    f[i++] = (float)n;
+    f[i++] = (float)log2((double)st->ext_max[n] + 1.0);
+    f[i++] = (float)(mk->rchunk > 0 ? (double)mk->rchunk / (double)st->ext_max[n] : 0);
+    f[i++] = (float)st->vec_reduce;
+    f[i++] = (float)(n > 0 ? log2((double)mk->tile[n - 1] / mk->vec + 1.0) : 0);
+}

@@ -1,0 +1,768 @@
+/* The DietCode search (DESIGN.md, "The search").
+ *
+ * For each stage: one evolutionary search over the micro-kernel space for
+ * every shape point at once. A population is bred by mutation (half of it
+ * aimed at the shape whose best latency so far is furthest from what the
+ * population predicts possible), scored by the cost model — learned
+ * throughput (XGBoost) times the analytic adaptation at each shape — and
+ * measured in epsilon-greedy batches: most of a batch the best predicted,
+ * the rest drawn at random. Each candidate is measured once, at the shape
+ * where its adaptation is best, and its label is its throughput there
+ * divided by that adaptation, so one model serves all shapes.
+ *
+ * Then the selection: at every shape point the top predicted candidates
+ * are measured, the winner is the oracle, a CART tree is fit to it, and
+ * whatever the tree picks that was not measured yet is measured too, so
+ * the reported latency of the dispatch is measured, not predicted.
+ *
+ * --per-shape runs the same search once per shape point, each with the
+ * full budget and only its own shape (the Ansor way), for comparison.
+ *
+ * Every measurement goes through the records: found there, it is reused;
+ * otherwise it is taken and appended before the search goes on.
+ */
+#include "dietcode/runtime.h"
+#include "dietcode/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { POP = 32, CHILDREN = 64, BATCH = 8 };
+#define EPSILON 0.25
+
+typedef struct Cand {
+    MicroKernel mk;
+    char *str;
+    double f;          /* throughput: measured label, else predicted (GFLOP/s) */
+    bool measured;
+    bool failed;
+    double fitness;
+} Cand;
+
+typedef struct Tuner {
+    TeProgram *p;
+    const SrchTuneOpts *o;
+    SrchTarget tg;
+    SrchMeasurer *ms;
+    SrchRecords *rec;
+    int nshapes;
+    int64_t *shapes;
+    const char **dim_names;
+    double t0;
+    char *err;
+    size_t errlen;
+    bool failed;
+} Tuner;
+
+typedef struct Search {
+    Tuner *tu;
+    const SrchStage *st;
+    SrchRecordKind kind;
+    const char *phase;
+    int nsh;
+    const int *sh;                    /* shape indices */
+    int64_t (*ext)[MK_MAX_AXES + 1];  /* per shape in sh */
+    double *flops;
+    double *best;                     /* per shape: best latency predicted from measured labels */
+    double *best_at;                  /* per shape: best latency measured there */
+    SrchModel *model;
+    uint64_t rng;
+    Cand *c;                          /* every candidate seen, measured or not */
+    int nc, capc;
+    int trials, done, reused, round;
+    double best_meas, best_pred;
+    double phase_t0;                  /* when the current phase started */
+    int offset, grand_total;          /* per-shape: trials before this shape's, and in all */
+} Search;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const int64_t *shape_at(const Tuner *tu, int s)
+{
+    return tu->shapes + (size_t)s * (size_t)tu->p->ndims;
+}
+
+/* ---- measurements, through the records ---- */
+
+/* The median time of st with mk at shape s, from the records or measured
+ * now and appended; *fresh says which. NAN when it cannot be measured
+ * (the failure is recorded nowhere; the search goes on without it). */
+static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, const char *mks,
+                      int s, SrchRecordKind kind, int64_t trial, double cutoff, bool *fresh)
+{
+    const TeProgram *p = tu->p;
+    int64_t vals[SRCH_MAX_DIMS];
+    const int64_t *dims = shape_at(tu, s);
+    for (int i = 0; i < p->ndims; i++)
+        vals[i] = dims[p->dims[i]->pos];
+    *fresh = false;
+    const SrchRecord *r = srch_records_find(tu->rec, st->t->name, mks, p->ndims,
+                                            tu->dim_names, vals);
+    /* the joint search and the baseline never share measurements, so each
+     * one's records alone rebuild its result */
+    if (r && (r->kind == RK_BASELINE) == (kind == RK_BASELINE))
+        return r->median_ms;
+    double times[SRCH_MAX_REPEATS];
+    int nt = 0;
+    char err[512];
+    if (srch_measure(tu->ms, st, mk, dims, isfinite(cutoff) ? cutoff : 0, times, &nt, err,
+                     sizeof err) != 0 || nt == 0) {
+        if (tu->o->warn) {
+            char msg[768];
+            snprintf(msg, sizeof msg, "stage %s: %s: not measured: %s", st->t->name, mks, err);
+            tu->o->warn(tu->o->progress_ud, msg);
+        }
+        return NAN;
+    }
+    SrchRecord rec = {
+        .stage = st->t->name, .mk = mks, .ndims = p->ndims, .dim_names = tu->dim_names,
+        .dim_values = vals, .ntimes = nt, .times_ms = times, .kind = kind, .trial = trial,
+    };
+    if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen)) {
+        tu->failed = true;
+        return NAN;
+    }
+    *fresh = true;
+    r = srch_records_find(tu->rec, st->t->name, mks, p->ndims, tu->dim_names, vals);
+    return r ? r->median_ms : NAN;
+}
+
+/* ---- one search ---- */
+
+static double pred_latency(const Search *S, const Cand *c, int i)
+{
+    double a = srch_adapt(S->st, &c->mk, S->ext[i], NULL);
+    return S->flops[i] / (c->f * 1e6 * a);
+}
+
+static Cand *add_cand(Search *S, const MicroKernel *mk)
+{
+    char *str = srch_mk_str(S->st, mk);
+    for (int i = 0; i < S->nc; i++)
+        if (strcmp(S->c[i].str, str) == 0) {
+            free(str);
+            return NULL;
+        }
+    if (S->nc == S->capc) {
+        S->capc = S->capc ? 2 * S->capc : 256;
+        S->c = realloc(S->c, sizeof *S->c * (size_t)S->capc);
+    }
+    Cand *c = &S->c[S->nc++];
+    *c = (Cand){.mk = *mk, .str = str};
+    return c;
+}
+
+/* Predicts every unmeasured candidate's throughput. */
+static void predict(Search *S)
+{
+    int n = 0;
+    for (int i = 0; i < S->nc; i++)
+        n += !S->c[i].measured;
+    float *f = malloc(sizeof(float) * SRCH_NFEAT * (size_t)(n + 1));
+    double *out = malloc(sizeof(double) * (size_t)(n + 1));
+    int k = 0;
+    for (int i = 0; i < S->nc; i++)
+        if (!S->c[i].measured)
+            srch_features(S->st, &S->c[i].mk, f + (size_t)k++ * SRCH_NFEAT);
+    char err[256];
+    bool learned = srch_model_trained(S->model) &&
+                   srch_model_predict(S->model, f, n, out, err, sizeof err);
+    k = 0;
+    for (int i = 0; i < S->nc; i++)
+        if (!S->c[i].measured) {
+            double prior = srch_prior_gflops(S->st, &S->c[i].mk);
+            S->c[i].f = learned ? out[k] : prior;
+            k++;
+        }
+    free(f);
+    free(out);
+}
+
+/* Fitness: the most a candidate would improve on the best so far at any
+ * shape (> 1: better somewhere); before any measurement, its best
+ * predicted throughput. */
+static void score(Search *S)
+{
+    S->best_pred = 0;
+    for (int i = 0; i < S->nc; i++) {
+        Cand *c = &S->c[i];
+        double fit = 0;
+        for (int j = 0; j < S->nsh; j++) {
+            double l = pred_latency(S, c, j);
+            double v = isfinite(S->best[j]) ? S->best[j] / l : S->flops[j] / (l * 1e6);
+            if (v > fit)
+                fit = v;
+        }
+        c->fitness = c->failed ? 0 : fit;
+        if (!c->measured && c->f > S->best_pred)
+            S->best_pred = c->f;
+    }
+}
+
+/* The shape whose best measured latency is furthest from the best the
+ * candidates predict there; -1 before anything is measured. */
+static int worst_shape(const Search *S)
+{
+    int w = -1;
+    double wg = 0;
+    for (int j = 0; j < S->nsh; j++) {
+        if (!isfinite(S->best[j]))
+            continue;
+        double bp = INFINITY;
+        for (int i = 0; i < S->nc; i++)
+            if (!S->c[i].failed) {
+                double l = pred_latency(S, &S->c[i], j);
+                if (l < bp)
+                    bp = l;
+            }
+        double g = S->best[j] / bp;
+        if (g > wg)
+            wg = g, w = j;
+    }
+    return w;
+}
+
+static int by_fitness(const void *a, const void *b)
+{
+    const Cand *x = *(Cand *const *)a, *y = *(Cand *const *)b;
+    if (x->fitness != y->fitness)
+        return x->fitness > y->fitness ? -1 : 1;
+    return strcmp(x->str, y->str);
+}
+
+/* The population: the POP fittest candidates (measured ones included). */
+static int population(Search *S, Cand **pop)
+{
+    Cand **all = malloc(sizeof *all * (size_t)(S->nc + 1));
+    int n = 0;
+    for (int i = 0; i < S->nc; i++)
+        if (!S->c[i].failed)
+            all[n++] = &S->c[i];
+    qsort(all, (size_t)n, sizeof *all, by_fitness);
+    if (n > POP)
+        n = POP;
+    memcpy(pop, all, sizeof *pop * (size_t)n);
+    free(all);
+    return n;
+}
+
+static void measure_cand(Search *S, Cand *c)
+{
+    Tuner *tu = S->tu;
+    /* home: the shape it adapts to best (ties: the most work) */
+    int home = 0;
+    double ha = -1;
+    for (int j = 0; j < S->nsh; j++) {
+        double a = srch_adapt(S->st, &c->mk, S->ext[j], NULL);
+        if (a > ha + 1e-12 || (fabs(a - ha) <= 1e-12 && S->flops[j] > S->flops[home]))
+            ha = a, home = j;
+    }
+    bool fresh;
+    double ms = measure(tu, S->st, &c->mk, c->str, S->sh[home], S->kind, S->done,
+                        3 * S->best_at[home], &fresh);
+    if (ms < S->best_at[home])
+        S->best_at[home] = ms;
+    S->done++;
+    S->reused += !fresh && !isnan(ms);
+    c->measured = true;
+    if (!(ms > 0)) {
+        c->failed = true;
+        c->f = 0;
+        return;
+    }
+    c->f = S->flops[home] / (ms * 1e6 * ha);
+    float feat[SRCH_NFEAT];
+    srch_features(S->st, &c->mk, feat);
+    srch_model_add(S->model, feat, c->f);
+    double g = S->flops[home] / (ms * 1e6);
+    if (g > S->best_meas)
+        S->best_meas = g;
+    for (int j = 0; j < S->nsh; j++) {
+        double l = pred_latency(S, c, j);
+        if (!(l >= S->best[j]))
+            S->best[j] = l;
+    }
+}
+
+static void report(Search *S, int done, int total)
+{
+    const SrchTuneOpts *o = S->tu->o;
+    if (!o->progress)
+        return;
+    double t = now_s(), el = t - S->tu->t0, ph = t - S->phase_t0;
+    double eta = done > 0 ? ph / done * (total - done) : 0;
+    SrchProgress pr = {S->st->t->name, S->phase, S->round, done, total, S->best_pred,
+                       S->best_meas, el, eta};
+    o->progress(o->progress_ud, &pr);
+}
+
+static void search_run(Search *S)
+{
+    Tuner *tu = S->tu;
+    Cand **pop = malloc(sizeof *pop * POP);
+    /* the target's default is the first trial: the search starts from a
+     * known-good kernel and never ends worse than untuned code */
+    MicroKernel def = pass_default_microkernel(tu->p, S->st->t, S->st->body, &tu->tg.ti);
+    add_cand(S, &def);
+    for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
+        MicroKernel mk = srch_space_sample(S->st, &S->rng);
+        add_cand(S, &mk);
+    }
+    if (S->trials > 0)
+        measure_cand(S, &S->c[0]);
+    while (S->done < S->trials && !tu->failed) {
+        char err[256];
+        if (!srch_model_train(S->model, err, sizeof err) && tu->o->warn)
+            tu->o->warn(tu->o->progress_ud, err);
+        predict(S);
+        score(S);
+        int npop = population(S, pop);
+        int w = worst_shape(S);
+        /* children: tournament parents, half the mutations aimed at w */
+        for (int i = 0; i < CHILDREN && npop > 0; i++) {
+            Cand *a = pop[srch_rand(&S->rng) % (uint64_t)npop];
+            Cand *b = pop[srch_rand(&S->rng) % (uint64_t)npop];
+            Cand *par = a->fitness >= b->fitness ? a : b;
+            int aim = w >= 0 && srch_rand(&S->rng) % 2 ? w : (int)(srch_rand(&S->rng) % (uint64_t)S->nsh);
+            bool aimed = srch_rand(&S->rng) % 4 != 0;
+            MicroKernel mk = srch_space_mutate(S->st, &par->mk, aimed ? S->ext[aim] : NULL, &S->rng);
+            add_cand(S, &mk);
+        }
+        predict(S);
+        score(S);
+        /* the batch: the best predicted, and some at random */
+        int want = S->trials - S->done < BATCH ? S->trials - S->done : BATCH;
+        int nrand = (int)(EPSILON * want + 0.5);
+        Cand **un = malloc(sizeof *un * (size_t)(S->nc + 1));
+        int nun = 0;
+        for (int i = 0; i < S->nc; i++)
+            if (!S->c[i].measured)
+                un[nun++] = &S->c[i];
+        if (nun == 0) { /* the space near the population is exhausted */
+            for (int t = 0; t < 4 * BATCH; t++) {
+                MicroKernel mk = srch_space_sample(S->st, &S->rng);
+                Cand *c = add_cand(S, &mk);
+                if (c)
+                    un[nun++] = c, un = realloc(un, sizeof *un * (size_t)(S->nc + 1));
+            }
+            if (nun == 0) {
+                free(un);
+                break;
+            }
+            predict(S);
+            score(S);
+        }
+        qsort(un, (size_t)nun, sizeof *un, by_fitness);
+        int ntop = want - nrand < nun ? want - nrand : nun;
+        Cand **batch = malloc(sizeof *batch * (size_t)(want + 1));
+        int nb = 0;
+        for (int i = 0; i < ntop; i++)
+            batch[nb++] = un[i];
+        for (int i = ntop; nb < want && i < nun; i++) {
+            int j = i + (int)(srch_rand(&S->rng) % (uint64_t)(nun - i));
+            Cand *t = un[i];
+            un[i] = un[j];
+            un[j] = t;
+            batch[nb++] = un[i];
+        }
+        /* pointers into S->c stay valid: nothing is added while measuring */
+        for (int i = 0; i < nb && !tu->failed; i++)
+            measure_cand(S, batch[i]);
+        free(batch);
+        free(un);
+        S->round++;
+        report(S, S->offset + S->done, S->grand_total ? S->grand_total : S->trials);
+    }
+    free(pop);
+}
+
+static void search_init(Search *S, Tuner *tu, const SrchStage *st, const int *sh, int nsh,
+                        SrchRecordKind kind, uint64_t seed)
+{
+    memset(S, 0, sizeof *S);
+    S->tu = tu;
+    S->st = st;
+    S->kind = kind;
+    S->phase = kind == RK_BASELINE ? "baseline" : "search";
+    S->sh = sh;
+    S->nsh = nsh;
+    S->ext = calloc((size_t)nsh, sizeof *S->ext);
+    S->flops = calloc((size_t)nsh, sizeof *S->flops);
+    S->best = calloc((size_t)nsh, sizeof *S->best);
+    S->best_at = calloc((size_t)nsh, sizeof *S->best_at);
+    for (int j = 0; j < nsh; j++) {
+        srch_stage_extents(st, shape_at(tu, sh[j]), S->ext[j]);
+        S->flops[j] = srch_stage_flops(st, S->ext[j]);
+        S->best[j] = S->best_at[j] = INFINITY;
+    }
+    S->model = srch_model_new(seed, NULL, 0);
+    S->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    S->trials = tu->o->trials;
+    S->phase_t0 = now_s();
+}
+
+static void search_free(Search *S)
+{
+    for (int i = 0; i < S->nc; i++)
+        free(S->c[i].str);
+    free(S->c);
+    free(S->ext);
+    free(S->flops);
+    free(S->best);
+    free(S->best_at);
+    srch_model_free(S->model);
+}
+
+/* ---- selection and the tree ---- */
+
+typedef struct Pick {
+    int idx;
+    double lat;
+} Pick;
+
+static int by_lat(const void *a, const void *b)
+{
+    const Pick *x = a, *y = b;
+    return x->lat < y->lat ? -1 : x->lat > y->lat ? 1 : x->idx - y->idx;
+}
+
+/* Measures, at every shape, the topk candidates the measured labels
+ * predict best there, and the previous shape's winner. */
+static void select_joint(Search *S, SrchStageResult *res)
+{
+    Tuner *tu = S->tu;
+    int topk = tu->o->topk > 0 ? tu->o->topk : 3;
+    Pick *pk = malloc(sizeof *pk * (size_t)(S->nc + 1));
+    int prev = -1;
+    S->phase = "select";
+    S->phase_t0 = now_s();
+    for (int j = 0; j < S->nsh && !tu->failed; j++) {
+        int n = 0;
+        for (int i = 0; i < S->nc; i++)
+            if (S->c[i].measured && !S->c[i].failed)
+                pk[n++] = (Pick){i, pred_latency(S, &S->c[i], j)};
+        qsort(pk, (size_t)n, sizeof *pk, by_lat);
+        int want = n < topk ? n : topk;
+        bool have_prev = prev < 0;
+        for (int k = 0; k < want; k++)
+            have_prev |= pk[k].idx == prev;
+        if (!have_prev)
+            pk[want++] = (Pick){prev, 0};
+        double best = INFINITY;
+        for (int k = 0; k < want; k++) {
+            Cand *c = &S->c[pk[k].idx];
+            bool fresh;
+            double ms = measure(tu, S->st, &c->mk, c->str, S->sh[j], RK_SELECT, S->done,
+                                3 * best, &fresh);
+            res->select_measured += fresh;
+            res->select_reused += !fresh && !isnan(ms);
+            if (ms < best)
+                best = ms, prev = pk[k].idx;
+        }
+        if ((j + 1) % 16 == 0 || j + 1 == S->nsh)
+            report(S, j + 1, S->nsh);
+    }
+    free(pk);
+}
+
+/* Fits the stage's tree to the oracle in the records; measures what the
+ * tree picks where that was not measured yet and fits again. */
+static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchStageResult *res)
+{
+    int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
+    for (int pass = 0; pass < 2 && !tu->failed; pass++) {
+        SrchOracle *or = srch_oracle_collect(tu->rec, st->t->name, kind == RK_BASELINE, tu->p,
+                                             tu->shapes, tu->nshapes);
+        if (!or || or->n == 0) {
+            srch_seterr(tu->err, tu->errlen, "stage %s: nothing could be measured", st->t->name);
+            tu->failed = true;
+            srch_oracle_free(or);
+            return;
+        }
+        srch_tree_free(res->tree);
+        res->tree = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
+        if (!res->tree) {
+            tu->failed = true;
+            srch_oracle_free(or);
+            return;
+        }
+        /* measure what the tree picks where it was not measured, then refit */
+        int missing = 0;
+        double lg = 0, lo = 0;
+        for (int j = 0; j < or->n; j++) {
+            int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
+            double c = or->cost[(size_t)j * (size_t)or->nk + (size_t)k];
+            if (isnan(c) && pass == 0) {
+                MicroKernel mk;
+                int ns;
+                if (!pass_parse_microkernel(or->kernels[k], &mk, &ns))
+                    continue;
+                bool fresh;
+                measure(tu, st, &mk, or->kernels[k], or->shape_index[j], kind, 0, INFINITY,
+                        &fresh);
+                res->select_measured += fresh;
+                missing++;
+            }
+            lg += log(isnan(c) ? or->best[j] : c);
+            lo += log(or->best[j]);
+        }
+        res->nshapes = or->n;
+        res->geomean_ms = exp(lg / or->n);
+        res->oracle_geomean_ms = exp(lo / or->n);
+        srch_oracle_free(or);
+        if (missing == 0)
+            break;
+    }
+}
+
+static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res, int stage_no)
+{
+    res->stage = st->t->name;
+    int *all = malloc(sizeof *all * (size_t)tu->nshapes);
+    for (int j = 0; j < tu->nshapes; j++)
+        all[j] = j;
+    uint64_t seed = tu->o->seed ^ rt_rng_hash(st->t->name) ^ (uint64_t)stage_no;
+    if (!tu->o->per_shape) {
+        Search S;
+        search_init(&S, tu, st, all, tu->nshapes, RK_TRIAL, seed);
+        search_run(&S);
+        res->measured = S.done - S.reused;
+        res->reused = S.reused;
+        if (!tu->failed)
+            select_joint(&S, res);
+        search_free(&S);
+        if (!tu->failed)
+            stage_fit(tu, st, RK_SELECT, res);
+    } else {
+        double t0 = now_s();
+        for (int j = 0; j < tu->nshapes && !tu->failed; j++) {
+            Search S;
+            search_init(&S, tu, st, &all[j], 1, RK_BASELINE, seed + (uint64_t)j * 7919);
+            S.phase_t0 = t0;
+            S.offset = j * tu->o->trials;
+            S.grand_total = tu->nshapes * tu->o->trials;
+            search_run(&S);
+            res->measured += S.done - S.reused;
+            res->reused += S.reused;
+            search_free(&S);
+        }
+        if (!tu->failed)
+            stage_fit(tu, st, RK_BASELINE, res);
+    }
+    free(all);
+}
+
+/* ---- the whole workload ---- */
+
+char *srch_fingerprint(const TeProgram *p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    ir_print_te(f, p);
+    fclose(f);
+    uint64_t h = rt_rng_hash(buf);
+    free(buf);
+    char *out = malloc(17);
+    if (out)
+        snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return out;
+}
+
+/* The stages the search tunes: every computed, materialised tensor. */
+static int stages_of(TeProgram *p, const SrchTarget *tg, const int64_t *shapes, int nshapes,
+                     SrchStage **out)
+{
+    int nt = p->ntensors ? p->ntensors : 1;
+    Expr **bodies = IR_NEWN(p->arena, Expr *, nt);
+    bool *mat = IR_NEWN(p->arena, bool, nt);
+    pass_inline(p, bodies, mat);
+    SrchStage *st = calloc((size_t)nt, sizeof *st);
+    int n = 0;
+    for (int i = 0; i < p->ntensors; i++) {
+        Tensor *t = p->tensors[i];
+        if (t->kind == TK_INPUT || !mat[i])
+            continue;
+        SrchStage *s = &st[n++];
+        s->t = t;
+        s->body = bodies[i];
+        s->rank = t->rank;
+        s->reduction = pass_stage_has_reduction(bodies[i]);
+        s->tg = tg;
+        MicroKernel def = pass_default_microkernel(p, t, bodies[i], &tg->ti);
+        s->vec_reduce = def.vaxis == MK_VEC_REDUCE;
+        for (int j = 0; j < nshapes; j++) {
+            int64_t ext[MK_MAX_AXES + 1];
+            srch_stage_extents(s, shapes + (size_t)j * (size_t)p->ndims, ext);
+            for (int a = 0; a <= s->rank; a++)
+                if (ext[a] > s->ext_max[a])
+                    s->ext_max[a] = ext[a];
+        }
+    }
+    *out = st;
+    return n;
+}
+
+static void warn_records(const Tuner *tu)
+{
+    if (!tu->o->warn)
+        return;
+    for (int i = 0; i < srch_records_nwarnings(tu->rec); i++)
+        tu->o->warn(tu->o->progress_ud, srch_records_warning(tu->rec, i)->msg);
+}
+
+SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen)
+{
+    if (!o->records) {
+        srch_seterr(err, errlen, "tuning needs a records file");
+        return NULL;
+    }
+    if (o->trials < 1) {
+        srch_seterr(err, errlen, "--trials must be at least 1");
+        return NULL;
+    }
+    Tuner tu = {.p = p, .o = o, .t0 = now_s(), .err = err, .errlen = errlen};
+    if (strcmp(o->backend, "cpu") == 0)
+        tu.tg = srch_target_cpu();
+    else
+        tu.tg = srch_target_gpu(strcmp(o->backend, "cuda") == 0 ? "cuda" : "model", o->arch, 0);
+    tu.shapes = srch_shape_points(p, o->ranges, o->nranges, &tu.nshapes, err, errlen);
+    if (!tu.shapes)
+        return NULL;
+    tu.dim_names = calloc((size_t)p->ndims + 1, sizeof *tu.dim_names);
+    for (int i = 0; i < p->ndims; i++)
+        tu.dim_names[i] = p->dims[i]->name;
+    char *fp = srch_fingerprint(p);
+    SrchTuneResult *res = NULL;
+    SrchStage *st = NULL;
+    if (strcmp(o->backend, "cuda") == 0 && o->arch == NULL) {
+        RtCudaDeviceInfo di;
+        if (rt_cuda_init(err, errlen) == DCRT_OK && rt_cuda_device_info(&di, err, errlen) == DCRT_OK)
+            tu.tg = srch_target_gpu("cuda", NULL, di.nsm);
+    }
+    tu.ms = srch_measurer_new(o->backend, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
+    if (!tu.ms)
+        goto out;
+    tu.rec = srch_records_open(o->records, fp, tu.tg.name, err, errlen);
+    if (!tu.rec)
+        goto out;
+    warn_records(&tu);
+    int nst = stages_of(p, &tu.tg, tu.shapes, tu.nshapes, &st);
+    res = calloc(1, sizeof *res);
+    res->stages = calloc((size_t)nst + 1, sizeof *res->stages);
+    res->nstages = nst;
+    res->nshapes = tu.nshapes;
+    res->nforeign = srch_records_nforeign(tu.rec);
+    res->ncorrupt = srch_records_ncorrupt(tu.rec);
+    for (int i = 0; i < nst && !tu.failed; i++)
+        tune_stage(&tu, &st[i], &res->stages[i], i);
+    res->seconds = now_s() - tu.t0;
+    if (tu.failed) {
+        srch_tune_result_free(res);
+        res = NULL;
+    }
+out:
+    srch_records_close(tu.rec);
+    srch_measurer_free(tu.ms);
+    free(st);
+    free(fp);
+    free(tu.dim_names);
+    free(tu.shapes);
+    return res;
+}
+
+void srch_tune_result_free(SrchTuneResult *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->nstages; i++)
+        srch_tree_free(r->stages[i].tree);
+    free(r->stages);
+    free(r);
+}
+
+/* ---- shape points ---- */
+
+int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nranges, int *n,
+                           char *err, size_t errlen)
+{
+    int nd = p->ndims;
+    int64_t lo[SRCH_MAX_DIMS], hi[SRCH_MAX_DIMS];
+    int count[SRCH_MAX_DIMS];
+    if (nd > SRCH_MAX_DIMS) {
+        srch_seterr(err, errlen, "too many dims to tune (%d, at most %d)", nd, SRCH_MAX_DIMS);
+        return NULL;
+    }
+    for (int i = 0; i < nd; i++) {
+        lo[i] = p->dims[i]->lo;
+        hi[i] = p->dims[i]->hi;
+        count[i] = 0;
+    }
+    for (int r = 0; r < nranges; r++) {
+        int i = 0;
+        while (i < nd && strcmp(p->dims[i]->name, ranges[r].dim) != 0)
+            i++;
+        if (i == nd) {
+            srch_seterr(err, errlen, "--shapes: the program has no dim '%s'", ranges[r].dim);
+            return NULL;
+        }
+        const Var *d = p->dims[i];
+        if (ranges[r].lo < d->lo || ranges[r].hi < ranges[r].lo || ranges[r].hi > d->max) {
+            srch_seterr(err, errlen, "--shapes: %s=%lld..%lld is not within %lld..%lld", d->name,
+                        (long long)ranges[r].lo, (long long)ranges[r].hi, (long long)d->lo,
+                        (long long)d->max);
+            return NULL;
+        }
+        lo[i] = ranges[r].lo;
+        hi[i] = ranges[r].hi;
+        count[i] = ranges[r].count;
+    }
+    /* all points when there are at most 256, else an even sample per dim */
+    double total = 1;
+    int nfree = 0;
+    for (int i = 0; i < nd; i++) {
+        total *= count[i] > 0 ? count[i] : (double)(hi[i] - lo[i] + 1);
+        nfree += count[i] == 0 && hi[i] > lo[i];
+    }
+    int per = 2;
+    while (nfree > 0 && pow(per + 1, nfree) <= 256)
+        per++;
+    int64_t npt = 1;
+    for (int i = 0; i < nd; i++) {
+        int64_t span = hi[i] - lo[i] + 1;
+        if (count[i] == 0)
+            count[i] = total <= 256 || span <= per ? (int)(span < 1 << 20 ? span : 1 << 20) : per;
+        if (count[i] > span)
+            count[i] = (int)span;
+        npt *= count[i];
+    }
+    if (npt < 1 || npt > 1 << 20) {
+        srch_seterr(err, errlen, "--shapes: %lld shape points are too many", (long long)npt);
+        return NULL;
+    }
+    size_t width = nd > 0 ? (size_t)nd : 1;
+    int64_t *pts = malloc(sizeof *pts * (size_t)npt * width);
+    for (int64_t k = 0; k < npt; k++) {
+        int64_t rest = k;
+        int64_t *row = pts + k * nd;
+        for (int i = nd - 1; i >= 0; i--) {
+            int c = count[i];
+            int64_t idx = rest % c;
+            rest /= c;
+            int64_t v = c == 1 ? lo[i] : lo[i] + (hi[i] - lo[i]) * idx / (c - 1);
+            row[p->dims[i]->pos] = v;
+        }
+    }
+    *n = (int)npt;
+    return pts;
+}

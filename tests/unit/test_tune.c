@@ -1,0 +1,269 @@
+/* The tuner's parts and the whole: the micro-kernel space (legal, from the
+ * target's limits, never from a shape), the learned model (XGBoost learns
+ * a ranking it is shown), shape points, and a small CPU tuning run of a
+ * two-stage MLP whose dispatch, read back from the records, is checked
+ * against the reference interpreter at every T of the range and above it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "dietcode/codegen.h"
+#include "dietcode/frontend.h"
+#include "dietcode/passes.h"
+#include "dietcode/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *mlp_src =
+    "dim T in 1..40\n"
+    "input X[T, 64] f32\n"
+    "input W1[96, 64] f32\n"
+    "input W2[24, 96] f32\n"
+    "H[i: T, j: 96] = max(sum[k: 64](X[i, k] * W1[j, k]), 0.0)\n"
+    "output Y[i: T, j: 24] = sum[k: 96](H[i, k] * W2[j, k])\n";
+
+typedef struct Prog {
+    Arena *arena;
+    Source src;
+    TeProgram *p;
+} Prog;
+
+static Prog compile(const char *text)
+{
+    Prog g = {ir_arena_new(), {0}, NULL};
+    g.src = (Source){"mlp.tex", text, strlen(text)};
+    DiagList d;
+    ir_diags_init(&d, g.arena, &g.src);
+    g.p = fe_compile(&g.src, "mlp", &d);
+    if (!g.p)
+        ir_diags_print(&d, stderr);
+    assert_non_null(g.p);
+    return g;
+}
+
+static void prog_free(Prog *g)
+{
+    ir_te_destroy(g->p);
+    ir_arena_destroy(g->arena);
+}
+
+static SrchStage stage_of(TeProgram *p, const char *name, const SrchTarget *tg)
+{
+    Expr *bodies[8];
+    bool mat[8];
+    assert_true(p->ntensors <= 8);
+    pass_inline(p, bodies, mat);
+    const Tensor *t = ir_te_find(p, name);
+    SrchStage st = {.t = t, .body = bodies[t->id], .rank = t->rank, .tg = tg};
+    st.reduction = pass_stage_has_reduction(bodies[t->id]);
+    int64_t dims[1] = {t->shape[0] ? 40 : 1};
+    srch_stage_extents(&st, dims, st.ext_max);
+    return st;
+}
+
+/* Samples and mutations are legal and their adaptation is in (0, 1]. */
+static void test_space(void **state)
+{
+    (void)state;
+    Prog g = compile(mlp_src);
+    SrchTarget tgs[2] = {srch_target_cpu(), srch_target_gpu("model", "sm_90", 0)};
+    for (int ti = 0; ti < 2; ti++) {
+        SrchStage st = stage_of(g.p, "H", &tgs[ti]);
+        uint64_t rng = 42;
+        int distinct_threads = 0, last = -1;
+        for (int i = 0; i < 400; i++) {
+            MicroKernel mk = srch_space_sample(&st, &rng);
+            MicroKernel again = mk;
+            pass_legalize_microkernel(&again, st.t, &tgs[ti].ti);
+            assert_memory_equal(&mk, &again, sizeof mk);
+            int nt = mk.threads[0] * mk.threads[1];
+            assert_true(nt >= 1 && nt <= tgs[ti].ti.max_threads);
+            if (nt != last)
+                distinct_threads++, last = nt;
+            char *s = srch_mk_str(&st, &mk);
+            MicroKernel back;
+            int ns;
+            assert_true(pass_parse_microkernel(s, &back, &ns));
+            assert_int_equal(ns, 2);
+            free(s);
+            for (int64_t T = 1; T <= 40; T += 13) {
+                int64_t ext[3];
+                int64_t dims[1] = {T};
+                srch_stage_extents(&st, dims, ext);
+                assert_int_equal(ext[0], T);
+                assert_int_equal(ext[1], 96);
+                assert_int_equal(ext[2], 64);
+                double a = srch_adapt(&st, &mk, ext, NULL);
+                assert_true(a > 0 && a <= 1.0 + 1e-12);
+                MicroKernel m2 = srch_space_mutate(&st, &mk, ext, &rng);
+                MicroKernel m3 = m2;
+                pass_legalize_microkernel(&m3, st.t, &tgs[ti].ti);
+                assert_memory_equal(&m2, &m3, sizeof m2);
+            }
+            assert_true(srch_prior_gflops(&st, &mk) > 0);
+        }
+        assert_true(distinct_threads > 20); /* the space is explored */
+    }
+    prog_free(&g);
+}
+
+/* The model learns the ranking of a function of the features. */
+static void test_model(void **state)
+{
+    (void)state;
+    Prog g = compile(mlp_src);
+    SrchTarget tg = srch_target_cpu();
+    SrchStage st = stage_of(g.p, "H", &tg);
+    SrchModel *m = srch_model_new(1, NULL, 0);
+    uint64_t rng = 7;
+    enum { N = 300, HOLD = 60 };
+    static float f[N][SRCH_NFEAT];
+    static double y[N];
+    for (int i = 0; i < N; i++) {
+        MicroKernel mk = srch_space_sample(&st, &rng);
+        srch_features(&st, &mk, f[i]);
+        /* a made-up throughput: more threads and bigger tiles help */
+        y[i] = 10.0 * (1 + mk.threads[1]) * (1 + mk.tile[0]) / (1.0 + mk.unroll);
+        if (i < N - HOLD)
+            srch_model_add(m, f[i], y[i]);
+    }
+    char err[256];
+    assert_true(srch_model_train(m, err, sizeof err));
+    assert_true(srch_model_trained(m));
+    double pred[HOLD];
+    assert_true(srch_model_predict(m, &f[N - HOLD][0], HOLD, pred, err, sizeof err));
+    /* pairwise order agreement on the held-out samples */
+    int agree = 0, pairs = 0;
+    for (int i = 0; i < HOLD; i++)
+        for (int j = i + 1; j < HOLD; j++) {
+            double a = y[N - HOLD + i], b = y[N - HOLD + j];
+            if (a == b)
+                continue;
+            pairs++;
+            agree += (a < b) == (pred[i] < pred[j]);
+        }
+    assert_true(pairs > 100);
+    assert_true(agree > 0.85 * pairs);
+    srch_model_free(m);
+    prog_free(&g);
+}
+
+static void test_shape_points(void **state)
+{
+    (void)state;
+    Prog g = compile(mlp_src);
+    char err[256];
+    int n;
+    int64_t *pts = srch_shape_points(g.p, NULL, 0, &n, err, sizeof err);
+    assert_int_equal(n, 40); /* all of 1..40 */
+    for (int i = 0; i < n; i++)
+        assert_int_equal(pts[i], i + 1);
+    free(pts);
+    SrchRange r = {"T", 5, 1000, 7};
+    pts = srch_shape_points(g.p, &r, 1, &n, err, sizeof err);
+    assert_int_equal(n, 7);
+    assert_int_equal(pts[0], 5);
+    assert_int_equal(pts[6], 1000);
+    free(pts);
+    SrchRange big = {"T", 1, 5000, 0};
+    pts = srch_shape_points(g.p, &big, 1, &n, err, sizeof err);
+    assert_true(n <= 256 && n >= 2); /* a sample */
+    assert_int_equal(pts[n - 1], 5000);
+    free(pts);
+    SrchRange bad = {"T", 0, 10, 0};
+    assert_null(srch_shape_points(g.p, &bad, 1, &n, err, sizeof err));
+    assert_non_null(strstr(err, "not within"));
+    prog_free(&g);
+}
+
+/* Tunes on the CPU, reads the dispatch back from the records, and checks
+ * every T in 1..40 and above against the reference. */
+static void test_tune_cpu(void **state)
+{
+    (void)state;
+    Prog g = compile(mlp_src);
+    char path[] = "/tmp/dc_test_tune_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    SrchTuneOpts o = {.backend = "cpu", .trials = 10, .seed = 5, .records = path};
+    char err[512];
+    SrchTuneResult *r = srch_tune(g.p, &o, err, sizeof err);
+    if (!r)
+        fail_msg("%s", err);
+    assert_int_equal(r->nstages, 2);
+    assert_int_equal(r->nshapes, 40);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r->stages[i].measured, 10);
+        assert_int_equal(r->stages[i].score.n, 40);
+        assert_true(r->stages[i].geomean_ms >= r->stages[i].oracle_geomean_ms);
+    }
+    srch_tune_result_free(r);
+
+    StageSchedule sched[8];
+    SrchTree *trees[8];
+    assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", sched, trees, err, sizeof err), 0);
+    int staged = 0;
+    for (int i = 0; i < g.p->ntensors; i++) {
+        if (trees[i]) {
+            staged++;
+            assert_true(sched[i].nvariants >= 1);
+            srch_tree_free(trees[i]);
+        }
+    }
+    assert_int_equal(staged, 2);
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline_sched(g.p, sched, &ti, NULL, err, sizeof err);
+    assert_non_null(lp);
+    CgProgram *cp = cg_jit_compile(lp, err, sizeof err);
+    assert_non_null(cp);
+    enum { TOP = 97 };
+    float *bufs[8] = {0}, *ref[8] = {0};
+    int64_t dmax[1] = {TOP};
+    for (int i = 0; i < g.p->ntensors; i++) {
+        int64_t n = ir_te_numel(g.p->tensors[i], dmax);
+        bufs[i] = calloc((size_t)n, sizeof(float));
+        ref[i] = calloc((size_t)n, sizeof(float));
+        if (g.p->tensors[i]->kind == TK_INPUT) {
+            rt_rng_fill(3, (uint64_t)i, bufs[i], (size_t)n);
+            memcpy(ref[i], bufs[i], sizeof(float) * (size_t)n);
+        }
+    }
+    const Tensor *y = ir_te_find(g.p, "Y");
+    for (int64_t T = 1; T <= TOP; T += T < 40 ? 1 : 19) {
+        int64_t dims[1] = {T};
+        assert_int_equal(cg_program_run(cp, dims, bufs, err, sizeof err), 0);
+        assert_int_equal(ir_interp(g.p, dims, ref, err, sizeof err), 0);
+        int64_t n = ir_te_numel(y, dims);
+        for (int64_t k = 0; k < n; k++) {
+            float a = bufs[y->id][k], b = ref[y->id][k];
+            if (!(fabsf(a - b) <= 1e-3f + 1e-3f * fabsf(b)))
+                fail_msg("T=%lld, Y[%lld]: %g, reference %g", (long long)T, (long long)k, a, b);
+        }
+    }
+    for (int i = 0; i < g.p->ntensors; i++) {
+        free(bufs[i]);
+        free(ref[i]);
+    }
+    cg_program_destroy(cp);
+    unlink(path);
+    prog_free(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_space),
+        cmocka_unit_test(test_model),
+        cmocka_unit_test(test_shape_points),
+        cmocka_unit_test(test_tune_cpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
