@@ -10,7 +10,9 @@
  *   cpu    JIT-compiled for the host; one warm-up run, then runs until 20
  *          ms or SRCH_MAX_REPEATS have passed (at least 3), wall clock.
  *   cuda   PTX through the driver; a warm-up, then 5 runs timed with events.
- *   model  no hardware: the analytic time flops / (prior x adaptation).
+ *   model  no hardware: the analytic time flops / (prior x adaptation),
+ *          with the occupancy registers allow and a spill penalty when
+ *          ptxas (search/ptxas.c) reports on the kernel's PTX.
  */
 #include "dietcode/codegen.h"
 #include "dietcode/search.h"
@@ -30,10 +32,13 @@ typedef struct Built {
     CgProgram *cp;          /* cpu */
     RtCuModule *mod;        /* cuda */
     RtCuFunction *fn;
+    bool have_ptx;          /* GPU backends: ptxas's report, when ptxas exists */
+    SrchPtxInfo ptx;
 } Built;
 
 struct SrchMeasurer {
     Backend bk;
+    const char *arch;
     TeProgram *p;
     const SrchTarget *tg;
     MicroKernel *defaults;  /* per tensor id */
@@ -70,8 +75,9 @@ void srch_measurer_free(SrchMeasurer *m)
     free(m);
 }
 
-SrchMeasurer *srch_measurer_new(const char *backend, TeProgram *p, const SrchTarget *tg,
-                                const int64_t *shapes, int nshapes, char *err, size_t errlen)
+SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
+                                const SrchTarget *tg, const int64_t *shapes, int nshapes,
+                                char *err, size_t errlen)
 {
     Backend bk = strcmp(backend, "cpu") == 0    ? BK_CPU
                  : strcmp(backend, "cuda") == 0 ? BK_CUDA
@@ -86,6 +92,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, TeProgram *p, const SrchTar
     SrchMeasurer *m = calloc(1, sizeof *m);
     int nt = p->ntensors ? p->ntensors : 1;
     m->bk = bk;
+    m->arch = arch ? arch : "sm_80";
     m->p = p;
     m->tg = tg;
     m->defaults = calloc((size_t)nt, sizeof *m->defaults);
@@ -147,7 +154,7 @@ static Built *build(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
     all[st->t->id] = *mk;
     LoopProgram *lp = pass_run_pipeline(m->p, all, &m->tg->ti, NULL, err, errlen);
     free(all);
-    Built b = {key, lp, -1, NULL, NULL, NULL};
+    Built b = {key, lp, -1, NULL, NULL, NULL, false, {0, 0, 0}};
     for (int i = 0; lp && i < lp->nkernels; i++)
         if (lp->kernels[i]->out == st->t)
             b.kernel = i;
@@ -161,12 +168,18 @@ static Built *build(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
         free(key);
         return NULL;
     }
-    if (m->bk == BK_CUDA) {
-        char *ptx = cg_emit_ptx_text(lp, NULL, err, errlen);
-        int rc = ptx ? rt_cuda_load_module(ptx, &b.mod, err, errlen) : -1;
+    if (m->bk != BK_CPU && (m->bk == BK_CUDA || srch_ptxas_path())) {
+        char *ptx = cg_emit_ptx_text(lp, m->arch, err, errlen);
+        int rc = ptx ? DCRT_OK : -1;
+        const char *kname = lp->kernels[b.kernel]->name;
+        char perr[256];
+        if (ptx)
+            b.have_ptx = srch_ptxas_info(ptx, m->arch, kname, &b.ptx, perr, sizeof perr);
+        if (ptx && m->bk == BK_CUDA)
+            rc = rt_cuda_load_module(ptx, &b.mod, err, errlen);
         free(ptx);
-        if (rc == DCRT_OK)
-            rc = rt_cuda_get_function(b.mod, lp->kernels[b.kernel]->name, &b.fn, err, errlen);
+        if (rc == DCRT_OK && m->bk == BK_CUDA)
+            rc = rt_cuda_get_function(b.mod, kname, &b.fn, err, errlen);
         if (rc != DCRT_OK) {
             rt_cuda_unload_module(b.mod);
             free(key);
@@ -220,16 +233,26 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen)
 {
     *ntimes = 0;
+    Built *b = build(m, st, mk, err, errlen);
+    if (!b)
+        return -1;
     if (m->bk == BK_MODEL) {
         int64_t ext[MK_MAX_AXES + 1];
         srch_stage_extents(st, dims, ext);
         double g = srch_prior_gflops(st, mk) * srch_adapt(st, mk, ext, NULL);
+        if (b->have_ptx && b->ptx.regs > 0) {
+            /* registers bound the threads an SM keeps resident (65536 per
+             * SM); fewer than 1024 hide latency less well */
+            double resident = 65536.0 / b->ptx.regs;
+            if (resident > st->tg->threads_per_core)
+                resident = st->tg->threads_per_core;
+            g *= resident >= 1024 ? 1.0 : sqrt(resident / 1024.0);
+            if (b->ptx.spill_bytes > 0)
+                g *= 0.5;
+        }
         times_ms[(*ntimes)++] = srch_stage_flops(st, ext) / (g * 1e6) + 0.002;
         return 0;
     }
-    Built *b = build(m, st, mk, err, errlen);
-    if (!b)
-        return -1;
     if (m->bk == BK_CUDA)
         return time_cuda(m, b, dims, times_ms, ntimes, err, errlen);
     double t0 = now_ms();
@@ -250,4 +273,17 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
         total += t;
     }
     return 0;
+}
+
+bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
+                          SrchPtxInfo *out)
+{
+    if (m->bk == BK_CPU || !srch_ptxas_path())
+        return false;
+    char err[256];
+    Built *b = build(m, st, mk, err, sizeof err);
+    if (!b || !b->have_ptx)
+        return false;
+    *out = b->ptx;
+    return true;
 }

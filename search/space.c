@@ -376,16 +376,20 @@ double srch_adapt(const SrchStage *st, const MicroKernel *mk, const int64_t *ext
     if (nblocks)
         *nblocks = nb;
     const SrchTarget *tg = st->tg;
-    int64_t slots = tg->ncores;
     if (tg->ti.kind == PT_GPU) {
+        /* waves of resident blocks; in the last, the SMs left idle; and
+         * latency hiding from the threads resident on an SM (full from 512) */
         int nt = total_threads(st, mk);
         int64_t per = tg->threads_per_core / (nt > 0 ? nt : 1);
-        if (per > 32)
-            per = 32;
-        slots = tg->ncores * (per > 0 ? per : 1);
+        per = per < 1 ? 1 : per > 32 ? 32 : per;
+        int64_t waves = (nb + tg->ncores * per - 1) / (tg->ncores * per);
+        int64_t bpsm = (nb + waves * tg->ncores - 1) / (waves * tg->ncores);
+        double tail = (double)nb / (double)(waves * tg->ncores * bpsm);
+        double hide = sqrt((double)(bpsm * nt) / 512.0);
+        return pad * tail * (hide < 1 ? hide : 1);
     }
-    int64_t waves = (nb + slots - 1) / slots;
-    double occ = (double)nb / (double)(waves * slots);
+    int64_t waves = (nb + tg->ncores - 1) / tg->ncores;
+    double occ = (double)nb / (double)(waves * tg->ncores);
     return pad * occ;
 }
 
@@ -425,7 +429,7 @@ double srch_prior_gflops(const SrchStage *st, const MicroKernel *mk)
     return f;
 }
 
-void srch_features(const SrchStage *st, const MicroKernel *mk, float *f)
+void srch_features(const SrchStage *st, const MicroKernel *mk, const SrchPtxInfo *ptx, float *f)
 {
     memset(f, 0, sizeof(float) * SRCH_NFEAT);
     int n = st->rank, i = 0;
@@ -455,4 +459,6 @@ void srch_features(const SrchStage *st, const MicroKernel *mk, float *f)
     f[i++] = (float)(mk->rchunk > 0 ? (double)mk->rchunk / (double)st->ext_max[n] : 0);
     f[i++] = (float)st->vec_reduce;
     f[i++] = (float)(n > 0 ? log2((double)mk->tile[n - 1] / mk->vec + 1.0) : 0);
+    f[i++] = ptx ? (float)ptx->regs : NAN;
+    f[i++] = ptx ? (float)log2(ptx->spill_bytes + 1.0) : NAN;
 }

@@ -40,6 +40,8 @@ typedef struct Cand {
     bool measured;
     bool failed;
     double fitness;
+    bool have_ptx;     /* GPU, with ptxas: its report (a feature of the model) */
+    SrchPtxInfo ptx;
 } Cand;
 
 typedef struct Tuner {
@@ -171,7 +173,8 @@ static void predict(Search *S)
     int k = 0;
     for (int i = 0; i < S->nc; i++)
         if (!S->c[i].measured)
-            srch_features(S->st, &S->c[i].mk, f + (size_t)k++ * SRCH_NFEAT);
+            srch_features(S->st, &S->c[i].mk, S->c[i].have_ptx ? &S->c[i].ptx : NULL,
+                          f + (size_t)k++ * SRCH_NFEAT);
     char err[256];
     bool learned = srch_model_trained(S->model) &&
                    srch_model_predict(S->model, f, n, out, err, sizeof err);
@@ -280,7 +283,9 @@ static void measure_cand(Search *S, Cand *c)
     }
     c->f = S->flops[home] / (ms * 1e6 * ha);
     float feat[SRCH_NFEAT];
-    srch_features(S->st, &c->mk, feat);
+    if (!c->have_ptx)
+        c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
+    srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat);
     srch_model_add(S->model, feat, c->f);
     double g = S->flops[home] / (ms * 1e6);
     if (g > S->best_meas)
@@ -361,6 +366,16 @@ static void search_run(Search *S)
             score(S);
         }
         qsort(un, (size_t)nun, sizeof *un, by_fitness);
+        if (tu->tg.ti.kind == PT_GPU && srch_ptxas_path() && srch_model_trained(S->model)) {
+            /* the leading candidates with ptxas's registers and spills
+             * known, predicted and ranked again */
+            for (int i = 0; i < nun && i < 2 * want; i++)
+                if (!un[i]->have_ptx)
+                    un[i]->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &un[i]->mk, &un[i]->ptx);
+            predict(S);
+            score(S);
+            qsort(un, (size_t)nun, sizeof *un, by_fitness);
+        }
         int ntop = want - nrand < nun ? want - nrand : nun;
         Cand **batch = malloc(sizeof *batch * (size_t)(want + 1));
         int nb = 0;
@@ -650,7 +665,7 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
         if (rt_cuda_init(err, errlen) == DCRT_OK && rt_cuda_device_info(&di, err, errlen) == DCRT_OK)
             tu.tg = srch_target_gpu("cuda", NULL, di.nsm);
     }
-    tu.ms = srch_measurer_new(o->backend, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
+    tu.ms = srch_measurer_new(o->backend, o->arch, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
     if (!tu.ms)
         goto out;
     tu.rec = srch_records_open(o->records, fp, tu.tg.name, err, errlen);

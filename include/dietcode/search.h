@@ -217,7 +217,14 @@ SrchTarget srch_target_cpu(void);
  * SM count (sm_80 108, sm_90 132, ...). name is "cuda" or "model". */
 SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm);
 
-enum { SRCH_NFEAT = 24 };
+enum { SRCH_NFEAT = 26 };
+
+/* What ptxas -v says of one kernel (0 where it says nothing). */
+typedef struct SrchPtxInfo {
+    int regs;          /* registers per thread */
+    int spill_bytes;   /* spill stores + loads */
+    int smem_bytes;    /* static shared memory */
+} SrchPtxInfo;
 
 typedef struct SrchStage {
     const Tensor *t;
@@ -250,8 +257,17 @@ double srch_adapt(const SrchStage *st, const MicroKernel *mk, const int64_t *ext
 /* The analytic micro-kernel throughput (GFLOP/s at full adaptation): the
  * prior before any measurement, and the model backend's answer. */
 double srch_prior_gflops(const SrchStage *st, const MicroKernel *mk);
-/* The learned model's features of mk (SRCH_NFEAT floats). */
-void srch_features(const SrchStage *st, const MicroKernel *mk, float *f);
+/* The learned model's features of mk (SRCH_NFEAT floats); ptx (NULL when
+ * unknown: those features are missing values, NAN) is ptxas's report. */
+void srch_features(const SrchStage *st, const MicroKernel *mk, const SrchPtxInfo *ptx, float *f);
+
+/* search/ptxas.c: `ptxas -v` on PTX, for the GPU cost model. */
+/* $DC_PTXAS or /usr/local/cuda/bin/ptxas when executable, else NULL. */
+const char *srch_ptxas_path(void);
+/* The report for entry `kernel` of ptx compiled for arch (NULL: sm_80);
+ * false and err without ptxas or when it fails. */
+bool srch_ptxas_info(const char *ptx, const char *arch, const char *kernel, SrchPtxInfo *out,
+                     char *err, size_t errlen);
 /* xorshift64* */
 uint64_t srch_rand(uint64_t *state);
 
@@ -276,8 +292,9 @@ void srch_model_free(SrchModel *m);
 typedef struct SrchMeasurer SrchMeasurer;
 /* p: the program; buffers for the largest of the shapes are allocated once
  * (nshapes rows of p->ndims values, by Var.pos). */
-SrchMeasurer *srch_measurer_new(const char *backend, TeProgram *p, const SrchTarget *tg,
-                                const int64_t *shapes, int nshapes, char *err, size_t errlen);
+SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
+                                const SrchTarget *tg, const int64_t *shapes, int nshapes,
+                                char *err, size_t errlen);
 /* Times stage st with mk at dims: up to SRCH_MAX_REPEATS times (at least
  * one) into times_ms, their number in *ntimes. A candidate whose first
  * run takes longer than cutoff_ms (> 0) is not run again: that one time is
@@ -286,6 +303,10 @@ SrchMeasurer *srch_measurer_new(const char *backend, TeProgram *p, const SrchTar
 enum { SRCH_MAX_REPEATS = 9 };
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen);
+/* GPU backends with ptxas installed: ptxas's report on stage st built
+ * from mk (cached); false otherwise. */
+bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
+                          SrchPtxInfo *out);
 void srch_measurer_free(SrchMeasurer *m);
 
 /* search/tune.c: the joint search (or the per-shape baseline), the

@@ -127,7 +127,7 @@ static void test_model(void **state)
     static double y[N];
     for (int i = 0; i < N; i++) {
         MicroKernel mk = srch_space_sample(&st, &rng);
-        srch_features(&st, &mk, f[i]);
+        srch_features(&st, &mk, NULL, f[i]);
         /* a made-up throughput: more threads and bigger tiles help */
         y[i] = 10.0 * (1 + mk.threads[1]) * (1 + mk.tile[0]) / (1.0 + mk.unroll);
         if (i < N - HOLD)
