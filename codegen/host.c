@@ -143,14 +143,22 @@ static LLVMValueRef extent(Host *h, const Expr *e)
     }
 }
 
-/* if (cond) return code; continues in a new block. */
-static void fail_if(Host *h, LLVMValueRef cond, int code)
+static LLVMValueRef runtime_fn(Host *h, const char *name, LLVMTypeRef ty);
+static LLVMValueRef const_string(Host *h, const char *s, const char *name);
+
+/* if (cond) return dcrt_fail(code, msg), msg NULL for the code's own
+ * description; continues in a new block. */
+static void fail_if(Host *h, LLVMValueRef cond, int code, const char *msg)
 {
     LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->cx, h->fn, "fail");
     LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(h->cx, h->fn, "ok");
     LLVMBuildCondBr(h->b, cond, bad, ok);
     LLVMPositionBuilderAtEnd(h->b, bad);
-    LLVMBuildRet(h->b, LLVMConstInt(LLVMInt32TypeInContext(h->cx), (unsigned)code, 0));
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(h->cx), at[2] = {i32, h->ptr};
+    LLVMTypeRef fty = LLVMFunctionType(i32, at, 2, 0);
+    LLVMValueRef a[2] = {LLVMConstInt(i32, (unsigned)code, 0),
+                         msg ? const_string(h, msg, "dc.error") : LLVMConstPointerNull(h->ptr)};
+    LLVMBuildRet(h->b, LLVMBuildCall2(h->b, fty, runtime_fn(h, "dcrt_fail", fty), a, 2, ""));
     LLVMPositionBuilderAtEnd(h->b, ok);
 }
 
@@ -227,7 +235,10 @@ static void entry_begin(Host *h, const LoopProgram *lp, const char *suffix, bool
         h->dimv[d->pos] = v;
         LLVMValueRef out = LLVMBuildOr(h->b, LLVMBuildICmp(h->b, LLVMIntSLT, v, ci64(h, d->lo), ""),
                                        LLVMBuildICmp(h->b, LLVMIntSGT, v, ci64(h, d->max), ""), "");
-        fail_if(h, out, DCRT_ERR_DIM_RANGE);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s%s: dim %s is out of its range %lld..%lld", te->name, suffix,
+                 d->name, (long long)d->lo, (long long)d->max);
+        fail_if(h, out, DCRT_ERR_DIM_RANGE, msg);
     }
     /* sizes: every extent >= 1, every element count <= INT32_MAX, no overflow */
     h->ovf = LLVMConstInt(h->i1, 0, 0);
@@ -243,7 +254,7 @@ static void entry_begin(Host *h, const LoopProgram *lp, const char *suffix, bool
         big = LLVMBuildOr(h->b, big, LLVMBuildICmp(h->b, LLVMIntSGT, n, ci64(h, INT32_MAX), ""), "");
         numel[i] = n;
     }
-    fail_if(h, LLVMBuildOr(h->b, big, h->ovf, ""), DCRT_ERR_TOO_LARGE);
+    fail_if(h, LLVMBuildOr(h->b, big, h->ovf, ""), DCRT_ERR_TOO_LARGE, NULL);
     /* pointers */
     LLVMValueRef null = LLVMConstNull(pty), anynull = LLVMConstInt(h->i1, 0, 0);
     for (int i = 0; i < nt; i++)
@@ -251,7 +262,7 @@ static void entry_begin(Host *h, const LoopProgram *lp, const char *suffix, bool
             anynull = LLVMBuildOr(h->b, anynull,
                                   LLVMBuildICmp(h->b, LLVMIntEQ, LLVMGetParam(h->fn, (unsigned)param_of[i]),
                                                 null, ""), "");
-    fail_if(h, anynull, DCRT_ERR_NULL_POINTER);
+    fail_if(h, anynull, DCRT_ERR_NULL_POINTER, NULL);
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -667,11 +678,15 @@ char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen)
                    " * (CUdeviceptr) to row-major float32 data. A program with intermediate\n"
                    " * tensors allocates them on the device and synchronises before freeing\n"
                    " * them; otherwise the call returns as soon as the kernels are queued.\n"
-                   " * Returns DCRT_OK or an error code below.\n", prog);
+                   " * Returns DCRT_OK or an error code below; after an error,\n"
+                   " * dcrt_last_error() says on the calling thread what failed (the dim, the\n"
+                   " * driver's message, the JIT's log when the driver rejects the PTX).\n", prog);
     else
         fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds INT32_MAX elements,\n"
                    " * computes the outputs (tensors row-major, float32) with a thread pool\n"
-                   " * (one thread per core) and returns DCRT_OK or an error code below.\n", prog);
+                   " * (one thread per core) and returns DCRT_OK or an error code below;\n"
+                   " * after an error, dcrt_last_error() says on the calling thread what failed.\n",
+                prog);
     fprintf(f, " */\n#ifndef %s\n#define %s\n\n#include <stdint.h>\n\n"
                "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
             guard, guard);
@@ -686,7 +701,9 @@ char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen)
           "#define DCRT_ERR_NO_DEVICE 7\n"
           "#define DCRT_ERR_CUDA 8\n"
           "#define DCRT_ERR_MODULE 9\n"
-          "const char *dcrt_error_string(int code);\n\n", f);
+          "const char *dcrt_error_string(int code);\n"
+          "/* The calling thread's last failure in detail (\"\" before any). */\n"
+          "const char *dcrt_last_error(void);\n\n", f);
     fprintf(f, "int %s_%s(", prog, gpu ? "launch" : "run");
     bool first = true;
     for (int i = 0; i < te->ndims; i++, first = false)

@@ -119,7 +119,9 @@ static int open_driver(void)
 {
     D.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!D.lib) {
-        snprintf(D.msg, sizeof D.msg, "no CUDA driver found (libcuda.so.1 cannot be loaded)");
+        const char *why = dlerror();
+        snprintf(D.msg, sizeof D.msg, "no CUDA driver found (libcuda.so.1 cannot be loaded: %s)",
+                 why ? why : "no reason given");
         return DCRT_ERR_NO_DRIVER;
     }
     LOAD(init, "cuInit");
@@ -347,7 +349,11 @@ void rt_cuda_timer_destroy(RtCuTimer *t)
     free(t);
 }
 
-/* ---- what dcc-generated GPU objects call (prog_launch) ---- */
+/* ---- what dcc-generated GPU objects call (prog_launch) ----
+ * They pass no message buffer: a failure's message goes to dcrt_last_error. */
+
+/* rc, its message err recorded for dcrt_last_error when it is a failure. */
+static int recorded(int rc, const char *err) { return rc == DCRT_OK ? rc : dcrt_fail(rc, err); }
 
 /* A loaded program: its module and kernels, cached in the object. */
 typedef struct Loaded {
@@ -360,17 +366,18 @@ static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *const *names,
                       void **fns)
 {
+    char err[LOG_BYTES + 256] = "out of memory";
     pthread_mutex_lock(&load_mu);
     int rc = DCRT_OK;
     Loaded *l = *cache;
     if (!l) {
-        rc = rt_cuda_init(NULL, 0);
+        rc = rt_cuda_init(err, sizeof err);
         if (rc == DCRT_OK && !(l = calloc(1, sizeof *l + (size_t)nkernels * sizeof l->fn[0])))
             rc = DCRT_ERR_OUT_OF_MEMORY;
         if (rc == DCRT_OK)
-            rc = rt_cuda_load_module(ptx, &l->mod, NULL, 0);
+            rc = rt_cuda_load_module(ptx, &l->mod, err, sizeof err);
         for (int i = 0; i < nkernels && rc == DCRT_OK; i++)
-            rc = rt_cuda_get_function(l->mod, names[i], &l->fn[i], NULL, 0);
+            rc = rt_cuda_get_function(l->mod, names[i], &l->fn[i], err, sizeof err);
         if (rc == DCRT_OK) {
             *cache = l;
         } else if (l) {
@@ -381,29 +388,36 @@ int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *c
     }
     pthread_mutex_unlock(&load_mu);
     if (rc != DCRT_OK)
-        return rc;
+        return recorded(rc, err);
     for (int i = 0; i < nkernels; i++)
         fns[i] = l->fn[i];
-    return rt_cuda_init(NULL, 0); /* the context current on this thread */
+    return recorded(rt_cuda_init(err, sizeof err), err); /* the context current on this thread */
 }
 
 int dcrt_cuda_launch(void *fn, int64_t nblocks, int64_t nthreads, void *stream, void **args)
 {
-    if (nblocks < 1 || nblocks > INT32_MAX || nthreads < 1 || nthreads > 1024)
-        return DCRT_ERR_TOO_LARGE;
+    char err[512];
+    if (nblocks < 1 || nblocks > INT32_MAX || nthreads < 1 || nthreads > 1024) {
+        snprintf(err, sizeof err, "cannot launch a grid of %lld blocks of %lld threads",
+                 (long long)nblocks, (long long)nthreads);
+        return dcrt_fail(DCRT_ERR_TOO_LARGE, err);
+    }
     unsigned grid[3] = {(unsigned)nblocks, 1, 1}, block[3] = {(unsigned)nthreads, 1, 1};
-    return rt_cuda_launch(fn, grid, block, 0, stream, args, NULL, 0);
+    return recorded(rt_cuda_launch(fn, grid, block, 0, stream, args, err, sizeof err), err);
 }
 
 int dcrt_cuda_alloc(int64_t bytes, uint64_t *ptr)
 {
+    char err[512] = "a negative size";
     *ptr = 0;
-    if (bytes < 0)
-        return DCRT_ERR_TOO_LARGE;
-    int rc = rt_cuda_alloc(ptr, (size_t)bytes, NULL, 0);
-    return rc == DCRT_ERR_CUDA ? DCRT_ERR_OUT_OF_MEMORY : rc;
+    int rc = bytes < 0 ? DCRT_ERR_TOO_LARGE : rt_cuda_alloc(ptr, (size_t)bytes, err, sizeof err);
+    return recorded(rc == DCRT_ERR_CUDA ? DCRT_ERR_OUT_OF_MEMORY : rc, err);
 }
 
 void dcrt_cuda_free(uint64_t ptr) { rt_cuda_free(ptr); }
 
-int dcrt_cuda_sync(void) { return rt_cuda_sync(NULL, 0); }
+int dcrt_cuda_sync(void)
+{
+    char err[512];
+    return recorded(rt_cuda_sync(err, sizeof err), err);
+}

@@ -8,10 +8,16 @@
  * pool (runtime/pool.c), started on first use. These names carry the dcrt_
  * prefix rather than rt_ because they are a binary interface: generated
  * code and the generated header name them, so they must not change.
+ *
+ * A code says what kind of failure it was; dcrt_last_error says which: every
+ * failing dcrt_ call, and the generated checks through dcrt_fail, leave a
+ * one-line message (for a PTX the driver rejects, the JIT's log) in a
+ * thread-local buffer, as errno does for the C library.
  */
 #include "dietcode/runtime.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -36,12 +42,32 @@ const char *dcrt_error_string(int code)
     }
 }
 
+/* Room for the JIT's error log (runtime/cuda.c keeps 8 KB of it) and the
+ * words around it. */
+static _Thread_local char last_error[8192 + 256];
+
+int dcrt_fail(int code, const char *msg)
+{
+    snprintf(last_error, sizeof last_error, "%s", msg ? msg : dcrt_error_string(code));
+    return code;
+}
+
+const char *dcrt_last_error(void) { return last_error; }
+
 void *dcrt_alloc(int64_t bytes)
 {
-    if (bytes < 0)
-        return NULL;
-    size_t n = ((size_t)bytes + 63) & ~(size_t)63;
-    return aligned_alloc(64, n ? n : 64);
+    void *p = NULL;
+    if (bytes >= 0) {
+        size_t n = ((size_t)bytes + 63) & ~(size_t)63;
+        p = aligned_alloc(64, n ? n : 64);
+    }
+    if (!p) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "cannot allocate %lld bytes for an intermediate tensor",
+                 (long long)bytes);
+        dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, msg);
+    }
+    return p;
 }
 
 void dcrt_free(void *p) { free(p); }
@@ -62,7 +88,7 @@ int dcrt_parallel_for(int64_t nblocks, DcrtKernelFn fn, const int64_t *dims, flo
 {
     pthread_once(&pool_once, pool_init);
     if (!pool)
-        return DCRT_ERR_THREADS;
+        return dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
     Job j = {fn, dims, bufs};
     rt_pool_run(pool, nblocks, run_chunk, &j);
     return DCRT_OK;

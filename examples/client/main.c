@@ -39,7 +39,7 @@ int main(void)
         fill(X, (size_t)(T * K), 3);
         int rc = bert_qkv_run(T, X, W, b, Y);
         if (rc != DCRT_OK) {
-            fprintf(stderr, "bert_qkv_run(T=%lld): %s\n", (long long)T, dcrt_error_string(rc));
+            fprintf(stderr, "bert_qkv_run(T=%lld): %s\n", (long long)T, dcrt_last_error());
             return 1;
         }
         double sum = 0, maxerr = 0;
@@ -57,7 +57,7 @@ int main(void)
         free(Y);
     }
     int rc = bert_qkv_run(0, W, W, b, b);
-    printf("T=0: %s\n", dcrt_error_string(rc));
+    printf("T=0: %s (%s)\n", dcrt_error_string(rc), dcrt_last_error());
     free(W);
     free(b);
     return bad || rc != DCRT_ERR_DIM_RANGE;

@@ -79,6 +79,16 @@ void rt_pool_destroy(RtPool *p); /* joins the workers; NULL is fine */
 #define DCRT_ERR_MODULE 9        /* the driver rejected the PTX */
 /* A static, one-line description of a code (never NULL). */
 const char *dcrt_error_string(int code);
+/* Which failure it was: the message of the calling thread's most recent
+ * failing call into libdcrt.a, generated prog_run / prog_launch included
+ * (the dim out of range, the driver's error, the JIT's log for PTX the
+ * driver rejects: then several lines). "" before any failure. Like errno,
+ * a later successful call leaves it as it was: read it right after a call
+ * returned a code other than DCRT_OK. Valid until the thread's next call. */
+const char *dcrt_last_error(void);
+/* Records msg (NULL: dcrt_error_string(code)) as the calling thread's last
+ * error and returns code; generated objects call it on a failed check. */
+int dcrt_fail(int code, const char *msg);
 /* 64-byte aligned storage for an intermediate tensor; NULL on failure. */
 void *dcrt_alloc(int64_t bytes);
 void dcrt_free(void *p); /* NULL is fine */
@@ -151,7 +161,8 @@ int rt_cuda_timer_start(RtCuTimer *t, void *stream, char *err, size_t errlen);
 int rt_cuda_timer_stop(RtCuTimer *t, void *stream, float *ms, char *err, size_t errlen);
 void rt_cuda_timer_destroy(RtCuTimer *t); /* NULL is fine */
 
-/* What dcc-generated GPU objects call (prog_launch); DCRT_* codes. */
+/* What dcc-generated GPU objects call (prog_launch); DCRT_* codes, each
+ * failure also recorded for dcrt_last_error. */
 /* Loads ptx once per *cache (a NULL-initialised pointer in the object)
  * and gives kernel i's CUfunction in fns[i]; thread-safe. */
 int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *const *names,

@@ -5,7 +5,9 @@
  *     client T REF.npy   inputs from the seeded generator dcc run uses
  *                        (seed 1, one stream per tensor name); exit 1 on a
  *                        mismatch
- *     client --errors    checks the error codes: a dim below LO, NULL
+ *     client --errors    checks the error codes (a dim below LO, NULL, a size
+ *                        over INT32_MAX elements) and that dcrt_last_error
+ *                        names the failure
  *
  * Built once per program: -DPROG_SOFTMAX (examples/softmax.tex, whose M
  * and Z are intermediates the object allocates) or -DPROG_LINEAR
@@ -20,6 +22,7 @@
 #else
 #error "define PROG_SOFTMAX or PROG_LINEAR"
 #endif
+#include "last_error.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -58,15 +61,28 @@ static int run(int64_t T, float **out, int64_t *n)
 static int check_errors(void)
 {
     int bad = 0;
+    if (strcmp(dcrt_last_error(), "") != 0) {
+        fprintf(stderr, "dcrt_last_error() before any failure: \"%s\"\n", dcrt_last_error());
+        bad = 1;
+    }
 #if defined(PROG_SOFTMAX)
     float x[1000] = {0}, p[1000];
-    int rc0 = softmax_run(0, x, p), rcn = softmax_run(1, x, NULL), rc1 = softmax_run(1, x, p);
+    int rc0 = softmax_run(0, x, p);
+    bad |= !last_error_has("T=0", "softmax_run: dim T is out of its range 1..");
+    int rcn = softmax_run(1, x, NULL);
+    bad |= !last_error_has("a NULL pointer", dcrt_error_string(DCRT_ERR_NULL_POINTER));
+    int rc1 = softmax_run(1, x, p);
     int rcbig = softmax_run(5000000, x, p); /* 5e9 elements: over INT32_MAX */
+    bad |= !last_error_has("a huge T", dcrt_error_string(DCRT_ERR_TOO_LARGE));
 #else
     static float x[64], w[192 * 64], b[192], y[192];
-    int rc0 = linear_bias_run(0, x, w, b, y), rcn = linear_bias_run(1, NULL, w, b, y),
-        rc1 = linear_bias_run(1, x, w, b, y);
+    int rc0 = linear_bias_run(0, x, w, b, y);
+    bad |= !last_error_has("T=0", "linear_bias_run: dim T is out of its range 1..");
+    int rcn = linear_bias_run(1, NULL, w, b, y);
+    bad |= !last_error_has("a NULL pointer", dcrt_error_string(DCRT_ERR_NULL_POINTER));
+    int rc1 = linear_bias_run(1, x, w, b, y);
     int rcbig = linear_bias_run(20000000, x, w, b, y); /* 3.84e9 elements of Y */
+    bad |= !last_error_has("a huge T", dcrt_error_string(DCRT_ERR_TOO_LARGE));
 #endif
     if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER || rc1 != DCRT_OK ||
         rcbig != DCRT_ERR_TOO_LARGE) {

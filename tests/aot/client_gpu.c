@@ -4,25 +4,38 @@
  *     client_gpu T REF.npy
  *
  * Always: the dims and pointers are checked before the driver is touched
- * (T=0 gives DCRT_ERR_DIM_RANGE, a 0 pointer DCRT_ERR_NULL_POINTER). With
- * no driver or device, a valid call returns DCRT_ERR_NO_DRIVER or
- * DCRT_ERR_NO_DEVICE and the test prints "skipped" and passes. With a GPU,
- * it runs softmax for T and compares with REF.npy (the reference
- * interpreter's output for the seeded inputs of `dcc run`).
+ * (T=0 gives DCRT_ERR_DIM_RANGE, a 0 pointer DCRT_ERR_NULL_POINTER), and
+ * dcrt_last_error() names each failure. With no driver or device, a valid
+ * call returns DCRT_ERR_NO_DRIVER or DCRT_ERR_NO_DEVICE, dcrt_last_error()
+ * is the driver's own one-line reason, and the test prints "skipped: " and
+ * that reason, and passes. With a GPU, it runs softmax for T and compares
+ * with REF.npy (the reference interpreter's output for the seeded inputs
+ * of `dcc run`).
  */
 #include "dietcode/runtime.h"
 #include "softmax.h"
+#include "last_error.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
     if (argc != 3)
         return 2;
     int64_t T = atoll(argv[1]), n = T * 1000;
-    int rc0 = softmax_launch(0, 1, 1, NULL), rcn = softmax_launch(T, 0, 1, NULL);
+    if (dcrt_last_error()[0] != '\0') {
+        fprintf(stderr, "dcrt_last_error() before any failure: \"%s\"\n", dcrt_last_error());
+        return 1;
+    }
+    int rc0 = softmax_launch(0, 1, 1, NULL);
+    if (!last_error_has("T=0", "softmax_launch: dim T is out of its range 1.."))
+        return 1;
+    int rcn = softmax_launch(T, 0, 1, NULL);
+    if (!last_error_has("a 0 pointer", dcrt_error_string(DCRT_ERR_NULL_POINTER)))
+        return 1;
     if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER) {
         fprintf(stderr, "error codes: T=0 gave %d, a 0 pointer gave %d\n", rc0, rcn);
         return 1;
@@ -36,7 +49,12 @@ int main(int argc, char **argv)
                     dcrt_error_string(rl), rc);
             return 1;
         }
-        printf("skipped: %s (softmax_launch: %s)\n", err, dcrt_error_string(rl));
+        if (strcmp(dcrt_last_error(), err) != 0 || strncmp(err, "no CUDA", 7) != 0) {
+            fprintf(stderr, "without a GPU: rt_cuda_init said \"%s\", dcrt_last_error() \"%s\"\n",
+                    err, dcrt_last_error());
+            return 1;
+        }
+        printf("skipped: softmax_launch: %s\n", dcrt_last_error());
         return 0;
     }
     if (rc != DCRT_OK) {
@@ -52,7 +70,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if ((rc = softmax_launch(T, dx, dp, NULL)) != DCRT_OK) {
-        fprintf(stderr, "softmax_launch: %s\n", dcrt_error_string(rc));
+        fprintf(stderr, "softmax_launch: %s: %s\n", dcrt_error_string(rc), dcrt_last_error());
         return 1;
     }
     if (rt_cuda_sync(err, sizeof err) || rt_cuda_copy_to_host(p, dp, (size_t)n * 4, err, sizeof err)) {
@@ -68,5 +86,18 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < n; i++)
         nbad += !(fabs((double)p[i] - ref.data[i]) <= 1e-5 + 1e-3 * fabs(ref.data[i]));
     printf("T=%lld on the GPU: %lld mismatches of %lld\n", (long long)T, (long long)nbad, (long long)n);
+
+    /* PTX the driver rejects: DCRT_ERR_MODULE, and the JIT's log in dcrt_last_error */
+    void *cache = NULL, *fn = NULL;
+    const char *names[1] = {"k"};
+    rc = dcrt_cuda_kernels(&cache,
+                           ".version 7.0\n.target sm_75\n.address_size 64\n"
+                           ".visible .entry k() { bogus.instr; ret; }\n",
+                           1, names, &fn);
+    if (rc != DCRT_ERR_MODULE || !last_error_has("bad PTX", "JIT log")) {
+        fprintf(stderr, "bad PTX gave %d, expected DCRT_ERR_MODULE\n", rc);
+        return 1;
+    }
+    printf("bad PTX: %s\n", dcrt_last_error());
     return nbad != 0;
 }

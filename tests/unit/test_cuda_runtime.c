@@ -4,9 +4,10 @@
  * Needs: nothing. Without a driver or device (this project's build
  * machines) every entry point must return DCRT_ERR_NO_DRIVER or
  * DCRT_ERR_NO_DEVICE with a one-line message and no crash; the GPU tests
- * then report themselves skipped. With a GPU it loads a hand-written PTX
- * kernel, runs it, times it with events, and checks that bad PTX is
- * rejected with the JIT's log in the message.
+ * then report themselves skipped, and the calls generated objects make
+ * leave that message for dcrt_last_error. With a GPU it loads a
+ * hand-written PTX kernel, runs it, times it with events, and checks that
+ * bad PTX is rejected with the JIT's log in the message.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +51,24 @@ static void error_strings(void **state)
     assert_string_equal(dcrt_error_string(DCRT_ERR_NO_DRIVER), "no CUDA driver found (libcuda.so.1)");
 }
 
+/* dcrt_fail records a message per thread; a success leaves it be. */
+static void last_error(void **state)
+{
+    (void)state;
+    assert_string_equal(dcrt_last_error(), "");
+    assert_int_equal(dcrt_fail(DCRT_ERR_THREADS, NULL), DCRT_ERR_THREADS);
+    assert_string_equal(dcrt_last_error(), dcrt_error_string(DCRT_ERR_THREADS));
+    assert_int_equal(dcrt_fail(DCRT_ERR_DIM_RANGE, "p_run: dim T is out of its range 1..9"),
+                     DCRT_ERR_DIM_RANGE);
+    assert_string_equal(dcrt_last_error(), "p_run: dim T is out of its range 1..9");
+    void *p = dcrt_alloc(64);
+    assert_non_null(p);
+    dcrt_free(p);
+    assert_string_equal(dcrt_last_error(), "p_run: dim T is out of its range 1..9");
+    assert_null(dcrt_alloc(-1));
+    assert_non_null(strstr(dcrt_last_error(), "cannot allocate -1 bytes"));
+}
+
 /* Whether a GPU is usable; without one, checks the "no GPU" contract. */
 static bool have_gpu(void)
 {
@@ -72,6 +91,16 @@ static bool have_gpu(void)
     assert_int_equal(rt_cuda_timer_new(&t, NULL, 0), rc);
     RtCudaDeviceInfo info;
     assert_int_equal(rt_cuda_device_info(&info, NULL, 0), rc);
+    /* what generated objects call: the same code, the message in dcrt_last_error */
+    void *cache = NULL, *fn = NULL;
+    const char *names[1] = {"add_one"};
+    dcrt_fail(DCRT_OK, "");
+    assert_int_equal(dcrt_cuda_kernels(&cache, add_one_ptx, 1, names, &fn), rc);
+    assert_null(cache);
+    assert_string_equal(dcrt_last_error(), err);
+    dcrt_fail(DCRT_OK, "");
+    assert_int_equal(dcrt_cuda_alloc(16, &p), rc);
+    assert_string_equal(dcrt_last_error(), err);
     return false;
 }
 
@@ -136,6 +165,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(error_strings),
+        cmocka_unit_test(last_error),
         cmocka_unit_test(no_gpu_is_clean),
         cmocka_unit_test(run_ptx),
     };
