@@ -603,14 +603,17 @@ typedef struct Exec {
  *
  * The kernels follow the NVPTX ABI of dietcode/codegen.h: every dim, then
  * one device pointer per materialised tensor in id order; grid (nblocks),
- * block (nthreads). Inputs are copied to the device once; a run is the
- * launches and a synchronisation (what --bench times); outputs are copied
- * back once, after the runs.
+ * block (nthreads). Inputs are copied to the device once; a run is one
+ * launch per stage (the variant the stage's dispatch picks for the dims)
+ * between two CUDA events, whose interval --bench reports, and a
+ * synchronisation; outputs are copied back once, after the runs.
  */
 typedef struct CudaRun {
     RtCuModule *mod;
-    RtCuFunction **fn;
-    uint64_t *dbuf; /* per tensor id; 0 if not materialised */
+    RtCuFunction **fn; /* per kernel: every variant is loaded */
+    uint64_t *dbuf;    /* per tensor id; 0 if not materialised */
+    RtCuTimer *timer;
+    float ms;          /* the last run's time on the GPU */
 } CudaRun;
 
 /* Stops with the driver's one-line message when there is no GPU. */
@@ -637,6 +640,8 @@ static CudaRun *cuda_prepare(const LoopProgram *lp, const int64_t *dims, float *
     for (int i = 0; i < lp->nkernels; i++)
         if (rt_cuda_get_function(c->mod, lp->kernels[i]->name, &c->fn[i], err, sizeof err) != DCRT_OK)
             fail("%s", err);
+    if (rt_cuda_timer_new(&c->timer, err, sizeof err) != DCRT_OK)
+        fail("%s", err);
     for (int i = 0; i < te->ntensors; i++) {
         if (!lp->materialized[i])
             continue;
@@ -650,7 +655,7 @@ static CudaRun *cuda_prepare(const LoopProgram *lp, const int64_t *dims, float *
     return c;
 }
 
-static int cuda_run_once(const CudaRun *c, const LoopProgram *lp, const int64_t *dims, char *err,
+static int cuda_run_once(CudaRun *c, const LoopProgram *lp, const int64_t *dims, char *err,
                          size_t errlen)
 {
     const TeProgram *te = lp->te;
@@ -664,8 +669,9 @@ static int cuda_run_once(const CudaRun *c, const LoopProgram *lp, const int64_t 
     for (int i = 0; i < te->ntensors; i++)
         if (lp->materialized[i])
             args[na++] = &c->dbuf[i];
-    int rc = DCRT_OK;
-    for (int i = 0; i < lp->nkernels && rc == DCRT_OK; i++) {
+    int rc = rt_cuda_timer_start(c->timer, NULL, err, errlen);
+    for (int s = 0; s < lp->nstages && rc == DCRT_OK; s++) {
+        int i = ir_stage_kernel(lp, s, dims);
         const Kernel *k = lp->kernels[i];
         int64_t nb = ir_eval_dims(k->body->loop.var->extent, dims);
         if (nb < 1 || nb > INT32_MAX) {
@@ -676,6 +682,8 @@ static int cuda_run_once(const CudaRun *c, const LoopProgram *lp, const int64_t 
         unsigned grid[3] = {(unsigned)nb, 1, 1}, block[3] = {(unsigned)k->nthreads, 1, 1};
         rc = rt_cuda_launch(c->fn[i], grid, block, 0, NULL, args, err, errlen);
     }
+    if (rc == DCRT_OK)
+        rc = rt_cuda_timer_stop(c->timer, NULL, &c->ms, err, errlen);
     if (rc == DCRT_OK)
         rc = rt_cuda_sync(err, errlen);
     free(args);
@@ -695,6 +703,7 @@ static void cuda_finish(CudaRun *c, const LoopProgram *lp, const int64_t *dims, 
             fail("%s", err);
         rt_cuda_free(c->dbuf[i]);
     }
+    rt_cuda_timer_destroy(c->timer);
     rt_cuda_unload_module(c->mod);
     free(c->fn);
     free(c->dbuf);
@@ -810,7 +819,7 @@ static int cmd_run(int argc, char **argv)
         for (int64_t i = 0; i < o.bench; i++) {
             double t0 = now_ms();
             run_once(&x, dims, bufs);
-            t[i] = now_ms() - t0;
+            t[i] = x.cu ? x.cu->ms : now_ms() - t0; /* cuda: CUDA events around the launches */
         }
         qsort(t, (size_t)o.bench, sizeof *t, cmp_double);
         printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[o.bench / 2], t[0],
