@@ -1,18 +1,35 @@
 #!/bin/sh
-# GPU check, for a machine with an NVIDIA GPU and the CUDA driver (it may
-# lack LLVM: pass a statically linked dcc). NOT part of ctest or CI; it
-# needs a GPU and prints what it runs before running it. It never runs for
-# more than 5 minutes: the whole script re-executes itself under
-# `timeout 300`, and each command has its own shorter limit.
+# GPU check, for a machine with an NVIDIA GPU, the CUDA driver and toolkit
+# (cuBLAS) and a C compiler, which may lack LLVM. NOT part of ctest or CI.
+# On this project's build machine, build a statically linked dcc and the
+# runtime once:
 #
-#   scripts/gpu-check.sh [DCC]      (default build/dcc)
+#   cmake -S . -B build-static -DDC_STATIC_LLVM=ON
+#   cmake --build build-static -j4 --target dcc dcrt
 #
-# 1. `dcc run --target=cuda --check` for every example, for sizes across
+# carry build-static/dcc and build-static/libdcrt.a to the GPU machine with
+# the source tree, and there run, from the repository root:
+#
+#   scripts/gpu-check.sh build-static/dcc
+#
+# (DCC defaults to build/dcc; libdcrt.a is taken from the directory of
+# DCC; CUDA_HOME, default /usr/local/cuda, locates cuBLAS.) It never runs
+# for more than 5 minutes: the whole script re-executes itself under
+# `timeout 300`, and each command has its own shorter limit. Without a
+# usable GPU it prints one line and exits 1.
+#
+# 1. bert: dcc's kernels against cuBLAS on BERT-base's four dense layers
+#    (QKV 768->2304, attention output 768->768, FFN1 768->3072, FFN2
+#    3072->768, each with bias) for every T = 1..128: dcc emits an object
+#    and a header for examples/bert_qkv.tex and bench/gpu/*.tex, and
+#    bench/gpu/cublas_bert.c, linked with them, libdcrt.a, cuBLAS and the
+#    CUDA runtime, times NAME_launch and cublasSgemm (what it compares is
+#    written at the top of its output), checks dcc's results against
+#    cuBLAS's, and prints the geometric mean of cublas_time / dcc_time per
+#    layer and overall;
+# 2. `dcc run --target=cuda --check` for every example, for sizes across
 #    its declared range and above it (not multiples of any tile), against
-#    the reference interpreter on the host CPU;
-# 2. bert_qkv against cuBLAS (through PyTorch, when importable): the time
-#    of `dcc run --target=cuda --bench 20` next to torch's X @ W^T + b for
-#    the same T.
+#    the reference interpreter on the host CPU, and one `--bench` run.
 # Exit status: 0 when every check passed, 1 otherwise, 124 on the 5-minute
 # limit.
 set -u
@@ -21,29 +38,65 @@ if [ -z "${DC_GPU_CHECK_INNER:-}" ]; then
 fi
 cd "$(dirname "$0")/.."
 dcc=${1:-build/dcc}
+lib=$(dirname "$dcc")/libdcrt.a
+cuda=${CUDA_HOME:-/usr/local/cuda}
 fails=0
 
 say() { printf '\n== %s\n' "$*"; }
-run() { # runs and reports one command, limited to 60 s
+limited() { # runs and reports one command, limited to $1 seconds
+    lim=$1
+    shift
     echo "+ $*"
-    if ! timeout -k 2 60 "$@"; then
+    if ! timeout -k 2 "$lim" "$@"; then
         echo "FAILED: $*"
         fails=$((fails + 1))
     fi
 }
+run() { limited 60 "$@"; }
+
+# one line and exit 1 when something needed is missing or there is no usable GPU
+if ! "$dcc" --version >/dev/null 2>&1; then
+    echo "gpu-check: cannot run $dcc (build it, or carry a statically linked one)"; exit 1
+fi
+if ! out=$(timeout 60 "$dcc" run examples/softmax.tex --target=cuda --set T=1 --check 2>&1); then
+    echo "gpu-check: no usable GPU, nothing checked: $(echo "$out" | tail -1)"; exit 1
+fi
 
 say "the GPU and driver"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
     echo "(nvidia-smi not found)"
-if ! "$dcc" --version >/dev/null 2>&1; then
-    echo "cannot run $dcc (build it, or carry a statically linked one)"; exit 1
-fi
-# one line and exit 1 when there is no usable GPU: stop here
-if ! out=$(timeout 60 "$dcc" run examples/softmax.tex --target=cuda --set T=1 --check 2>&1); then
-    echo "$out"; echo "no usable GPU: nothing checked"; exit 1
+"$dcc" --version
+
+say "1. bert: dcc against cuBLAS, every T in 1..128"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ ! -f "$lib" ]; then
+    echo "FAILED: no $lib beside $dcc"; fails=$((fails + 1))
+elif [ ! -f "$cuda/include/cublas_v2.h" ]; then
+    echo "FAILED: no cuBLAS under $cuda (set CUDA_HOME)"; fails=$((fails + 1))
+else
+    built=1
+    for tex in examples/bert_qkv.tex bench/gpu/bert_attn_out.tex bench/gpu/bert_ffn1.tex \
+               bench/gpu/bert_ffn2.tex; do
+        name=$(basename "$tex" .tex)
+        timeout 60 "$dcc" "$tex" --target=nvptx --emit=obj,header -o "$work/$name" || built=0
+    done
+    libdir=$cuda/lib64
+    [ -d "$libdir" ] || libdir=$cuda/lib
+    echo "+ cc bench/gpu/cublas_bert.c (4 dcc objects, $lib, -lcublas -lcudart from $libdir)"
+    if [ "$built" -eq 1 ] &&
+        cc -O2 -std=c11 -I"$work" -Iinclude -I"$cuda/include" bench/gpu/cublas_bert.c \
+            "$work"/bert_qkv.o "$work"/bert_attn_out.o "$work"/bert_ffn1.o "$work"/bert_ffn2.o \
+            "$lib" -L"$libdir" -Wl,-rpath,"$libdir" -lcublas -lcudart -ldl -lpthread -lm \
+            -o "$work/cublas_bert"; then
+        # its own budget ends it with a partial summary before this limit
+        limited 150 "$work/cublas_bert" --budget 120
+    else
+        echo "FAILED: building the cuBLAS benchmark"; fails=$((fails + 1))
+    fi
 fi
 
-say "1. every example on the GPU, checked against the reference"
+say "2. every example on the GPU, checked against the reference"
 for ex in examples/*.tex; do
     dim=$(sed -n 's/^dim \([A-Za-z_][A-Za-z_0-9]*\) in \([0-9]*\)\.\.\([0-9]*\).*/\1 \2 \3/p' "$ex" | head -1)
     [ -n "$dim" ] || continue
@@ -55,31 +108,7 @@ for ex in examples/*.tex; do
         run "$dcc" run "$ex" --target=cuda --set "$name=$v" --check
     done
 done
-
-say "2. bert_qkv: dcc against cuBLAS (PyTorch)"
-for T in 1 16 77 128; do
-    run "$dcc" run examples/bert_qkv.tex --target=cuda --set T=$T --bench 20
-done
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    echo "+ python3 (torch X @ W.T + b, cuBLAS), median of 20 after a warm-up"
-    timeout -k 2 120 python3 - <<'PY' || fails=$((fails + 1))
-import torch
-W = torch.randn(2304, 768, device="cuda"); b = torch.randn(2304, device="cuda")
-for T in (1, 16, 77, 128):
-    X = torch.randn(T, 768, device="cuda")
-    for _ in range(5):
-        torch.addmm(b, X, W.t())
-    ts = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); torch.addmm(b, X, W.t()); e.record(); e.synchronize()
-        ts.append(s.elapsed_time(e))
-    ts.sort()
-    print(f"cublas T={T}: median {ts[len(ts)//2]:.3f} ms, min {ts[0]:.3f} ms")
-PY
-else
-    echo "(PyTorch with CUDA not importable: no cuBLAS comparison)"
-fi
+run "$dcc" run examples/bert_qkv.tex --target=cuda --set T=77 --bench 20
 
 say "done: $fails failure(s)"
 [ "$fails" -eq 0 ]
