@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test demo bench bench-tuning clean
 
 all: build
 
@@ -25,8 +25,16 @@ demo: build
 bench: deps
 	@scripts/install-deps.sh --bench
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense
+	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense bench_tuning
 	$(BUILD)/bench/bench_dense --step 8 --reps 15
+
+# DietCode's claim: joint tuning against per-shape tuning and OpenBLAS (BERT
+# QKV, T = 1..128, CPU); about 10 minutes on 2 cores.
+bench-tuning: deps
+	@scripts/install-deps.sh --bench
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_tuning
+	$(BUILD)/bench/bench_tuning $(CURDIR)
 
 clean:
 	rm -rf $(BUILD)

@@ -15,27 +15,14 @@
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
+#include "common.h"
+
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-extern char *openblas_get_corename(void);
-extern void openblas_set_num_threads(int);
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Builds Y[i: T, j: N] = sum[k: K](X[i, k] * W[j, k]) through the IR API. */
 static TeProgram *dense(int64_t N, int64_t K)
@@ -60,19 +47,6 @@ static int64_t next_T(int64_t T, int step)
 {
     int64_t n = T == 1 && step > 1 ? step : T + step;
     return T < 128 && n > 128 ? 128 : n;
-}
-
-static double median_ms(int reps, void (*run)(void *), void *ctx)
-{
-    double t[64];
-    run(ctx); /* warm-up */
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
-        run(ctx);
-        t[r] = now_ms() - t0;
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmpd);
-    return t[reps / 2];
 }
 
 typedef struct Case {
@@ -102,13 +76,7 @@ static void run_blas(void *ctx)
 
 int main(int argc, char **argv)
 {
-    if (!getenv("OPENBLAS_CORETYPE")) { /* must be set before OpenBLAS starts */
-        __builtin_cpu_init();
-        setenv("OPENBLAS_CORETYPE", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell", 1);
-        execv("/proc/self/exe", argv);
-        perror("dense: re-exec");
-        return 1;
-    }
+    bench_openblas_coretype(argv);
     const char *mkspec = NULL;
     int step = 8, reps = 15, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -125,10 +93,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "dense: bad --step, --reps (1..64) or --threads\n");
         return 2;
     }
-    openblas_set_num_threads(threads);
+    bench_openblas_threads(threads);
     RtPool *pool = rt_pool_new(threads);
     printf("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s), %d threads for both\n",
-           openblas_get_corename(), getenv("OPENBLAS_CORETYPE"), threads);
+           bench_openblas_core(), getenv("OPENBLAS_CORETYPE"), threads);
     static const int64_t shapes[4][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
     double logsum = 0;
     int count = 0;
@@ -172,11 +140,11 @@ int main(int argc, char **argv)
             Ts[nt++] = T;
         for (int i = 0; i < nt; i++) {
             Case c = {cp, pool, Ts[i], N, K, {X, W, Y}};
-            td[i] = median_ms(reps, run_dcc, &c);
+            td[i] = bench_median_ms(reps, run_dcc, &c);
         }
         for (int i = 0; i < nt; i++) {
             Case c = {cp, pool, Ts[i], N, K, {X, W, Y}};
-            tb[i] = median_ms(reps, run_blas, &c);
+            tb[i] = bench_median_ms(reps, run_blas, &c);
         }
         for (int i = 0; i < nt; i++) {
             double flop = 2.0 * (double)(Ts[i] * N * K);

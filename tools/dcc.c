@@ -13,6 +13,7 @@
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
+#include "dietcode/search.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -26,13 +27,16 @@
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
 
 static const char *usage_text =
-    "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|llvm|asm|ptx|obj|header[,...]]\n"
-    "               [--target=cpu|nvptx] [--arch=sm_80] [--no-libdevice]\n"
+    "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|llvm|asm|ptx|obj|header|dispatch[,...]]\n"
+    "               [--target=cpu|nvptx] [--arch=sm_80] [--no-libdevice] [--records=FILE]\n"
     "               [--dump-after=PASS|all] [--stop-after=PASS] [--verify-each]\n"
     "               [--time-passes]\n"
     "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
     "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
-    "               [--seed N] [--check] [--bench N]\n"
+    "               [--seed N] [--check] [--bench N] [--records=FILE]\n"
+    "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
+    "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ...] [--per-shape]\n"
+    "               [--seed N]\n"
     "       dcc --help | --version\n"
     "\n"
     "  --emit=te           print the checked tensor-expression program\n"
@@ -52,6 +56,8 @@ static const char *usage_text =
     "  --stop-after=PASS   stop the pipeline after PASS\n"
     "  --verify-each       run the loop IR verifier after every pass\n"
     "  --time-passes       print the time each pass takes\n"
+    "  --records=FILE      compile with the kernels and dispatch tree tuned into FILE\n"
+    "  --emit=dispatch     print the dispatch trees (from --records) as JSON\n"
     "  --target=cpu        (run) JIT-compile the kernels for this CPU (default)\n"
     "  --target=reference  (run) run with the reference interpreter\n"
     "  --target=loops      (run) interpret the lowered loop IR (for debugging)\n"
@@ -64,7 +70,16 @@ static const char *usage_text =
     "  --output NAME=PATH  write output NAME to a .npy file\n"
     "  --seed N            seed of the generated inputs (default 1)\n"
     "  --check             compare every output with the reference interpreter\n"
-    "  --bench N           time N runs after a warm-up and print the median\n";
+    "  --bench N           time N runs after a warm-up and print the median\n"
+    "  tune                search micro-kernels for every shape of the range at once\n"
+    "                      and fit the dispatch tree; measurements go to --records\n"
+    "                      (default: FILE's base name + .records.jsonl), resumable\n"
+    "  --target=model      (tune) no hardware: the cost model's estimates, for PTX\n"
+    "  --trials N          (tune) measurements of the search (default 64); with\n"
+    "                      --per-shape, of each shape's own search\n"
+    "  --shapes D=LO..HI[:COUNT]  (tune) the range of dim D to tune for (default:\n"
+    "                      as declared); every point when there are at most 256\n"
+    "  --per-shape         (tune) the baseline: tune each shape on its own\n";
 
 static _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -177,6 +192,8 @@ static void free_program(Loaded *l)
 typedef struct CompileOpts {
     PipelineOpts pipe;
     PassTarget target;
+    const char *records;   /* tuned kernels and dispatch, or NULL */
+    SrchTree **trees;      /* filled from records when non-NULL (per tensor id) */
 } CompileOpts;
 
 static bool is_pass_name(const char *s)
@@ -201,12 +218,32 @@ static void set_stop_after(CompileOpts *o, const char *v)
     o->pipe.stop_after = v;
 }
 
+/* The schedule tuned into o->records for p (NULL without records); exits 1
+ * when the file cannot be used. A GPU build takes the records of the cuda
+ * backend, else those of the model backend. */
+static StageSchedule *records_schedule(TeProgram *p, const CompileOpts *o)
+{
+    if (!o->records)
+        return NULL;
+    StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
+    char err[1024];
+    const char *target = o->target == PT_CPU ? "cpu" : "cuda";
+    int rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
+    if (rc != 0 && o->target == PT_GPU)
+        rc = srch_schedule_from_records(p, o->records, "model", sched, o->trees, err, sizeof err);
+    if (rc != 0)
+        fail("%s", err);
+    return sched;
+}
+
 /* Lowers the program; exits 1 with a message on an internal verifier error. */
 static LoopProgram *lower_program(TeProgram *p, const CompileOpts *o)
 {
     TargetInfo ti = pass_target_info(o->target);
     char err[512];
-    LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, &o->pipe, err, sizeof err);
+    StageSchedule *sched = records_schedule(p, o);
+    LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);
+    free(sched);
     if (!lp)
         ir_panic(__FILE__, __LINE__, "loop IR verifier: %s", err);
     return lp;
@@ -304,7 +341,7 @@ static int cmd_compile(int argc, char **argv)
     CompileOpts co = {.target = PT_CPU};
     const char *arch = "sm_80";
     bool target_cpu = false, no_libdevice = false;
-    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV };
+    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS };
     static const struct option opts[] = {
         {"emit", required_argument, 0, 'e'},
         {"output", required_argument, 0, 'o'},
@@ -315,6 +352,7 @@ static int cmd_compile(int argc, char **argv)
         {"target", required_argument, 0, O_TARGET},
         {"arch", required_argument, 0, O_ARCH},
         {"no-libdevice", no_argument, 0, O_NOLIBDEV},
+        {"records", required_argument, 0, O_RECORDS},
         {0, 0, 0, 0},
     };
     int c;
@@ -343,6 +381,7 @@ static int cmd_compile(int argc, char **argv)
             arch = optarg;
             break;
         case O_NOLIBDEV: no_libdevice = true; break;
+        case O_RECORDS: co.records = optarg; break;
         default: bad_option(argv);
         }
     }
@@ -351,19 +390,36 @@ static int cmd_compile(int argc, char **argv)
     file = argv[optind];
     bool aot = emit && is_aot_emit(emit);
     bool ptx = emit && strcmp(emit, "ptx") == 0;
+    bool dispatch = emit && strcmp(emit, "dispatch") == 0;
     if (ptx && target_cpu)
         usage_error("--emit=ptx needs --target=nvptx");
     if (ptx)
         co.target = PT_GPU;
     if (emit && co.target == PT_GPU && strcmp(emit, "asm") == 0)
         usage_error("--emit=asm is host assembly: use --emit=ptx for --target=nvptx");
-    if (emit && !aot && !ptx && strcmp(emit, "te") != 0 && strcmp(emit, "loops") != 0 &&
-        strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
+    if (emit && !aot && !ptx && !dispatch && strcmp(emit, "te") != 0 &&
+        strcmp(emit, "loops") != 0 && strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
         usage_error("unknown --emit kind '%s' (expected te, loops, llvm, asm, ptx, obj, "
-                    "header or obj,header)", emit);
+                    "header, obj,header or dispatch)", emit);
     if (out && !emit)
         usage_error("-o needs --emit");
     Loaded l = load_program(file);
+    if (dispatch) {
+        SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
+        co.trees = trees;
+        free(records_schedule(l.prog, &co));
+        char *text = srch_schedule_to_json(l.prog, co.target == PT_CPU ? "cpu" : "cuda", trees);
+        size_t n = strlen(text);
+        text = realloc(text, n + 2);
+        text[n++] = '\n';
+        write_output(out, text, n);
+        free(text);
+        for (int i = 0; i < l.prog->ntensors; i++)
+            srch_tree_free(trees[i]);
+        free(trees);
+        free_program(&l);
+        return 0;
+    }
     bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
@@ -418,6 +474,7 @@ typedef struct RunOpts {
     uint64_t seed;
     bool check;
     int64_t bench;
+    const char *records;
 } RunOpts;
 
 static void add_named(NamedArg *arr, int *n, const char *arg, const char *flag)
@@ -452,7 +509,8 @@ static RunOpts parse_run_opts(int argc, char **argv)
         {"target", required_argument, 0, 't'}, {"set", required_argument, 0, 's'},
         {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
         {"seed", required_argument, 0, 'S'},   {"check", no_argument, 0, 'c'},
-        {"bench", required_argument, 0, 'b'},  {0, 0, 0, 0},
+        {"bench", required_argument, 0, 'b'},  {"records", required_argument, 0, 'r'},
+        {0, 0, 0, 0},
     };
     int c;
     int64_t v;
@@ -470,6 +528,7 @@ static RunOpts parse_run_opts(int argc, char **argv)
             o.seed = (uint64_t)v;
             break;
         case 'c': o.check = true; break;
+        case 'r': o.records = optarg; break;
         case 'b':
             if (!parse_int(optarg, &v) || v < 1 || v > 1000000)
                 usage_error("--bench expects a run count from 1 to 1000000, got '%s'", optarg);
@@ -796,7 +855,8 @@ static int cmd_run(int argc, char **argv)
     Exec x = {o.target, p, NULL, NULL, NULL, NULL, NULL};
     if (strcmp(o.target, "reference") != 0) {
         CompileOpts co = {.target = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0
-                                        ? PT_GPU : PT_CPU};
+                                        ? PT_GPU : PT_CPU,
+                          .records = o.records};
         x.lp = lower_program(p, &co);
     }
     if (strcmp(o.target, "emu") == 0) {
@@ -881,6 +941,183 @@ static int cmd_run(int argc, char **argv)
     return 0;
 }
 
+/* ---- dcc tune ---- */
+
+typedef struct TuneUi {
+    bool tty;
+    bool live;  /* a progress line is on the terminal */
+} TuneUi;
+
+static void tune_progress(void *ud, const SrchProgress *p)
+{
+    TuneUi *ui = ud;
+    char line[256];
+    snprintf(line, sizeof line,
+             "tune: %s %s round %d: %d/%d measured, best predicted %.1f GFLOP/s, "
+             "measured %.1f GFLOP/s, %.0f s elapsed, ~%.0f s left",
+             p->stage, p->phase, p->round, p->done, p->total, p->best_pred_gflops,
+             p->best_meas_gflops, p->elapsed_s, p->eta_s);
+    if (ui->tty) {
+        fprintf(stderr, "\r\033[K%s", line);
+        ui->live = true;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+static void tune_warn(void *ud, const char *msg)
+{
+    TuneUi *ui = ud;
+    if (ui->live)
+        fputc('\n', stderr), ui->live = false;
+    fprintf(stderr, "dcc: warning: %s\n", msg);
+}
+
+/* NAME=LO..HI[:COUNT] */
+static void parse_range(const char *arg, SrchRange *r)
+{
+    const char *eq = strchr(arg, '=');
+    const char *dots = eq ? strstr(eq, "..") : NULL;
+    if (!eq || eq == arg || !dots)
+        usage_error("--shapes expects NAME=LO..HI[:COUNT], got '%s'", arg);
+    char buf[64];
+    const char *colon = strchr(dots, ':');
+    int64_t lo, hi, count = 0;
+    size_t n = (size_t)(dots - eq - 1);
+    bool ok = n < sizeof buf;
+    if (ok) {
+        memcpy(buf, eq + 1, n);
+        buf[n] = 0;
+        ok = parse_int(buf, &lo);
+    }
+    n = colon ? (size_t)(colon - dots - 2) : strlen(dots + 2);
+    if (ok && n < sizeof buf) {
+        memcpy(buf, dots + 2, n);
+        buf[n] = 0;
+        ok = parse_int(buf, &hi);
+    } else {
+        ok = false;
+    }
+    if (ok && colon)
+        ok = parse_int(colon + 1, &count) && count >= 1 && count <= 4096;
+    if (!ok)
+        usage_error("--shapes expects NAME=LO..HI[:COUNT], got '%s'", arg);
+    r->dim = strndup(arg, (size_t)(eq - arg));
+    r->lo = lo;
+    r->hi = hi;
+    r->count = (int)count;
+}
+
+static int cmd_tune(int argc, char **argv)
+{
+    SrchTuneOpts o = {.backend = "cpu", .trials = 64, .seed = 1};
+    SrchRange ranges[MAX_ARGS];
+    const char *records = NULL;
+    static const struct option opts[] = {
+        {"target", required_argument, 0, 't'},  {"arch", required_argument, 0, 'a'},
+        {"trials", required_argument, 0, 'n'},  {"records", required_argument, 0, 'r'},
+        {"shapes", required_argument, 0, 's'},  {"per-shape", no_argument, 0, 'p'},
+        {"seed", required_argument, 0, 'S'},    {0, 0, 0, 0},
+    };
+    int c;
+    int64_t v;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0 &&
+                strcmp(optarg, "model") != 0)
+                usage_error("unknown --target '%s' for tune (expected cpu, cuda or model)", optarg);
+            o.backend = optarg;
+            break;
+        case 'a':
+            if (!cg_nvptx_arch_valid(optarg))
+                usage_error("unknown --arch '%s'", optarg);
+            o.arch = optarg;
+            break;
+        case 'n':
+            if (!parse_int(optarg, &v) || v < 1 || v > 1000000)
+                usage_error("--trials expects a count from 1 to 1000000, got '%s'", optarg);
+            o.trials = (int)v;
+            break;
+        case 'r': records = optarg; break;
+        case 's':
+            if (o.nranges == MAX_ARGS)
+                usage_error("too many --shapes");
+            parse_range(optarg, &ranges[o.nranges++]);
+            break;
+        case 'p': o.per_shape = true; break;
+        case 'S':
+            if (!parse_int(optarg, &v))
+                usage_error("--seed expects a non-negative integer, got '%s'", optarg);
+            o.seed = (uint64_t)v;
+            break;
+        default: bad_option(argv);
+        }
+    }
+    if (optind != argc - 1)
+        usage_error(optind == argc ? "no input file" : "more than one input file");
+    const char *file = argv[optind];
+    char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
+    o.records = records ? records : defrec;
+    o.ranges = ranges;
+    TuneUi ui = {isatty(2) != 0, false};
+    o.progress = tune_progress;
+    o.warn = tune_warn;
+    o.progress_ud = &ui;
+    if (strcmp(o.backend, "cuda") == 0)
+        cuda_require();
+    Loaded l = load_program(file);
+    char err[1024];
+    SrchTuneResult *r = srch_tune(l.prog, &o, err, sizeof err);
+    if (ui.live)
+        fputc('\n', stderr);
+    if (!r)
+        fail("%s", err);
+    printf("tune: %s, target %s, %d shape point%s, %s, %d trial%s per search, %.1f s\n",
+           l.prog->name, o.backend, r->nshapes, r->nshapes == 1 ? "" : "s",
+           o.per_shape ? "per-shape baseline" : "joint search", o.trials,
+           o.trials == 1 ? "" : "s", r->seconds);
+    for (int i = 0; i < r->nstages; i++) {
+        const SrchStageResult *s = &r->stages[i];
+        printf("stage %s: search %d measured + %d from records; selection %d measured + %d "
+               "from records\n",
+               s->stage, s->measured, s->reused, s->select_measured, s->select_reused);
+        const SrchTree *t = s->tree;
+        int leaves = 0;
+        for (int k = 0; k < t->nnodes; k++)
+            leaves += srch_tree_node(t, k)->kind == TN_LEAF;
+        printf("  dispatch: %d leaves, depth %d; accuracy %.1f%% (%d of %d shapes pick the "
+               "measured best), misses cost %.3fx geomean, %.3fx worst\n",
+               leaves, srch_tree_depth(t), 100 * s->score.accuracy, s->score.hits,
+               s->score.n, s->score.miss_geomean, s->score.miss_worst);
+        printf("  latency geomean over the shapes: %.4f ms dispatched, %.4f ms best measured\n",
+               s->geomean_ms, s->oracle_geomean_ms);
+        for (int k = 0; k < t->nnodes; k++) {
+            const SrchTreeNode *n = srch_tree_node(t, k);
+            if (n->kind == TN_LEAF) {
+                bool seen = false;
+                for (int q = 0; q < k; q++)
+                    seen |= srch_tree_node(t, q)->kind == TN_LEAF &&
+                            srch_tree_node(t, q)->kernel == n->kernel;
+                if (!seen)
+                    printf("  kernel: %s\n", t->kernels[n->kernel]);
+            }
+        }
+    }
+    if (r->ncorrupt)
+        printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
+    printf("records: %s\n", o.records);
+    srch_tune_result_free(r);
+    for (int i = 0; i < o.nranges; i++)
+        free((char *)ranges[i].dim);
+    free(defrec);
+    free_program(&l);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -895,5 +1132,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "tune") == 0)
+        return cmd_tune(argc - 1, argv + 1);
     return cmd_compile(argc, argv);
 }

@@ -4,13 +4,16 @@
 # only (no LLVM), runs it for several T (inside and above the declared
 # range, not multiples of any tile) and compares with the reference.
 #   run.sh DCC CC LIBDCRT SRCDIR PROG.tex DEFINE T...
+# $DC_DCC_FLAGS, if set, is passed to dcc (e.g. --records FILE: the object
+# then holds the tuned kernels and their dispatch tree).
 set -eu
 dcc=$1 cc=$2 lib=$3 src=$4 prog=$5 def=$6
 shift 6
 name=$(basename "$prog" .tex)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$dcc" "$prog" --emit=obj,header -o "$work/$name"
+# shellcheck disable=SC2086
+"$dcc" "$prog" ${DC_DCC_FLAGS:-} --emit=obj,header -o "$work/$name"
 test -s "$work/$name.o" && test -s "$work/$name.h"
 "$cc" ${DC_CLIENT_FLAGS:-} -std=c11 -Wall -Wextra -Werror -D"$def" -I"$work" -I"$src/include" \
     "$src/tests/aot/client.c" "$work/$name.o" "$lib" -lpthread -lm -ldl -o "$work/client"

@@ -1,0 +1,52 @@
+/* bench/common.c: see common.h. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char *openblas_get_corename(void);
+extern void openblas_set_num_threads(int);
+
+double bench_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_median_ms(int reps, void (*run)(void *), void *ctx)
+{
+    double t[64];
+    if (reps > 64)
+        reps = 64;
+    run(ctx); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now_ms();
+        run(ctx);
+        t[r] = bench_now_ms() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmpd);
+    return t[reps / 2];
+}
+
+void bench_openblas_coretype(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE"))
+        return;
+    __builtin_cpu_init();
+    setenv("OPENBLAS_CORETYPE", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell", 1);
+    execv("/proc/self/exe", argv);
+    perror("bench: re-exec");
+    exit(1);
+}
+
+const char *bench_openblas_core(void) { return openblas_get_corename(); }
+void bench_openblas_threads(int n) { openblas_set_num_threads(n); }

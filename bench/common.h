@@ -1,0 +1,16 @@
+/* bench/common.h: what the benchmarks share: timing, and OpenBLAS made to
+ * use the best kernel set this CPU supports (Debian's build misdetects
+ * recent CPUs as an old SSE3 core): SkylakeX with AVX-512, else Haswell. */
+#ifndef DC_BENCH_COMMON_H
+#define DC_BENCH_COMMON_H
+
+double bench_now_ms(void);
+/* The median of reps timed calls of run(ctx) after one warm-up call. */
+double bench_median_ms(int reps, void (*run)(void *), void *ctx);
+/* Sets OPENBLAS_CORETYPE and re-executes the program when it is not set
+ * yet (OpenBLAS reads it when it loads); returns only when it is set. */
+void bench_openblas_coretype(char **argv);
+const char *bench_openblas_core(void);
+void bench_openblas_threads(int n);
+
+#endif

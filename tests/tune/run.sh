@@ -1,0 +1,176 @@
+#!/bin/sh
+# Tuning end to end (ctest: tune.*), through dcc:
+#
+#   run.sh DCC SRCDIR determinism   same --seed, same records and tree (model backend)
+#   run.sh DCC SRCDIR cpu           a small CPU tuning run, then T across the range
+#                                   (and above it) run with the tuned dispatch, checked
+#   run.sh DCC SRCDIR resume        a run killed in the middle and resumed measures
+#                                   nothing twice and loses no record
+#   run.sh DCC SRCDIR records       damaged and foreign records, bad options
+set -u
+dcc=$1
+src=$2
+what=$3
+ex=$src/examples
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# Prints "stage|mk|shape|class" for every record, class being baseline or
+# joint: a key that appears twice was measured twice.
+keys() {
+    python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    shape = ",".join("%s=%d" % kv for kv in sorted(r["shape"].items()))
+    cls = "baseline" if r["kind"] == "baseline" else "joint"
+    print("%s|%s|%s|%s" % (r["stage"], r["mk"], shape, cls))
+PY
+}
+
+# The records without their time stamps.
+strip_ts() { sed 's/"ts":[0-9]*//' "$1"; }
+
+case $what in
+determinism)
+    for f in a b; do
+        "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 24 --seed 7 \
+            --records "$tmp/$f.jsonl" >"$tmp/$f.out" 2>"$tmp/$f.err" || bad "tune $f failed"
+        "$dcc" "$ex/bert_qkv.tex" --target=nvptx --records "$tmp/$f.jsonl" --emit=dispatch \
+            >"$tmp/$f.json" || bad "--emit=dispatch $f failed"
+    done
+    strip_ts "$tmp/a.jsonl" >"$tmp/a.s"
+    strip_ts "$tmp/b.jsonl" >"$tmp/b.s"
+    if cmp -s "$tmp/a.s" "$tmp/b.s" && cmp -s "$tmp/a.json" "$tmp/b.json" &&
+        [ -s "$tmp/a.s" ]; then
+        ok "the same seed gives the same records and dispatch"
+    else
+        bad "the same seed gave different records or dispatch"
+    fi
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 24 --seed 8 \
+        --records "$tmp/c.jsonl" >/dev/null 2>&1 || bad "tune seed 8 failed"
+    strip_ts "$tmp/c.jsonl" >"$tmp/c.s"
+    if cmp -s "$tmp/a.s" "$tmp/c.s"; then
+        bad "another seed gave the same search"
+    else
+        ok "another seed searches differently"
+    fi
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["v"]==1 and "Y" in d["stages"] and d["stages"]["Y"]["tree"]' \
+        "$tmp/a.json" && ok "--emit=dispatch is the JSON tree" || bad "--emit=dispatch JSON"
+    # the GPU form of the tuned kernels, on the emulator, ragged and above range
+    for T in 1 7 33 130; do
+        "$dcc" run "$ex/bert_qkv.tex" --target=emu --records "$tmp/a.jsonl" --set T=$T --check \
+            >/dev/null 2>"$tmp/emu.err" || { bad "emu T=$T: $(cat "$tmp/emu.err")"; }
+    done
+    ;;
+cpu)
+    rec=$tmp/r.jsonl
+    "$dcc" tune "$ex/bert_qkv.tex" --trials 8 --shapes T=1..128:6 --records "$rec" \
+        >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; bad "cpu tune failed"; }
+    cat "$tmp/out"
+    [ "$(grep -c '^tune: Y search round' "$tmp/err")" -ge 1 ] && ok "progress lines on stderr" ||
+        bad "no progress lines"
+    grep -q "^  dispatch: " "$tmp/out" && ok "dispatch report" || bad "no dispatch report"
+    # T across the range (ragged, tile multiples and not) and above it
+    # dispatch to kernels that match the reference; tests/unit/test_tune.c
+    # checks every T of a smaller program's range in-process
+    n=0
+    for T in 1 2 3 4 5 7 11 16 17 31 32 33 47 63 64 65 77 96 100 127 128 129 200 333; do
+        if ! "$dcc" run "$ex/bert_qkv.tex" --records "$rec" --set T=$T --check \
+            >/dev/null 2>"$tmp/run.err"; then
+            bad "T=$T: $(cat "$tmp/run.err")"
+        fi
+        n=$((n + 1))
+    done
+    ok "$n shapes run with the tuned dispatch"
+    # a compile with the records: the object dispatches too
+    "$dcc" "$ex/bert_qkv.tex" --records "$rec" --emit=loops >"$tmp/loops" ||
+        bad "--emit=loops with records"
+    [ "$(grep -c '^kernel ' "$tmp/loops")" -ge 1 ] && ok "kernels with records" || bad "no kernels"
+    ;;
+resume)
+    rec=$tmp/r.jsonl
+    args="tune $ex/bert_qkv.tex --trials 24 --shapes T=1..128:8 --records $rec --seed 3"
+    # shellcheck disable=SC2086
+    "$dcc" $args >"$tmp/out1" 2>&1 &
+    pid=$!
+    i=0
+    while [ "$( { wc -l <"$rec"; } 2>/dev/null || echo 0)" -lt 12 ] && [ $i -lt 600 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    cp "$rec" "$tmp/before"
+    before=$(wc -l <"$tmp/before")
+    [ "$before" -ge 12 ] && ok "killed after $before records" || bad "only $before records"
+    # shellcheck disable=SC2086
+    "$dcc" $args >"$tmp/out2" 2>"$tmp/err2" || { cat "$tmp/err2"; bad "resumed run failed"; }
+    cat "$tmp/out2"
+    head -n "$before" "$rec" | cmp -s - "$tmp/before" && ok "no record lost or changed" ||
+        bad "records before the kill changed"
+    dup=$(keys "$rec" | sort | uniq -d | wc -l)
+    [ "$dup" -eq 0 ] && ok "nothing measured twice" || bad "$dup measurements taken twice"
+    grep -q "from records" "$tmp/out2" &&
+        [ "$(sed -n 's/.*search [0-9]* measured + \([0-9]*\) from records.*/\1/p' "$tmp/out2")" -ge 1 ] &&
+        ok "the resumed run reused the search's records" || bad "nothing reused"
+    # a third run measures nothing at all
+    # shellcheck disable=SC2086
+    "$dcc" $args >"$tmp/out3" 2>/dev/null || bad "third run failed"
+    grep -q "search 0 measured" "$tmp/out3" && grep -q "selection 0 measured" "$tmp/out3" &&
+        ok "a complete records file is all reused" || { cat "$tmp/out3"; bad "third run measured"; }
+    ;;
+records)
+    rec=$tmp/r.jsonl
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >/dev/null 2>&1 ||
+        bad "model tune failed"
+    n=$(wc -l <"$rec")
+    printf '{"v": 1, "workload": "x", trunc\nnot json at all\n' >>"$rec"
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >"$tmp/out" \
+        2>"$tmp/err" || bad "a damaged line was fatal"
+    grep -q "r.jsonl:$((n + 1)):" "$tmp/err" && ok "a damaged line is reported with its line" ||
+        { cat "$tmp/err"; bad "no warning for the damaged line"; }
+    grep -q "search 0 measured" "$tmp/out" && ok "nothing lost to the damaged lines" ||
+        bad "measured again after a damaged line"
+    # another workload in the same file is ignored, and leaves ours alone
+    "$dcc" tune "$ex/softmax.tex" --target=model --trials 4 --records "$rec" >/dev/null 2>&1 ||
+        bad "softmax tune failed"
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >"$tmp/out" 2>&1
+    grep -q "search 0 measured" "$tmp/out" && ok "foreign records ignored" || bad "foreign records"
+    # bad input: one line (usage: and a pointer to --help), exit 1 or 2, nothing written
+    expect() { # STATUS DESCRIPTION CMD...
+        want=$1 desc=$2
+        shift 2
+        "$@" >"$tmp/o" 2>"$tmp/e"
+        st=$?
+        # a usage error adds a second line pointing at --help
+        if [ $st -eq "$want" ] && [ "$(wc -l <"$tmp/e")" -le $want ] && [ ! -s "$tmp/o" ]; then
+            ok "$desc: $(head -1 "$tmp/e")"
+        else
+            bad "$desc: status $st, stderr: $(cat "$tmp/e")"
+        fi
+    }
+    expect 1 "missing records" "$dcc" "$ex/bert_qkv.tex" --records "$tmp/none.jsonl" --emit=loops
+    expect 1 "records of nothing usable" "$dcc" "$ex/softmax.tex" --records /dev/null --emit=loops
+    expect 1 "unknown dim in --shapes" "$dcc" tune "$ex/bert_qkv.tex" --shapes X=1..4 \
+        --records "$tmp/x.jsonl"
+    expect 1 "--shapes below the range" "$dcc" tune "$ex/bert_qkv.tex" --shapes T=0..4 \
+        --records "$tmp/x.jsonl"
+    expect 2 "bad --shapes" "$dcc" tune "$ex/bert_qkv.tex" --shapes T=1-4
+    expect 2 "bad --trials" "$dcc" tune "$ex/bert_qkv.tex" --trials 0
+    expect 2 "bad tune target" "$dcc" tune "$ex/bert_qkv.tex" --target=gpu
+    [ ! -e "$tmp/x.jsonl" ] && ok "no records file for a failed start" || bad "x.jsonl written"
+    ;;
+*)
+    echo "unknown test $what"
+    exit 2
+    ;;
+esac
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]
