@@ -7,8 +7,9 @@
  * is lowered and compiled once. Buffers are allocated once, for the
  * largest shape, and filled with seeded random values.
  *
- *   cpu    JIT-compiled for the host; one warm-up run, then runs until 20
- *          ms or SRCH_MAX_REPEATS have passed (at least 3), wall clock.
+ *   cpu    JIT-compiled for the host; one warm-up run, then runs until the
+ *          budget (20 ms unless set) or SRCH_MAX_REPEATS have passed (at
+ *          least 3), wall clock.
  *   cuda   PTX through the driver; a warm-up, then 5 runs timed with events.
  *   model  no hardware: the analytic time flops / (prior x adaptation),
  *          with the occupancy registers allow and a spill penalty when
@@ -46,6 +47,7 @@ struct SrchMeasurer {
     uint64_t *dbufs;        /* cuda */
     int nbuilt, capbuilt;
     Built *built;
+    double budget_ms;       /* cpu: keep repeating until this much has run */
 };
 
 static double now_ms(void)
@@ -92,6 +94,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
     SrchMeasurer *m = calloc(1, sizeof *m);
     int nt = p->ntensors ? p->ntensors : 1;
     m->bk = bk;
+    m->budget_ms = 20.0;
     m->arch = arch ? arch : "sm_80";
     m->p = p;
     m->tg = tg;
@@ -264,7 +267,7 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
         return 0;
     }
     double total = 0;
-    while (*ntimes < SRCH_MAX_REPEATS && (*ntimes < 3 || total < 20.0)) {
+    while (*ntimes < SRCH_MAX_REPEATS && (*ntimes < 3 || total < m->budget_ms)) {
         t0 = now_ms();
         if (cg_program_run_kernel(b->cp, NULL, b->kernel, dims, m->bufs, err, errlen) != 0)
             return -1;
@@ -287,3 +290,5 @@ bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKerne
     *out = b->ptx;
     return true;
 }
+
+void srch_measurer_set_budget(SrchMeasurer *m, double ms) { m->budget_ms = ms; }

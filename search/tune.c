@@ -32,6 +32,7 @@
 
 enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define EPSILON 0.25
+#define SELECT_MARGIN 1.2
 
 typedef struct Cand {
     MicroKernel mk;
@@ -459,13 +460,21 @@ static void select_joint(Search *S, SrchStageResult *res)
     int prev = -1;
     S->phase = "select";
     S->phase_t0 = now_s();
+    /* many points, a few candidates each: shorter repeats (3 runs at least) */
+    srch_measurer_set_budget(tu->ms, 8.0);
     for (int j = 0; j < S->nsh && !tu->failed; j++) {
         int n = 0;
         for (int i = 0; i < S->nc; i++)
             if (S->c[i].measured && !S->c[i].failed)
                 pk[n++] = (Pick){i, pred_latency(S, &S->c[i], j)};
         qsort(pk, (size_t)n, sizeof *pk, by_lat);
-        int want = n < topk ? n : topk;
+        /* the best predicted, the next ones while they are predicted
+         * within SELECT_MARGIN of it, and the previous point's winner
+         * (neighbouring points tend to share one: the tree needs it
+         * measured on both sides of a boundary) */
+        int want = n < 1 ? n : 1;
+        while (want < n && want < topk && pk[want].lat <= SELECT_MARGIN * pk[0].lat)
+            want++;
         bool have_prev = prev < 0;
         for (int k = 0; k < want; k++)
             have_prev |= pk[k].idx == prev;
@@ -485,6 +494,7 @@ static void select_joint(Search *S, SrchStageResult *res)
         if ((j + 1) % 16 == 0 || j + 1 == S->nsh)
             report(S, j + 1, S->nsh);
     }
+    srch_measurer_set_budget(tu->ms, 20.0);
     free(pk);
 }
 

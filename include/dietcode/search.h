@@ -303,6 +303,9 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
 enum { SRCH_MAX_REPEATS = 9 };
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen);
+/* How long the cpu backend keeps repeating a run (default 20 ms; at least
+ * 3 runs whatever it is). */
+void srch_measurer_set_budget(SrchMeasurer *m, double ms);
 /* GPU backends with ptxas installed: ptxas's report on stage st built
  * from mk (cached); false otherwise. */
 bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
