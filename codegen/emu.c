@@ -12,7 +12,7 @@
  *
  * FK_BLOCK is the block argument and FK_THREAD the thread argument (each
  * one iteration, guarded by index < extent, as on the GPU); a barrier is a
- * call to rt_simt_barrier, which parks the fiber until the whole block has
+ * call to rt_simt_barrier_at, which parks the fiber until the whole block has
  * arrived (the call is `convergent`, so LLVM does not duplicate it into
  * divergent paths); shared buffers are 64-byte aligned offsets into the
  * block's shared buffer, laid out in the order the kernel allocates them
@@ -144,12 +144,20 @@ static CgRange emu_loop_range(CgFn *g, ForKind fk, LLVMValueRef extent)
     return (CgRange){.index = LLVMGetParam(g->fn, fk == FK_BLOCK ? 2 : 3), .guard = true};
 }
 
+/* A barrier is rt_simt_barrier_at(id), id numbering the kernel's barriers:
+ * the host backend may tail-duplicate the call into several places (it
+ * does not treat it as convergent), and the id keeps it one barrier. */
 static void emu_barrier(CgFn *g)
 {
-    LLVMTypeRef fty = LLVMFunctionType(g->voidt, NULL, 0, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, "rt_simt_barrier");
+    LLVMTypeRef fty = LLVMFunctionType(g->voidt, &g->i64, 1, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, "rt_simt_barrier_at");
+    int64_t id = 0;
+    for (LLVMUseRef u = fn ? LLVMGetFirstUse(fn) : NULL; u; u = LLVMGetNextUse(u)) {
+        LLVMValueRef call = LLVMGetUser(u);
+        id += LLVMGetBasicBlockParent(LLVMGetInstructionParent(call)) == g->fn;
+    }
     if (!fn) {
-        fn = LLVMAddFunction(g->mod, "rt_simt_barrier", fty);
+        fn = LLVMAddFunction(g->mod, "rt_simt_barrier_at", fty);
         const char *attrs[] = {"convergent", "nounwind"};
         for (int i = 0; i < 2; i++)
             LLVMAddAttributeAtIndex(
@@ -157,7 +165,8 @@ static void emu_barrier(CgFn *g)
                 LLVMCreateEnumAttribute(
                     g->cx, LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
     }
-    LLVMBuildCall2(g->b, fty, fn, NULL, 0, "");
+    LLVMValueRef arg = LLVMConstInt(g->i64, (unsigned long long)id, 0);
+    LLVMBuildCall2(g->b, fty, fn, &arg, 1, "");
 }
 
 static LLVMValueRef emu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)

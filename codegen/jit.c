@@ -125,8 +125,8 @@ static int ensure_jit(char *err, size_t errlen)
     }
     /* what emu kernels call: a function of this executable, not of a library */
     LLVMOrcCSymbolMapPair sym = {
-        LLVMOrcLLJITMangleAndIntern(G.jit, "rt_simt_barrier"),
-        {(LLVMOrcExecutorAddress)(uintptr_t)rt_simt_barrier,
+        LLVMOrcLLJITMangleAndIntern(G.jit, "rt_simt_barrier_at"),
+        {(LLVMOrcExecutorAddress)(uintptr_t)rt_simt_barrier_at,
          {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}},
     };
     e = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(G.jit), LLVMOrcAbsoluteSymbols(&sym, 1));

@@ -51,7 +51,8 @@ typedef struct Fiber {
     char *mem;        /* mapping: guard page, then the stack */
     size_t memlen;
     FiberState state;
-    const void *site; /* barrier it waits at */
+    const void *site; /* barrier it waits at: its call site, */
+    int64_t site_id;  /* or the id rt_simt_barrier_at was given (else -1) */
     int64_t thread;
     void *fake_stack; /* ASan */
 } Fiber;
@@ -195,6 +196,19 @@ void rt_simt_barrier(void)
     Fiber *f = s->cur;
     f->state = F_BARRIER;
     f->site = __builtin_return_address(0);
+    f->site_id = -1;
+    switch_to_sched(s, f, false);
+}
+
+void rt_simt_barrier_at(int64_t id)
+{
+    Simt *s = tls;
+    if (!s || !s->cur)
+        abort();
+    Fiber *f = s->cur;
+    f->state = F_BARRIER;
+    f->site = NULL;
+    f->site_id = id;
     switch_to_sched(s, f, false);
 }
 
@@ -253,6 +267,7 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
         f->state = F_READY;
         f->thread = i;
         f->site = NULL;
+        f->site_id = -1;
         f->fake_stack = NULL;
     }
     int rc = 0;
@@ -270,7 +285,7 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
             waiting++;
             if (first < 0)
                 first = i;
-            else if (other < 0 && f->site != s->f[first].site)
+            else if (other < 0 && (f->site != s->f[first].site || f->site_id != s->f[first].site_id))
                 other = i;
         }
         if (!waiting)

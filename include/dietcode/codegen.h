@@ -242,7 +242,7 @@ char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen);
  *
  * dims and bufs as for the CPU; block and thread are the GPU indices;
  * shared is the block's shared buffer (cg_emu_shared_bytes(k) bytes). A
- * barrier calls rt_simt_barrier (runtime/simt.c). For tests: it runs the
+ * barrier calls rt_simt_barrier_at (runtime/simt.c). For tests: it runs the
  * kernels as structured for the GPU on a machine without one.
  */
 typedef void (*CgEmuKernelFn)(const int64_t *dims, float *const *bufs, int64_t block,

@@ -117,8 +117,13 @@ typedef struct RtSimtKernel {
  * may run blocks at once; each keeps its own fiber stacks for reuse. */
 int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t shared_bytes,
                       void *args, char *err, size_t errlen);
-/* __syncthreads(): called by a kernel running under rt_simt_run_block. */
+/* __syncthreads(): called by a kernel running under rt_simt_run_block.
+ * Threads must meet at the same barrier: the same call site, or for
+ * rt_simt_barrier_at the same id (what generated code calls: a compiler
+ * may duplicate one barrier's call into several places, e.g. into both
+ * arms of a thread-dependent branch, and it is still one barrier). */
 void rt_simt_barrier(void);
+void rt_simt_barrier_at(int64_t id);
 /* Frees the calling OS thread's fiber stacks (they are freed at thread
  * exit anyway); for leak checkers. */
 void rt_simt_release(void);

@@ -5,7 +5,9 @@
  * The kernel must give the right answer over ragged sizes, serially and
  * over a pool; without its barrier it must read unwritten (NaN) shared
  * memory; a barrier only some threads reach must be reported as barrier
- * divergence; shared buffers are laid out at 64-byte offsets.
+ * divergence; shared buffers are laid out at 64-byte offsets. A lowered
+ * kernel whose barrier the host backend duplicates into both arms of a
+ * thread-dependent branch still runs (barriers are identified by id).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,7 +20,9 @@
 #include <string.h>
 
 #include "dietcode/codegen.h"
+#include "dietcode/frontend.h"
 #include "dietcode/ir.h"
+#include "dietcode/passes.h"
 
 enum { NT = 32, MAXN = 200 };
 
@@ -163,6 +167,54 @@ static void test_divergent_barrier(void **state)
     ir_te_destroy(te);
 }
 
+/* A max-reduction staged two elements a chunk: x86's tail duplication
+ * copies the barrier after the thread-dependent padded copy into both of
+ * its arms; the emulator must still see one barrier. */
+static void test_duplicated_barrier(void **state)
+{
+    (void)state;
+    const char *text = "dim T in 1..16\n"
+                       "input S[4, T, T] f32\n"
+                       "output M[h: 4, i: T] = max[j: T](S[h, i, j])\n";
+    Arena *a = ir_arena_new();
+    Source src = {"dup.tex", text, strlen(text)};
+    DiagList d;
+    ir_diags_init(&d, a, &src);
+    TeProgram *te = fe_compile(&src, "dup", &d);
+    assert_non_null(te);
+    MicroKernel mk[2];
+    int ns;
+    memset(mk, 0, sizeof mk);
+    assert_true(pass_parse_microkernel("threads [4, 16] tile [1, 1] rchunk 2 unroll 1 vec 1 staged",
+                                       &mk[1], &ns));
+    TargetInfo ti = pass_target_info(PT_GPU);
+    char err[512] = "";
+    LoopProgram *lp = pass_run_pipeline(te, mk, &ti, NULL, err, sizeof err);
+    assert_non_null(lp);
+    CgEmuProgram *p = cg_emu_compile(lp, err, sizeof err);
+    assert_non_null(p);
+    for (int64_t T = 1; T <= 19; T += 3) {
+        int64_t dims[1] = {T};
+        float *s = malloc(sizeof(float) * (size_t)(4 * T * T)), *m = malloc(sizeof(float) * (size_t)(4 * T));
+        fill(s, 4 * T * T);
+        float *bufs[2] = {s, m};
+        if (cg_emu_program_run(p, NULL, dims, bufs, err, sizeof err) != 0)
+            fail_msg("T=%lld: %s", (long long)T, err);
+        for (int64_t h = 0; h < 4; h++)
+            for (int64_t i = 0; i < T; i++) {
+                float want = -INFINITY;
+                for (int64_t j = 0; j < T; j++)
+                    want = fmaxf(want, s[(h * T + i) * T + j]);
+                assert_true(m[h * T + i] == want);
+            }
+        free(s);
+        free(m);
+    }
+    cg_emu_program_destroy(p);
+    ir_te_destroy(te);
+    ir_arena_destroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_shared_layout),
         cmocka_unit_test(test_missing_barrier),
         cmocka_unit_test(test_divergent_barrier),
+        cmocka_unit_test(test_duplicated_barrier),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cg_jit_shutdown();
