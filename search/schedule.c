@@ -313,7 +313,29 @@ char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *t
             continue;
         char *text = NULL;
         if (trees && trees[i]) {
-            text = srch_tree_to_json(trees[i]);
+            /* only the kernels its leaves use, in the order they appear */
+            const SrchTree *t0 = trees[i];
+            int *remap = malloc(sizeof *remap * (size_t)(t0->nkernels + 1));
+            char **ks = malloc(sizeof *ks * (size_t)(t0->nkernels + 1));
+            SrchTreeNode *nodes = malloc(sizeof *nodes * (size_t)(t0->nnodes + 1));
+            int nk = 0;
+            for (int k = 0; k < t0->nkernels; k++)
+                remap[k] = -1;
+            for (int n = 0; n < t0->nnodes; n++) {
+                nodes[n] = t0->nodes[n];
+                if (nodes[n].kind != TN_LEAF)
+                    continue;
+                if (remap[nodes[n].kernel] < 0) {
+                    ks[nk] = t0->kernels[nodes[n].kernel];
+                    remap[nodes[n].kernel] = nk++;
+                }
+                nodes[n].kernel = remap[nodes[n].kernel];
+            }
+            SrchTree used = {t0->ndims, t0->dim_names, nk, ks, t0->nnodes, nodes};
+            text = srch_tree_to_json(&used);
+            free(nodes);
+            free(ks);
+            free(remap);
         } else {
             MicroKernel mk = pass_default_microkernel(p, t, bodies[i], &ti);
             char *buf = NULL;

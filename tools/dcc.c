@@ -221,18 +221,24 @@ static void set_stop_after(CompileOpts *o, const char *v)
 /* The schedule tuned into o->records for p (NULL without records); exits 1
  * when the file cannot be used. A GPU build takes the records of the cuda
  * backend, else those of the model backend. */
-static StageSchedule *records_schedule(TeProgram *p, const CompileOpts *o)
+static StageSchedule *records_schedule(TeProgram *p, const CompileOpts *o, const char **used)
 {
+    const char *target = o->target == PT_CPU ? "cpu" : "cuda";
+    if (used)
+        *used = target;
     if (!o->records)
         return NULL;
     StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
     char err[1024];
-    const char *target = o->target == PT_CPU ? "cpu" : "cuda";
     int rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
-    if (rc != 0 && o->target == PT_GPU)
-        rc = srch_schedule_from_records(p, o->records, "model", sched, o->trees, err, sizeof err);
+    if (rc != 0 && o->target == PT_GPU) {
+        target = "model";
+        rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
+    }
     if (rc != 0)
         fail("%s", err);
+    if (used)
+        *used = target;
     return sched;
 }
 
@@ -241,7 +247,7 @@ static LoopProgram *lower_program(TeProgram *p, const CompileOpts *o)
 {
     TargetInfo ti = pass_target_info(o->target);
     char err[512];
-    StageSchedule *sched = records_schedule(p, o);
+    StageSchedule *sched = records_schedule(p, o, NULL);
     LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);
     free(sched);
     if (!lp)
@@ -407,8 +413,9 @@ static int cmd_compile(int argc, char **argv)
     if (dispatch) {
         SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
         co.trees = trees;
-        free(records_schedule(l.prog, &co));
-        char *text = srch_schedule_to_json(l.prog, co.target == PT_CPU ? "cpu" : "cuda", trees);
+        const char *used;
+        free(records_schedule(l.prog, &co, &used));
+        char *text = srch_schedule_to_json(l.prog, used, trees);
         size_t n = strlen(text);
         text = realloc(text, n + 2);
         text[n++] = '\n';
