@@ -8,7 +8,10 @@
 #   cmake --build build-static -j4 --target dcc dcrt
 #
 # carry build-static/dcc and build-static/libdcrt.a to the GPU machine with
-# the source tree, and there run, from the repository root:
+# the source tree (and, where that machine lacks them, the shared libraries
+# `ldd build-static/dcc` names beyond libc, libm, libz and libzstd —
+# libxgboost, libdmlc, libgomp, libcjson — in build-static/lib/),
+# and there run, from the repository root:
 #
 #   scripts/gpu-check.sh build-static/dcc
 #
@@ -27,6 +30,9 @@
 #    written at the top of its output), checks dcc's results against
 #    cuBLAS's, and prints the geometric mean of cublas_time / dcc_time per
 #    layer and overall;
+#    With DC_GPU_TUNE=N the four layers are first tuned on the GPU (`dcc
+#    tune --target=cuda --trials N`, T = 1..128) and the objects built with
+#    the tuned kernels and dispatch trees (`--records`);
 # 2. `dcc run --target=cuda --check` for every example, for sizes across
 #    its declared range and above it (not multiples of any tile), against
 #    the reference interpreter on the host CPU, and one `--bench` run.
@@ -39,6 +45,18 @@ fi
 cd "$(dirname "$0")/.."
 dcc=${1:-build/dcc}
 lib=$(dirname "$dcc")/libdcrt.a
+# the shared libraries dcc needs beyond libc (XGBoost and cJSON, for the
+# tuner) may be carried in a lib/ folder beside it: dcc alone runs with
+# them (a wrapper), so the C compiler and cuBLAS keep the system's
+if [ -d "$(dirname "$dcc")/lib" ]; then
+    wrap=$(mktemp -d)
+    trap 'rm -rf "$wrap"' EXIT
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
+        "$(cd "$(dirname "$dcc")/lib" && pwd)" "$(cd "$(dirname "$dcc")" && pwd)/$(basename "$dcc")" \
+        >"$wrap/dcc"
+    chmod +x "$wrap/dcc"
+    dcc=$wrap/dcc
+fi
 cuda=${CUDA_HOME:-/usr/local/cuda}
 fails=0
 
@@ -69,7 +87,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 
 say "1. bert: dcc against cuBLAS, every T in 1..128"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" ${wrap:+"$wrap"}' EXIT
 if [ ! -f "$lib" ]; then
     echo "FAILED: no $lib beside $dcc"; fails=$((fails + 1))
 elif [ ! -f "$cuda/include/cublas_v2.h" ]; then
@@ -79,7 +97,17 @@ else
     for tex in examples/bert_qkv.tex bench/gpu/bert_attn_out.tex bench/gpu/bert_ffn1.tex \
                bench/gpu/bert_ffn2.tex; do
         name=$(basename "$tex" .tex)
-        timeout 60 "$dcc" "$tex" --target=nvptx --emit=obj,header -o "$work/$name" || built=0
+        records=
+        if [ -n "${DC_GPU_TUNE:-}" ]; then
+            # tuned on this GPU first: the joint search, DC_GPU_TUNE trials
+            limited 90 "$dcc" tune "$tex" --target=cuda --trials "$DC_GPU_TUNE" \
+                --records "$work/$name.jsonl" >"$work/$name.tune" 2>/dev/null
+            grep -E '^(tune|stage|  dispatch|  latency)' "$work/$name.tune"
+            records="--records $work/$name.jsonl"
+        fi
+        # shellcheck disable=SC2086
+        timeout 60 "$dcc" "$tex" $records --target=nvptx --emit=obj,header -o "$work/$name" ||
+            built=0
     done
     libdir=$cuda/lib64
     [ -d "$libdir" ] || libdir=$cuda/lib

@@ -670,12 +670,19 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     char *fp = srch_fingerprint(p);
     SrchTuneResult *res = NULL;
     SrchStage *st = NULL;
-    if (strcmp(o->backend, "cuda") == 0 && o->arch == NULL) {
+    /* the cuda backend describes the GPU it runs on: its SMs, and its
+     * architecture where --arch does not name one (PTX for sm_80 still
+     * runs on anything newer) */
+    const char *arch = o->arch;
+    char devarch[16];
+    if (strcmp(o->backend, "cuda") == 0) {
         RtCudaDeviceInfo di;
-        if (rt_cuda_init(err, errlen) == DCRT_OK && rt_cuda_device_info(&di, err, errlen) == DCRT_OK)
-            tu.tg = srch_target_gpu("cuda", NULL, di.nsm);
+        if (rt_cuda_init(err, errlen) == DCRT_OK && rt_cuda_device_info(&di, err, errlen) == DCRT_OK) {
+            snprintf(devarch, sizeof devarch, "sm_%d%d", di.sm_major, di.sm_minor);
+            tu.tg = srch_target_gpu("cuda", arch ? arch : devarch, di.nsm);
+        }
     }
-    tu.ms = srch_measurer_new(o->backend, o->arch, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
+    tu.ms = srch_measurer_new(o->backend, arch, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
     if (!tu.ms)
         goto out;
     tu.rec = srch_records_open(o->records, fp, tu.tg.name, err, errlen);
