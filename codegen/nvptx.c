@@ -609,3 +609,22 @@ char *cg_emit_ptx_text_ex(const LoopProgram *lp, const char *arch, bool libdevic
     LLVMContextDispose(cx);
     return out;
 }
+
+void **cg_nvptx_launch_args(const LoopProgram *lp, const int64_t *dims, const uint64_t *dbufs)
+{
+    const TeProgram *te = lp->te;
+    size_t nptr = (size_t)(te->ndims + te->ntensors) + 1;
+    void **args = malloc(nptr * sizeof *args + (size_t)(te->ndims + 1) * sizeof(int64_t));
+    if (!args)
+        return NULL;
+    int64_t *dimv = (int64_t *)(args + nptr);
+    int na = 0;
+    for (int i = 0; i < te->ndims; i++) {
+        dimv[i] = dims[te->dims[i]->pos];
+        args[na++] = &dimv[i];
+    }
+    for (int i = 0; i < te->ntensors; i++)
+        if (lp->materialized[i])
+            args[na++] = (void *)&dbufs[i];
+    return args;
+}

@@ -200,18 +200,12 @@ static Built *build(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
 static int time_cuda(SrchMeasurer *m, Built *b, const int64_t *dims, double *t, int *nt,
                      char *err, size_t errlen)
 {
-    const TeProgram *p = m->p;
     const Kernel *k = b->lp->kernels[b->kernel];
-    int64_t *dimv = calloc((size_t)p->ndims + 1, sizeof *dimv);
-    void **args = calloc((size_t)(p->ndims + p->ntensors) + 1, sizeof *args);
-    int na = 0;
-    for (int i = 0; i < p->ndims; i++) {
-        dimv[i] = dims[p->dims[i]->pos];
-        args[na++] = &dimv[i];
+    void **args = cg_nvptx_launch_args(b->lp, dims, m->dbufs);
+    if (!args) {
+        srch_seterr(err, errlen, "out of memory");
+        return -1;
     }
-    for (int i = 0; i < p->ntensors; i++)
-        if (b->lp->materialized[i])
-            args[na++] = &m->dbufs[i];
     int64_t nb = ir_eval_dims(k->body->loop.var->extent, dims);
     unsigned grid[3] = {(unsigned)nb, 1, 1}, block[3] = {(unsigned)k->nthreads, 1, 1};
     RtCuTimer *tm = NULL;
@@ -228,7 +222,6 @@ static int time_cuda(SrchMeasurer *m, Built *b, const int64_t *dims, double *t, 
     }
     rt_cuda_timer_destroy(tm);
     free(args);
-    free(dimv);
     return rc == DCRT_OK ? 0 : -1;
 }
 

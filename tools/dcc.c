@@ -724,17 +724,9 @@ static CudaRun *cuda_prepare(const LoopProgram *lp, const int64_t *dims, float *
 static int cuda_run_once(CudaRun *c, const LoopProgram *lp, const int64_t *dims, char *err,
                          size_t errlen)
 {
-    const TeProgram *te = lp->te;
-    int64_t *dimv = calloc((size_t)te->ndims + 1, sizeof *dimv);
-    void **args = calloc((size_t)(te->ndims + te->ntensors) + 1, sizeof *args);
-    int na = 0;
-    for (int i = 0; i < te->ndims; i++) {
-        dimv[i] = dims[te->dims[i]->pos];
-        args[na++] = &dimv[i];
-    }
-    for (int i = 0; i < te->ntensors; i++)
-        if (lp->materialized[i])
-            args[na++] = &c->dbuf[i];
+    void **args = cg_nvptx_launch_args(lp, dims, c->dbuf);
+    if (!args)
+        fail("out of memory");
     int rc = rt_cuda_timer_start(c->timer, NULL, err, errlen);
     for (int s = 0; s < lp->nstages && rc == DCRT_OK; s++) {
         int i = ir_stage_kernel(lp, s, dims);
@@ -753,7 +745,6 @@ static int cuda_run_once(CudaRun *c, const LoopProgram *lp, const int64_t *dims,
     if (rc == DCRT_OK)
         rc = rt_cuda_sync(err, errlen);
     free(args);
-    free(dimv);
     return rc == DCRT_OK ? 0 : -1;
 }
 

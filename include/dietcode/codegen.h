@@ -121,6 +121,13 @@ const CgTarget *cg_target_cpu(void);
  * memory only, no dynamic shared memory. Index arithmetic is i64.
  */
 
+/* The argument array cuLaunchKernel takes for any kernel of lp under this
+ * ABI: pointers to the dims' values (dims by Var.pos) and to the device
+ * buffers (dbufs per tensor id, read for materialised tensors). One
+ * malloc'd block that holds the dim values too: free() it; NULL when out
+ * of memory. */
+void **cg_nvptx_launch_args(const LoopProgram *lp, const int64_t *dims, const uint64_t *dbufs);
+
 /* The accepted --arch values: sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a. */
 bool cg_nvptx_arch_valid(const char *arch);
 /* Whether libdevice (/usr/local/cuda/nvvm/libdevice/libdevice.10.bc) exists. */
