@@ -116,6 +116,11 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
         int64_t numel = 1;
         for (int s = 0; s < nshapes; s++) {
             int64_t n = ir_te_numel(p->tensors[i], shapes + (size_t)s * (size_t)p->ndims);
+            if (n < 0 || n > INT64_MAX / 8) {
+                srch_seterr(err, errlen, "tensor %s is too large to measure", p->tensors[i]->name);
+                srch_measurer_free(m);
+                return NULL;
+            }
             if (n > numel)
                 numel = n;
         }

@@ -569,9 +569,24 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
         srch_seterr(err, errlen, "%s: out of memory", r->path);
         return false;
     }
+    /* keep the times as the line reads back (cJSON may print a double
+     * with 15 digits that is only nearly equal), so this run and a later
+     * reader of the file see the same numbers and decide the same way */
+    double *back = malloc(sizeof *back * (size_t)(rec.ntimes + 1));
+    cJSON *b = cJSON_Parse(text);
+    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(b, "times_ms");
+    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(b, "median_ms");
+    if (back && cJSON_IsArray(bt) && cJSON_GetArraySize(bt) == rec.ntimes && cJSON_IsNumber(bm)) {
+        for (int i = 0; i < rec.ntimes; i++)
+            back[i] = cJSON_GetArrayItem(bt, i)->valuedouble;
+        rec.times_ms = back;
+        rec.median_ms = bm->valuedouble;
+    }
+    cJSON_Delete(b);
     size_t n = strlen(text);
     char *line = malloc(n + 3);
     if (!line) {
+        free(back);
         free(text);
         srch_seterr(err, errlen, "%s: out of memory", r->path);
         return false;
@@ -587,12 +602,14 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     int e = errno;
     free(line);
     if (!ok) {
+        free(back);
         r->need_newline = true; /* a part may have been written */
         srch_seterr(err, errlen, "%s: cannot write record: %s", r->path, strerror(e));
         return false;
     }
     r->need_newline = false;
     store(r, &rec, mk);
+    free(back);
     return true;
 }
 
@@ -611,6 +628,23 @@ const SrchRecord *srch_records_find(const SrchRecords *r, const char *stage, con
     uint64_t h = key_hash(stage, c, ndims, dim_names, dim_values);
     size_t i = find_slot(r, h, stage, c, ndims, dim_names, dim_values);
     return r->slots[i] ? r->recs[r->slots[i] - 1] : NULL;
+}
+
+const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *stage, const char *mk,
+                                          int ndims, const char *const *dim_names,
+                                          const int64_t *dim_values, bool baseline)
+{
+    const SrchRecord *last = srch_records_find(r, stage, mk, ndims, dim_names, dim_values);
+    if (!last || (last->kind == RK_BASELINE) == baseline)
+        return last;
+    /* rare (both kinds of search in one file): the latest of this class */
+    for (int i = r->nrecs - 1; i >= 0; i--) {
+        const SrchRecord *x = r->recs[i];
+        if ((x->kind == RK_BASELINE) == baseline &&
+            key_equal(x, stage, last->mk, ndims, dim_names, dim_values))
+            return x;
+    }
+    return NULL;
 }
 
 int srch_records_count(const SrchRecords *r) { return r->nrecs; }

@@ -49,6 +49,25 @@ static bool record_dims(const SrchRecord *r, const TeProgram *p, int64_t *out)
     return true;
 }
 
+/* A record the oracle can use: a positive time, and a micro-kernel for the
+ * stage's rank that the target's limits leave as it is (a record written
+ * by hand or by another version may hold one the pipeline would change). */
+static bool usable(const SrchRecord *rec, const TeProgram *p, const TargetInfo *ti)
+{
+    if (!(rec->median_ms > 0) || !isfinite(rec->median_ms))
+        return false;
+    const Tensor *t = ir_te_find(p, rec->stage);
+    MicroKernel mk, legal;
+    int ns;
+    if (!t || !pass_parse_microkernel(rec->mk, &mk, &ns) || ns != t->rank)
+        return false;
+    if (!ti)
+        return true;
+    legal = mk;
+    pass_legalize_microkernel(&legal, t, ti);
+    return memcmp(&legal, &mk, sizeof mk) == 0;
+}
+
 static int cmp_row(const int64_t *a, const int64_t *b, int n)
 {
     for (int i = 0; i < n; i++)
@@ -76,30 +95,66 @@ static int find_row(const int64_t *rows, int n, int nd, const int64_t *v)
 
 static int cmp_row_q(const void *a, const void *b, void *nd) { return cmp_row(a, b, *(int *)nd); }
 
+/* Shape points in declaration order, and their indexes sorted by value. */
+typedef struct Points {
+    int n, nd;
+    int64_t *rows;
+    int *order;
+} Points;
+
+static int cmp_point(const void *a, const void *b, void *ctx)
+{
+    const Points *pt = ctx;
+    return cmp_row(pt->rows + (size_t)*(const int *)a * (size_t)pt->nd,
+                   pt->rows + (size_t)*(const int *)b * (size_t)pt->nd, pt->nd);
+}
+
+/* The index of point v among pt, or -1. */
+static int point_index(const Points *pt, const int64_t *v)
+{
+    int lo = 0, hi = pt->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = cmp_row(pt->rows + (size_t)pt->order[mid] * (size_t)pt->nd, v, pt->nd);
+        if (c == 0)
+            return pt->order[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool baseline,
-                                const TeProgram *p, const int64_t *shapes, int nshapes)
+                                const TeProgram *p, const TargetInfo *ti, const int64_t *shapes,
+                                int nshapes)
 {
     int nd = p->ndims, nr = srch_records_count(r);
     size_t rowb = sizeof(int64_t) * (size_t)(nd ? nd : 1);
     int64_t *rows = malloc(rowb * (size_t)(nr + 1));
     char **ks = malloc(sizeof *ks * (size_t)(nr + 1));
     int nrows = 0, nks = 0;
-    /* the allowed points, sorted, with their index in shapes */
-    int64_t *allow = NULL;
+    /* the allowed points, with their index in shapes */
+    Points allow = {shapes ? nshapes : 0, nd, NULL, NULL};
     if (shapes) {
-        allow = malloc(rowb * (size_t)(nshapes + 1));
-        for (int s = 0; s < nshapes; s++)
+        allow.rows = malloc(rowb * (size_t)(nshapes + 1));
+        allow.order = malloc(sizeof *allow.order * (size_t)(nshapes + 1));
+        for (int s = 0; s < nshapes; s++) {
+            allow.order[s] = s;
             for (int i = 0; i < nd; i++)
-                allow[(size_t)s * (size_t)nd + (size_t)i] = shapes[(size_t)s * (size_t)nd + (size_t)p->dims[i]->pos];
-        qsort_r(allow, (size_t)nshapes, rowb, cmp_row_q, &nd);
+                allow.rows[(size_t)s * (size_t)nd + (size_t)i] =
+                    shapes[(size_t)s * (size_t)nd + (size_t)p->dims[i]->pos];
+        }
+        qsort_r(allow.order, (size_t)nshapes, sizeof *allow.order, cmp_point, &allow);
     }
     int64_t v[SRCH_MAX_DIMS];
     for (int i = 0; i < nr; i++) {
         const SrchRecord *rec = srch_records_at(r, i);
         if ((rec->kind == RK_BASELINE) != baseline || strcmp(rec->stage, stage) != 0 ||
-            !record_dims(rec, p, v))
+            !record_dims(rec, p, v) || !usable(rec, p, ti))
             continue;
-        if (allow && find_row(allow, nshapes, nd, v) < 0)
+        if (shapes && point_index(&allow, v) < 0)
             continue;
         memcpy(rows + (size_t)nrows++ * (size_t)nd, v, rowb);
         ks[nks++] = (char *)rec->mk;
@@ -128,7 +183,7 @@ SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool ba
     for (int i = 0; i < nr; i++) { /* later records win */
         const SrchRecord *rec = srch_records_at(r, i);
         if ((rec->kind == RK_BASELINE) != baseline || strcmp(rec->stage, stage) != 0 ||
-            !record_dims(rec, p, v))
+            !record_dims(rec, p, v) || !usable(rec, p, ti))
             continue;
         int j = find_row(rows, n, nd, v);
         if (j < 0)
@@ -148,17 +203,10 @@ SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool ba
                 b = c;
         }
         o->best[j] = b;
-        o->shape_index[j] = -1;
-        for (int s = 0; shapes && s < nshapes; s++) {
-            for (int i = 0; i < nd; i++)
-                v[i] = shapes[(size_t)s * (size_t)nd + (size_t)p->dims[i]->pos];
-            if (cmp_row(v, rows + (size_t)j * (size_t)nd, nd) == 0) {
-                o->shape_index[j] = s;
-                break;
-            }
-        }
+        o->shape_index[j] = shapes ? point_index(&allow, rows + (size_t)j * (size_t)nd) : -1;
     }
-    free(allow);
+    free(allow.rows);
+    free(allow.order);
     return o;
 }
 
@@ -191,7 +239,7 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
         /* a pick as fast as the best is a hit, whichever kernel was labelled */
         for (int j = 0; j < o->n; j++) {
             int k = srch_tree_predict(t, o->dims + (size_t)j * (size_t)o->ndims);
-            if (rel[(size_t)j * (size_t)o->nk + (size_t)k] == 1.0)
+            if (rel[(size_t)j * (size_t)o->nk + (size_t)k] <= 1.0 + 1e-9)
                 label[j] = k;
         }
         *score = srch_tree_score(t, &ds);
@@ -251,6 +299,7 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
     if (!r)
         return -1;
     int used = 0;
+    TargetInfo ti = pass_target_info(strcmp(target, "cpu") == 0 ? PT_CPU : PT_GPU);
     for (int i = 0; i < p->ntensors; i++) {
         sched[i] = (StageSchedule){0, NULL, NULL};
         if (trees)
@@ -258,10 +307,10 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
         const Tensor *t = p->tensors[i];
         if (t->kind == TK_INPUT)
             continue;
-        SrchOracle *o = srch_oracle_collect(r, t->name, false, p, NULL, 0);
+        SrchOracle *o = srch_oracle_collect(r, t->name, false, p, &ti, NULL, 0);
         if (o->n == 0) {
             srch_oracle_free(o);
-            o = srch_oracle_collect(r, t->name, true, p, NULL, 0);
+            o = srch_oracle_collect(r, t->name, true, p, &ti, NULL, 0);
         }
         if (o->n > 0) {
             SrchTree *tree = srch_fit_oracle(p, o, 4, NULL, err, errlen);
@@ -288,7 +337,7 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
                     "%s: no selection or baseline record of this program for target %s "
                     "(tune it first: dcc tune)",
                     path, target);
-        return -1;
+        return 1;
     }
     return 0;
 }

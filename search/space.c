@@ -147,10 +147,15 @@ static bool legal(const SrchStage *st, const MicroKernel *mk)
         return false;
     if (accumulators(st, mk) > (gpu ? 64 : 24))
         return false;
-    for (int a = 0; a < st->rank; a++)
+    for (int a = 0; a < st->rank; a++) {
         if (mk->threads[a] > 1 &&
             (int64_t)mk->threads[a] * mk->tile[a] > pow2_ceil(st->ext_max[a]))
             return false;
+        /* the CPU runs a block's threads one after another: a wide block
+         * only adds to the per-block working set */
+        if (!gpu && mk->threads[a] > (a == st->rank - 1 ? 32 : 8))
+            return false;
+    }
     if (st->reduction && mk->rchunk > pow2_ceil(st->ext_max[st->rank]) * 2)
         return false;
     return true;

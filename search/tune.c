@@ -107,11 +107,11 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, con
     for (int i = 0; i < p->ndims; i++)
         vals[i] = dims[p->dims[i]->pos];
     *fresh = false;
-    const SrchRecord *r = srch_records_find(tu->rec, st->t->name, mks, p->ndims,
-                                            tu->dim_names, vals);
     /* the joint search and the baseline never share measurements, so each
      * one's records alone rebuild its result */
-    if (r && (r->kind == RK_BASELINE) == (kind == RK_BASELINE))
+    const SrchRecord *r = srch_records_find_class(tu->rec, st->t->name, mks, p->ndims,
+                                                  tu->dim_names, vals, kind == RK_BASELINE);
+    if (r && r->median_ms > 0) /* a time of 0 is no measurement: taken again */
         return r->median_ms;
     double times[SRCH_MAX_REPEATS];
     int nt = 0;
@@ -146,6 +146,20 @@ static double pred_latency(const Search *S, const Cand *c, int i)
     return S->flops[i] / (c->f * 1e6 * a);
 }
 
+/* Room for n more candidates: pointers into S->c stay valid while no more
+ * than that are added. */
+static void reserve(Search *S, int n)
+{
+    if (S->nc + n <= S->capc)
+        return;
+    while (S->nc + n > S->capc)
+        S->capc = S->capc ? 2 * S->capc : 256;
+    Cand *c = realloc(S->c, sizeof *S->c * (size_t)S->capc);
+    if (!c)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    S->c = c;
+}
+
 static Cand *add_cand(Search *S, const MicroKernel *mk)
 {
     char *str = srch_mk_str(S->st, mk);
@@ -154,10 +168,7 @@ static Cand *add_cand(Search *S, const MicroKernel *mk)
             free(str);
             return NULL;
         }
-    if (S->nc == S->capc) {
-        S->capc = S->capc ? 2 * S->capc : 256;
-        S->c = realloc(S->c, sizeof *S->c * (size_t)S->capc);
-    }
+    reserve(S, 1);
     Cand *c = &S->c[S->nc++];
     *c = (Cand){.mk = *mk, .str = str};
     return c;
@@ -330,6 +341,9 @@ static void search_run(Search *S)
             tu->o->warn(tu->o->progress_ud, err);
         predict(S);
         score(S);
+        /* pop (and later un and batch) point into S->c: no reallocation
+         * while they are in use */
+        reserve(S, CHILDREN + 4 * BATCH);
         int npop = population(S, pop);
         int w = worst_shape(S);
         /* children: tournament parents, half the mutations aimed at w */
@@ -503,9 +517,10 @@ static void select_joint(Search *S, SrchStageResult *res)
 static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchStageResult *res)
 {
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
-    for (int pass = 0; pass < 2 && !tu->failed; pass++) {
+    enum { PASSES = 4 };
+    for (int pass = 0; pass < PASSES && !tu->failed; pass++) {
         SrchOracle *or = srch_oracle_collect(tu->rec, st->t->name, kind == RK_BASELINE, tu->p,
-                                             tu->shapes, tu->nshapes);
+                                             &tu->tg.ti, tu->shapes, tu->nshapes);
         if (!or || or->n == 0) {
             srch_seterr(tu->err, tu->errlen, "stage %s: nothing could be measured", st->t->name);
             tu->failed = true;
@@ -525,7 +540,7 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchS
         for (int j = 0; j < or->n; j++) {
             int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
             double c = or->cost[(size_t)j * (size_t)or->nk + (size_t)k];
-            if (isnan(c) && pass == 0) {
+            if (isnan(c) && pass < PASSES - 1) {
                 MicroKernel mk;
                 int ns;
                 if (!pass_parse_microkernel(or->kernels[k], &mk, &ns))
@@ -572,8 +587,9 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res, int
             Search S;
             search_init(&S, tu, st, &all[j], 1, RK_BASELINE, seed + (uint64_t)j * 7919);
             S.phase_t0 = t0;
-            S.offset = j * tu->o->trials;
-            S.grand_total = tu->nshapes * tu->o->trials;
+            int64_t off = (int64_t)j * tu->o->trials, tot = (int64_t)tu->nshapes * tu->o->trials;
+            S.offset = off > INT32_MAX ? INT32_MAX : (int)off; /* progress counters only */
+            S.grand_total = tot > INT32_MAX ? INT32_MAX : (int)tot;
             search_run(&S);
             res->measured += S.done - S.reused;
             res->reused += S.reused;
@@ -596,7 +612,11 @@ char *srch_fingerprint(const TeProgram *p)
         return NULL;
     ir_print_te(f, p);
     fclose(f);
-    uint64_t h = rt_rng_hash(buf);
+    /* not its name (the file's): a copied or renamed program keeps its records */
+    char *body = buf;
+    if (strncmp(body, "# program ", 10) == 0 && strchr(body, '\n'))
+        body = strchr(body, '\n') + 1;
+    uint64_t h = rt_rng_hash(body);
     free(buf);
     char *out = malloc(17);
     if (out)
@@ -664,6 +684,14 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     tu.shapes = srch_shape_points(p, o->ranges, o->nranges, &tu.nshapes, err, errlen);
     if (!tu.shapes)
         return NULL;
+    for (int s = 0; s < tu.nshapes; s++) {
+        char why[256];
+        if (!ir_check_dims(p, shape_at(&tu, s), why, sizeof why)) {
+            srch_seterr(err, errlen, "a shape to tune cannot run: %s", why);
+            free(tu.shapes);
+            return NULL;
+        }
+    }
     tu.dim_names = calloc((size_t)p->ndims + 1, sizeof *tu.dim_names);
     for (int i = 0; i < p->ndims; i++)
         tu.dim_names[i] = p->dims[i]->name;
@@ -777,10 +805,10 @@ int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nran
         if (count[i] > span)
             count[i] = (int)span;
         npt *= count[i];
-    }
-    if (npt < 1 || npt > 1 << 20) {
-        srch_seterr(err, errlen, "--shapes: %lld shape points are too many", (long long)npt);
-        return NULL;
+        if (npt > 1 << 20) {
+            srch_seterr(err, errlen, "--shapes: more than %d shape points", 1 << 20);
+            return NULL;
+        }
     }
     size_t width = nd > 0 ? (size_t)nd : 1;
     int64_t *pts = malloc(sizeof *pts * (size_t)npt * width);

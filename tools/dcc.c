@@ -231,7 +231,7 @@ static StageSchedule *records_schedule(TeProgram *p, const CompileOpts *o, const
     StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
     char err[1024];
     int rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
-    if (rc != 0 && o->target == PT_GPU) {
+    if (rc == 1 && o->target == PT_GPU) { /* no cuda records: tuned offline? */
         target = "model";
         rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
     }

@@ -97,6 +97,11 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *rec, char *err, size_
 const SrchRecord *srch_records_find(const SrchRecords *r, const char *stage, const char *mk,
                                     int ndims, const char *const *dim_names,
                                     const int64_t *dim_values);
+/* The same among the baseline's records (baseline) or the joint search's
+ * (trials and selection): the two never share measurements. */
+const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *stage, const char *mk,
+                                          int ndims, const char *const *dim_names,
+                                          const int64_t *dim_values, bool baseline);
 int srch_records_count(const SrchRecords *r);            /* of this workload and target */
 const SrchRecord *srch_records_at(const SrchRecords *r, int i);  /* file order */
 int srch_records_nforeign(const SrchRecords *r);         /* other workload or target */
@@ -389,10 +394,13 @@ typedef struct SrchOracle {
     double *best;         /* n: the least measured cost */
 } SrchOracle;
 /* From the baseline's records when baseline is set, else from the joint
- * search's (trials and selection). shapes (nshapes rows by Var.pos)
- * restricts it to those points; NULL: all. */
+ * search's (trials and selection). Records with a time <= 0, or a
+ * micro-kernel of another rank or (ti non-NULL) outside ti's limits, are
+ * left out. shapes (nshapes rows by Var.pos) restricts it to those
+ * points; NULL: all. */
 SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool baseline,
-                                const TeProgram *p, const int64_t *shapes, int nshapes);
+                                const TeProgram *p, const TargetInfo *ti, const int64_t *shapes,
+                                int nshapes);
 void srch_oracle_free(SrchOracle *o);
 /* The dispatch tree of an oracle (depth-limited, latency-weighted CART)
  * and its score against it. */
@@ -404,8 +412,8 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
  * sched and trees (optional) are indexed by tensor id, p->ntensors entries;
  * a tensor without records gets nvariants 0 and no tree (the default).
  * Variants and dispatch live in p's arena; trees are the caller's to free.
- * -1 and err when the file cannot be read or holds no usable record of
- * this workload and target. */
+ * 0 on success; 1 and err when the file holds no usable record of this
+ * workload and target; -1 and err when it cannot be read. */
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
                                StageSchedule *sched, SrchTree **trees, char *err, size_t errlen);
 /* {"v": 1, "workload": FP, "target": T, "stages": {"Y": TREE, ...}}, TREE

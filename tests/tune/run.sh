@@ -138,11 +138,26 @@ records)
         { cat "$tmp/err"; bad "no warning for the damaged line"; }
     grep -q "search 0 measured" "$tmp/out" && ok "nothing lost to the damaged lines" ||
         bad "measured again after a damaged line"
+    # a longer search (many candidate reallocations: under ASan, the
+    # population's pointers must stay valid)
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 96 --shapes T=1..128:8 \
+        --records "$tmp/long.jsonl" >/dev/null 2>"$tmp/long.err" && ok "a 96-trial search" ||
+        bad "96-trial search: $(head -3 "$tmp/long.err")"
+    # a renamed copy of the program keeps its records (the fingerprint is
+    # the program's, not its file's)
+    cp "$ex/bert_qkv.tex" "$tmp/renamed.tex"
+    "$dcc" "$tmp/renamed.tex" --target=nvptx --records "$rec" --emit=dispatch >/dev/null 2>&1 &&
+        ok "a renamed program finds its records" || bad "a renamed program lost its records"
     # another workload in the same file is ignored, and leaves ours alone
     "$dcc" tune "$ex/softmax.tex" --target=model --trials 4 --records "$rec" >/dev/null 2>&1 ||
         bad "softmax tune failed"
     "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >"$tmp/out" 2>&1
     grep -q "search 0 measured" "$tmp/out" && ok "foreign records ignored" || bad "foreign records"
+    # a record with a zero time is left out, not fatal
+    sed -n '1s/"times_ms":\[[^]]*\],"median_ms":[^,]*/"times_ms":[0],"median_ms":0/p' "$rec" |
+        sed 's/"kind":"trial"/"kind":"select"/' >>"$rec"
+    "$dcc" "$ex/bert_qkv.tex" --target=nvptx --records "$rec" --emit=dispatch >/dev/null 2>"$tmp/z.err" &&
+        ok "a zero-time record is left out" || bad "zero-time record: $(cat "$tmp/z.err")"
     # bad input: one line (usage: and a pointer to --help), exit 1 or 2, nothing written
     expect() { # STATUS DESCRIPTION CMD...
         want=$1 desc=$2
