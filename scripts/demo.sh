@@ -1,6 +1,7 @@
 #!/bin/sh
 # The demo: compile an example, show its checked form, run it for two
-# sizes (one inside and one above the declared range) and check the result.
+# sizes (one inside and one above the declared range) and check the result,
+# then tune it briefly for the whole range and run the tuned dispatch.
 set -eu
 dcc=${1:-build/dcc}
 ex=examples/bert_qkv.tex
@@ -20,6 +21,13 @@ step "T=200 is above the declared range 1..128: it still runs correctly"
 "$dcc" run "$ex" --set T=200 --check
 step "How fast: 20 runs at T=128 (dcc run $ex --set T=128 --bench 20)"
 "$dcc" run "$ex" --set T=128 --bench 20
+rec=$(mktemp /tmp/dcc-demo-XXXXXX.jsonl)
+step "Tune once for the whole range: a short joint search over 8 values of T (dcc tune $ex --trials 12 --shapes T=1..128:8)"
+"$dcc" tune "$ex" --trials 12 --shapes T=1..128:8 --records "$rec" 2>/dev/null
+step "The tuned kernels and their dispatch tree, at T=77 and T=128 (dcc run $ex --records R ...)"
+"$dcc" run "$ex" --records "$rec" --set T=77 --check
+"$dcc" run "$ex" --records "$rec" --set T=128 --bench 20
+rm -f "$rec"
 step "A mistake gets a located error"
 printf 'dim T in 1..128\ninput X[T, 768] f32\noutput Y[i: T] = X[i + 1, 0]\n' > /tmp/dcc-demo-bad.tex
 "$dcc" /tmp/dcc-demo-bad.tex || echo "(exit status $?)"
