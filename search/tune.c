@@ -104,6 +104,13 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, con
     const TeProgram *p = tu->p;
     int64_t vals[SRCH_MAX_DIMS];
     const int64_t *dims = shape_at(tu, s);
+    *fresh = false;
+    if (tu->o->stop && *tu->o->stop) {
+        if (!tu->failed)
+            srch_seterr(tu->err, tu->errlen, "interrupted");
+        tu->failed = true;
+        return NAN;
+    }
     for (int i = 0; i < p->ndims; i++)
         vals[i] = dims[p->dims[i]->pos];
     *fresh = false;

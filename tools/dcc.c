@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -941,6 +942,16 @@ static int cmd_run(int argc, char **argv)
 
 /* ---- dcc tune ---- */
 
+/* SIGINT / SIGTERM: the search stops before its next measurement (a
+ * second signal kills at once); what was measured is in the records. */
+static volatile sig_atomic_t tune_stop;
+
+static void on_stop_signal(int sig)
+{
+    tune_stop = 1;
+    signal(sig, SIG_DFL);
+}
+
 typedef struct TuneUi {
     bool tty;
     bool live;  /* a progress line is on the terminal */
@@ -1069,9 +1080,17 @@ static int cmd_tune(int argc, char **argv)
         cuda_require();
     Loaded l = load_program(file);
     char err[1024];
+    o.stop = &tune_stop;
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
     SrchTuneResult *r = srch_tune(l.prog, &o, err, sizeof err);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     if (ui.live)
         fputc('\n', stderr);
+    if (!r && tune_stop)
+        fail("tuning interrupted: every measurement taken is in %s; the same command "
+             "resumes it", o.records);
     if (!r)
         fail("%s", err);
     printf("tune: %s, target %s, %d shape point%s, %s, %d trial%s per search, %.1f s\n",

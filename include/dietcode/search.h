@@ -17,6 +17,7 @@
 #ifndef DIETCODE_SEARCH_H
 #define DIETCODE_SEARCH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -349,6 +350,10 @@ typedef struct SrchTuneOpts {
     void *progress_ud;
     /* Record warnings (damaged lines) are passed here, one line each. */
     void (*warn)(void *ud, const char *msg);
+    /* When non-NULL and set (e.g. by a signal handler), the search stops
+     * before its next measurement and srch_tune fails with "interrupted";
+     * every measurement taken is in the records. */
+    const volatile sig_atomic_t *stop;
 } SrchTuneOpts;
 
 typedef struct SrchStageResult {

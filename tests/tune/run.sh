@@ -120,6 +120,26 @@ resume)
     grep -q "from records" "$tmp/out2" &&
         [ "$(sed -n 's/.*search [0-9]* measured + \([0-9]*\) from records.*/\1/p' "$tmp/out2")" -ge 1 ] &&
         ok "the resumed run reused the search's records" || bad "nothing reused"
+    # Ctrl-C: the run stops before its next measurement, says so in one
+    # line, exits 1, and every line written is whole
+    rec2=$tmp/int.jsonl
+    "$dcc" tune "$ex/bert_qkv.tex" --trials 40 --shapes T=1..128:8 --records "$rec2" \
+        >"$tmp/int.out" 2>"$tmp/int.err" &
+    pid=$!
+    i=0
+    while [ "$( { wc -l <"$rec2"; } 2>/dev/null || echo 0)" -lt 6 ] && [ $i -lt 600 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -INT $pid
+    wait $pid
+    st=$?
+    if [ $st -eq 1 ] && grep -q "interrupted" "$tmp/int.err" && [ ! -s "$tmp/int.out" ] &&
+        python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$rec2"; then
+        ok "SIGINT: $(grep interrupted "$tmp/int.err")"
+    else
+        bad "SIGINT: status $st, $(cat "$tmp/int.err")"
+    fi
     # a third run measures nothing at all
     # shellcheck disable=SC2086
     "$dcc" $args >"$tmp/out3" 2>/dev/null || bad "third run failed"
