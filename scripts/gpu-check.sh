@@ -10,7 +10,8 @@
 # carry build-static/dcc and build-static/libdcrt.a to the GPU machine with
 # the source tree (and, where that machine lacks them, the shared libraries
 # `ldd build-static/dcc` names beyond libc, libm, libz and libzstd —
-# libxgboost, libdmlc, libgomp, libcjson — in build-static/lib/),
+# libcjson — and libxgboost with its libdmlc and libgomp, which the tuner
+# loads, in build-static/lib/),
 # and there run, from the repository root:
 #
 #   scripts/gpu-check.sh build-static/dcc

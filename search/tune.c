@@ -724,6 +724,12 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     if (!tu.rec)
         goto out;
     warn_records(&tu);
+    char why[320];
+    if (!srch_model_available(why, sizeof why) && o->warn) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s: the analytic cost model alone ranks candidates", why);
+        o->warn(o->progress_ud, msg);
+    }
     int nst = stages_of(p, &tu.tg, tu.shapes, tu.nshapes, &st);
     res = calloc(1, sizeof *res);
     res->stages = calloc((size_t)nst + 1, sizeof *res->stages);

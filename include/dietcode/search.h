@@ -278,8 +278,13 @@ bool srch_ptxas_info(const char *ptx, const char *arch, const char *kernel, Srch
 uint64_t srch_rand(uint64_t *state);
 
 /* search/model.c: the learned half, gradient-boosted trees (XGBoost's C
- * API) from features to log throughput, retrained on all samples. */
+ * API, loaded with dlopen) from features to log throughput, retrained on
+ * all samples. Without XGBoost a model never becomes trained and the
+ * analytic prior alone ranks candidates. */
 typedef struct SrchModel SrchModel;
+/* Whether libxgboost could be loaded ($DC_XGBOOST, else libxgboost.so.0);
+ * false and why when not. */
+bool srch_model_available(char *why, size_t whylen);
 SrchModel *srch_model_new(uint64_t seed, char *err, size_t errlen);
 /* Adds one sample (SRCH_NFEAT features, throughput in GFLOP/s > 0). */
 void srch_model_add(SrchModel *m, const float *f, double gflops);

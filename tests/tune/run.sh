@@ -168,6 +168,11 @@ records)
     cp "$ex/bert_qkv.tex" "$tmp/renamed.tex"
     "$dcc" "$tmp/renamed.tex" --target=nvptx --records "$rec" --emit=dispatch >/dev/null 2>&1 &&
         ok "a renamed program finds its records" || bad "a renamed program lost its records"
+    # without XGBoost the analytic model alone ranks candidates, with a warning
+    DC_XGBOOST=/nonexistent/libxgboost.so "$dcc" tune "$ex/bert_qkv.tex" --target=model \
+        --trials 12 --records "$tmp/noxgb.jsonl" >/dev/null 2>"$tmp/noxgb.err" &&
+        [ "$(grep -c 'XGBoost is not available' "$tmp/noxgb.err")" -eq 1 ] &&
+        ok "no XGBoost: one warning, tuning goes on" || bad "no XGBoost: $(cat "$tmp/noxgb.err")"
     # another workload in the same file is ignored, and leaves ours alone
     "$dcc" tune "$ex/softmax.tex" --target=model --trials 4 --records "$rec" >/dev/null 2>&1 ||
         bad "softmax tune failed"
