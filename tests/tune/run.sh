@@ -34,6 +34,15 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
 PY
 }
 
+# Waits (at most 60 s) until FILE has at least N lines.
+wait_lines() {
+    i=0
+    while [ "$( { wc -l <"$1"; } 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 600 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
 # The records without their time stamps.
 strip_ts() { sed 's/"ts":[0-9]*//' "$1"; }
 
@@ -100,11 +109,7 @@ resume)
     # shellcheck disable=SC2086
     "$dcc" $args >"$tmp/out1" 2>&1 &
     pid=$!
-    i=0
-    while [ "$( { wc -l <"$rec"; } 2>/dev/null || echo 0)" -lt 12 ] && [ $i -lt 600 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_lines "$rec" 12
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     cp "$rec" "$tmp/before"
@@ -126,11 +131,7 @@ resume)
     "$dcc" tune "$ex/bert_qkv.tex" --trials 40 --shapes T=1..128:8 --records "$rec2" \
         >"$tmp/int.out" 2>"$tmp/int.err" &
     pid=$!
-    i=0
-    while [ "$( { wc -l <"$rec2"; } 2>/dev/null || echo 0)" -lt 6 ] && [ $i -lt 600 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_lines "$rec2" 6
     kill -INT $pid
     wait $pid
     st=$?
