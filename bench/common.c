@@ -1,20 +1,15 @@
 /* bench/common.c: see common.h. */
 #include "common.h"
 
+#include "dietcode/runtime.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char *openblas_get_corename(void);
 extern void openblas_set_num_threads(int);
 
-double bench_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int cmpd(const void *a, const void *b)
 {
@@ -29,9 +24,9 @@ double bench_median_ms(int reps, void (*run)(void *), void *ctx)
         reps = 64;
     run(ctx); /* warm-up */
     for (int r = 0; r < reps; r++) {
-        double t0 = bench_now_ms();
+        double t0 = rt_now_ms();
         run(ctx);
-        t[r] = bench_now_ms() - t0;
+        t[r] = rt_now_ms() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmpd);
     return t[reps / 2];

@@ -4,7 +4,6 @@
 #ifndef DC_BENCH_COMMON_H
 #define DC_BENCH_COMMON_H
 
-double bench_now_ms(void);
 /* The median of reps timed calls of run(ctx) after one warm-up call. */
 double bench_median_ms(int reps, void (*run)(void *), void *ctx);
 /* Sets OPENBLAS_CORETYPE and re-executes the program when it is not set

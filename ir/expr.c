@@ -459,3 +459,26 @@ static Expr *pad_one(ExprCtx *c, Expr *e, void *ud)
 }
 
 Expr *ir_pad_loads(ExprCtx *c, Expr *e) { return rebuild(c, e, pad_one, NULL); }
+
+Expr *ir_outer_reduce(Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: return NULL;
+    case EX_REDUCE: return e;
+    case EX_LOAD:
+        for (int i = 0; i < e->load.n; i++) {
+            Expr *r = ir_outer_reduce(e->load.idx[i]);
+            if (r)
+                return r;
+        }
+        return NULL;
+    default: {
+        Expr *r = e->op.a ? ir_outer_reduce(e->op.a) : NULL;
+        if (!r && e->op.b)
+            r = ir_outer_reduce(e->op.b);
+        if (!r && e->op.c)
+            r = ir_outer_reduce(e->op.c);
+        return r;
+    }
+    }
+}

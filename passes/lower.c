@@ -30,30 +30,6 @@ typedef struct Lower {
 
 typedef Stmt *(*Consume)(Lower *l, Expr *value, void *ud);
 
-/* The outermost reduction in e (not nested in another), or NULL. */
-static Expr *outer_reduce(Expr *e)
-{
-    switch (e->kind) {
-    case EX_INT: case EX_FLOAT: case EX_VAR: return NULL;
-    case EX_REDUCE: return e;
-    case EX_LOAD:
-        for (int i = 0; i < e->load.n; i++) {
-            Expr *r = outer_reduce(e->load.idx[i]);
-            if (r)
-                return r;
-        }
-        return NULL;
-    default: {
-        Expr *r = e->op.a ? outer_reduce(e->op.a) : NULL;
-        if (!r && e->op.b)
-            r = outer_reduce(e->op.b);
-        if (!r && e->op.c)
-            r = outer_reduce(e->op.c);
-        return r;
-    }
-    }
-}
-
 typedef struct Accum {
     Tensor *acc;
     ExprKind comb;
@@ -70,7 +46,7 @@ static Stmt *consume_accumulate(Lower *l, Expr *v, void *ud)
 /* Emits the statements computing e's reductions, then consume(e'). */
 static Stmt *emit_value(Lower *l, Expr *e, Consume consume, void *ud)
 {
-    Expr *r = outer_reduce(e);
+    Expr *r = ir_outer_reduce(e);
     if (!r)
         return consume(l, e, ud);
     ExprCtx *c = l->c;

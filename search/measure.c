@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef enum Backend { BK_CPU, BK_CUDA, BK_MODEL } Backend;
 
@@ -49,13 +48,6 @@ struct SrchMeasurer {
     Built *built;
     double budget_ms;       /* cpu: keep repeating until this much has run */
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 void srch_measurer_free(SrchMeasurer *m)
 {
@@ -147,7 +139,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
 static Built *build(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, char *err,
                     size_t errlen)
 {
-    char *mks = srch_mk_str(st, mk);
+    char *mks = srch_mk_str(mk, st->rank);
     size_t klen = strlen(st->t->name) + strlen(mks) + 2;
     char *key = malloc(klen);
     snprintf(key, klen, "%s|%s", st->t->name, mks);
@@ -256,20 +248,20 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
     }
     if (m->bk == BK_CUDA)
         return time_cuda(m, b, dims, times_ms, ntimes, err, errlen);
-    double t0 = now_ms();
+    double t0 = rt_now_ms();
     if (cg_program_run_kernel(b->cp, NULL, b->kernel, dims, m->bufs, err, errlen) != 0)
         return -1; /* the warm-up */
-    double first = now_ms() - t0;
+    double first = rt_now_ms() - t0;
     if (cutoff_ms > 0 && first > cutoff_ms) {
         times_ms[(*ntimes)++] = first;
         return 0;
     }
     double total = 0;
     while (*ntimes < SRCH_MAX_REPEATS && (*ntimes < 3 || total < m->budget_ms)) {
-        t0 = now_ms();
+        t0 = rt_now_ms();
         if (cg_program_run_kernel(b->cp, NULL, b->kernel, dims, m->bufs, err, errlen) != 0)
             return -1;
-        double t = now_ms() - t0;
+        double t = rt_now_ms() - t0;
         times_ms[(*ntimes)++] = t;
         total += t;
     }

@@ -250,20 +250,36 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
     return t;
 }
 
+/* The kernels t's leaves use, numbered in the order the leaves name them
+ * (preorder): remap[k] is kernel k's new number, -1 when no leaf uses it;
+ * *nused gets how many are used. malloc'd. */
+static int *used_kernels(const SrchTree *t, int *nused)
+{
+    int *remap = malloc(sizeof *remap * (size_t)(t->nkernels + 1));
+    if (!remap)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int k = 0; k < t->nkernels; k++)
+        remap[k] = -1;
+    int n = 0;
+    for (int i = 0; i < t->nnodes; i++) {
+        const SrchTreeNode *nd = srch_tree_node(t, i);
+        if (nd->kind == TN_LEAF && remap[nd->kernel] < 0)
+            remap[nd->kernel] = n++;
+    }
+    *nused = n;
+    return remap;
+}
+
 Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **variants,
                                 int *nvariants)
 {
-    int *remap = malloc(sizeof *remap * (size_t)(t->nkernels + 1));
-    for (int k = 0; k < t->nkernels; k++)
-        remap[k] = -1;
-    int nv = 0;
+    int nv;
+    int *remap = used_kernels(t, &nv);
     Dispatch *d = IR_NEW(p->arena, Dispatch);
     DispatchNode *nodes = IR_NEWN(p->arena, DispatchNode, t->nnodes);
     for (int i = 0; i < t->nnodes; i++) {
         const SrchTreeNode *n = srch_tree_node(t, i);
         if (n->kind == TN_LEAF) {
-            if (remap[n->kernel] < 0)
-                remap[n->kernel] = nv++;
             nodes[i] = (DispatchNode){remap[n->kernel], 0, 0, 0, 0};
         } else {
             const Var *dim = ir_te_find_dim(p, t->dim_names[n->dim]);
@@ -364,21 +380,17 @@ char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *t
         if (trees && trees[i]) {
             /* only the kernels its leaves use, in the order they appear */
             const SrchTree *t0 = trees[i];
-            int *remap = malloc(sizeof *remap * (size_t)(t0->nkernels + 1));
-            char **ks = malloc(sizeof *ks * (size_t)(t0->nkernels + 1));
+            int nk;
+            int *remap = used_kernels(t0, &nk);
+            char **ks = malloc(sizeof *ks * (size_t)(nk + 1));
             SrchTreeNode *nodes = malloc(sizeof *nodes * (size_t)(t0->nnodes + 1));
-            int nk = 0;
             for (int k = 0; k < t0->nkernels; k++)
-                remap[k] = -1;
+                if (remap[k] >= 0)
+                    ks[remap[k]] = t0->kernels[k];
             for (int n = 0; n < t0->nnodes; n++) {
                 nodes[n] = t0->nodes[n];
-                if (nodes[n].kind != TN_LEAF)
-                    continue;
-                if (remap[nodes[n].kernel] < 0) {
-                    ks[nk] = t0->kernels[nodes[n].kernel];
-                    remap[nodes[n].kernel] = nk++;
-                }
-                nodes[n].kernel = remap[nodes[n].kernel];
+                if (nodes[n].kind == TN_LEAF)
+                    nodes[n].kernel = remap[nodes[n].kernel];
             }
             SrchTree used = {t0->ndims, t0->dim_names, nk, ks, t0->nnodes, nodes};
             text = srch_tree_to_json(&used);
@@ -387,11 +399,7 @@ char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *t
             free(remap);
         } else {
             MicroKernel mk = pass_default_microkernel(p, t, bodies[i], &ti);
-            char *buf = NULL;
-            size_t len = 0;
-            FILE *f = open_memstream(&buf, &len);
-            ir_print_microkernel(f, &mk, t->rank);
-            fclose(f);
+            char *buf = srch_mk_str(&mk, t->rank);
             SrchTreeNode leaf = {TN_LEAF, 0, 0, 0, 0, 0};
             char **dn = calloc((size_t)p->ndims + 1, sizeof *dn);
             for (int d = 0; d < p->ndims; d++)

@@ -65,35 +65,12 @@ SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm)
 
 /* ---- extents ---- */
 
-/* The outermost reduction of e, or NULL. */
-static const Expr *first_reduce(const Expr *e)
-{
-    switch (e->kind) {
-    case EX_INT: case EX_FLOAT: case EX_VAR: return NULL;
-    case EX_REDUCE: return e;
-    case EX_LOAD:
-        for (int i = 0; i < e->load.n; i++) {
-            const Expr *r = first_reduce(e->load.idx[i]);
-            if (r)
-                return r;
-        }
-        return NULL;
-    default:
-        for (const Expr *const *c = (const Expr *const[]){e->op.a, e->op.b, e->op.c, NULL}; *c; c++) {
-            const Expr *r = first_reduce(*c);
-            if (r)
-                return r;
-        }
-        return NULL;
-    }
-}
-
 void srch_stage_extents(const SrchStage *st, const int64_t *dims, int64_t *ext)
 {
     for (int a = 0; a < st->rank; a++)
         ext[a] = ir_eval_dims(st->t->shape[a], dims);
     int64_t k = 1;
-    const Expr *r = st->reduction ? first_reduce(st->body) : NULL;
+    const Expr *r = st->reduction ? ir_outer_reduce((Expr *)st->body) : NULL;
     for (int i = 0; r && i < r->red.n; i++)
         k *= ir_eval_dims(r->red.axes[i]->extent, dims);
     ext[st->rank] = k;
@@ -353,14 +330,14 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
     return srch_space_sample(st, rng);
 }
 
-char *srch_mk_str(const SrchStage *st, const MicroKernel *mk)
+char *srch_mk_str(const MicroKernel *mk, int nspatial)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return NULL;
-    ir_print_microkernel(f, mk, st->rank);
+    ir_print_microkernel(f, mk, nspatial);
     fclose(f);
     return buf;
 }

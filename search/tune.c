@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define EPSILON 0.25
@@ -81,12 +80,7 @@ typedef struct Search {
     int offset, grand_total;          /* per-shape: trials before this shape's, and in all */
 } Search;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return rt_now_ms() * 1e-3; }
 
 static const int64_t *shape_at(const Tuner *tu, int s)
 {
@@ -169,7 +163,7 @@ static void reserve(Search *S, int n)
 
 static Cand *add_cand(Search *S, const MicroKernel *mk)
 {
-    char *str = srch_mk_str(S->st, mk);
+    char *str = srch_mk_str(mk, S->st->rank);
     for (int i = 0; i < S->nc; i++)
         if (strcmp(S->c[i].str, str) == 0) {
             free(str);
@@ -334,8 +328,7 @@ static void search_run(Search *S)
     Cand **pop = malloc(sizeof *pop * POP);
     /* the target's default is the first trial: the search starts from a
      * known-good kernel and never ends worse than untuned code */
-    MicroKernel def = pass_default_microkernel(tu->p, S->st->t, S->st->body, &tu->tg.ti);
-    add_cand(S, &def);
+    add_cand(S, &S->st->def);
     for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
         MicroKernel mk = srch_space_sample(S->st, &S->rng);
         add_cand(S, &mk);
@@ -651,8 +644,8 @@ static int stages_of(TeProgram *p, const SrchTarget *tg, const int64_t *shapes, 
         s->rank = t->rank;
         s->reduction = pass_stage_has_reduction(bodies[i]);
         s->tg = tg;
-        MicroKernel def = pass_default_microkernel(p, t, bodies[i], &tg->ti);
-        s->vec_reduce = def.vaxis == MK_VEC_REDUCE;
+        s->def = pass_default_microkernel(p, t, bodies[i], &tg->ti);
+        s->vec_reduce = s->def.vaxis == MK_VEC_REDUCE;
         for (int j = 0; j < nshapes; j++) {
             int64_t ext[MK_MAX_AXES + 1];
             srch_stage_extents(s, shapes + (size_t)j * (size_t)p->ndims, ext);

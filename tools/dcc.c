@@ -20,7 +20,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define DCC_VERSION "0.1.0"
@@ -642,13 +641,6 @@ static float **make_buffers(const TeProgram *p, const int64_t *dims, const RunOp
     return bufs;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -876,9 +868,9 @@ static int cmd_run(int argc, char **argv)
     if (o.bench) {
         double *t = malloc((size_t)o.bench * sizeof *t);
         for (int64_t i = 0; i < o.bench; i++) {
-            double t0 = now_ms();
+            double t0 = rt_now_ms();
             run_once(&x, dims, bufs);
-            t[i] = x.cu ? x.cu->ms : now_ms() - t0; /* cuda: CUDA events around the launches */
+            t[i] = x.cu ? x.cu->ms : rt_now_ms() - t0; /* cuda: CUDA events around the launches */
         }
         qsort(t, (size_t)o.bench, sizeof *t, cmp_double);
         printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[o.bench / 2], t[0],

@@ -268,6 +268,9 @@ Expr *ir_pad_loads(ExprCtx *c, Expr *e);
 /* Calls f on every sub-expression once, children first. */
 void ir_expr_visit(Expr *e, void (*f)(Expr *e, void *ud), void *ud);
 bool ir_expr_uses_var(Expr *e, const Var *v);
+/* The outermost reduction in e (the first in operand order that is not
+ * nested in another), or NULL. */
+Expr *ir_outer_reduce(Expr *e);
 
 /* ir/simplify.c: canonical forms and constant folding */
 Expr *ir_simplify(ExprCtx *c, Expr *e);

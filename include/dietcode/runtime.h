@@ -40,6 +40,10 @@ void rt_array_free(RtArray *a); /* frees data, zeroes *a; NULL is fine */
  * of range or the byte size would overflow int64_t. */
 int64_t rt_array_numel(const RtArray *a);
 
+/* runtime/clock.c */
+/* Milliseconds on the monotonic clock (an arbitrary origin): for timing. */
+double rt_now_ms(void);
+
 /* runtime/rng.c */
 /* Fills out[0..n) with floats uniform in [-1, 1), multiples of 2^-23,
  * determined by (seed, stream) alone; a shorter fill is a prefix of a longer

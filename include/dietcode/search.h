@@ -238,6 +238,7 @@ typedef struct SrchStage {
     int rank;
     bool reduction;
     bool vec_reduce;        /* operands contiguous along the reduction */
+    MicroKernel def;        /* the target's default micro-kernel for it */
     int64_t ext_max[MK_MAX_AXES + 1]; /* largest extents over the tuning shapes */
     const SrchTarget *tg;
 } SrchStage;
@@ -253,8 +254,9 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng);
  * extents (less padding, enough blocks for every core). Always legal. */
 MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *mk, const int64_t *ext,
                               uint64_t *rng);
-/* The canonical text of mk (ir_print_microkernel's), malloc'd. */
-char *srch_mk_str(const SrchStage *st, const MicroKernel *mk);
+/* The canonical text of mk for a stage of nspatial axes
+ * (ir_print_microkernel's), malloc'd. */
+char *srch_mk_str(const MicroKernel *mk, int nspatial);
 /* The shape adaptation factor in (0, 1]: padding efficiency (useful over
  * computed points, reduction included) times occupancy (blocks over cores
  * and waves). *nblocks gets the grid size when nblocks is non-NULL. */

@@ -86,7 +86,7 @@ static void test_space(void **state)
             assert_true(nt >= 1 && nt <= tgs[ti].ti.max_threads);
             if (nt != last)
                 distinct_threads++, last = nt;
-            char *s = srch_mk_str(&st, &mk);
+            char *s = srch_mk_str(&mk, st.rank);
             MicroKernel back;
             int ns;
             assert_true(pass_parse_microkernel(s, &back, &ns));
