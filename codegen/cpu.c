@@ -138,7 +138,7 @@ static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
     static const char *const intr[] = {
         [CG_EXP] = "llvm.exp", [CG_LOG] = "llvm.log", [CG_SQRT] = "llvm.sqrt",
         [CG_POW] = "llvm.pow", [CG_FABS] = "llvm.fabs", [CG_FLOOR] = "llvm.floor",
-        [CG_FMIN] = "llvm.minnum", [CG_FMAX] = "llvm.maxnum",
+        [CG_FMIN] = "llvm.minimum", [CG_FMAX] = "llvm.maximum",
     };
     if (f == CG_TANH)
         return cg_libm_call(g, "tanhf", a);

@@ -91,29 +91,6 @@ static LLVMValueRef checked(Host *h, const char *op, LLVMValueRef a, LLVMValueRe
     return LLVMBuildExtractValue(h->b, r, 0, "");
 }
 
-/* Floor division and modulo with x/0 = 0 and x%0 = 0, as ir_eval_dims. */
-static LLVMValueRef floordivmod(Host *h, LLVMValueRef a, LLVMValueRef b, bool mod)
-{
-    LLVMBuilderRef B = h->b;
-    LLVMValueRef zero = ci64(h, 0), one = ci64(h, 1);
-    LLVMValueRef bz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
-    /* INT64_MIN / -1 overflows: flag it (extents never get there) */
-    LLVMValueRef m1 = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, b, ci64(h, -1), ""),
-                                   LLVMBuildICmp(B, LLVMIntEQ, a, ci64(h, INT64_MIN), ""), "");
-    h->ovf = LLVMBuildOr(B, h->ovf, m1, "");
-    LLVMValueRef sb = LLVMBuildSelect(B, LLVMBuildOr(B, bz, m1, ""), one, b, "");
-    LLVMValueRef q = LLVMBuildSDiv(B, a, sb, "");
-    LLVMValueRef r = LLVMBuildSRem(B, a, sb, "");
-    /* adjust when the remainder is non-zero and its sign differs from b's */
-    LLVMValueRef adj = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
-                                    LLVMBuildICmp(B, LLVMIntNE, LLVMBuildICmp(B, LLVMIntSLT, r, zero, ""),
-                                                  LLVMBuildICmp(B, LLVMIntSLT, sb, zero, ""), ""),
-                                    "");
-    LLVMValueRef v = mod ? LLVMBuildSelect(B, adj, LLVMBuildAdd(B, r, sb, ""), r, "")
-                         : LLVMBuildSelect(B, adj, LLVMBuildSub(B, q, one, ""), q, "");
-    return LLVMBuildSelect(B, bz, zero, v, "");
-}
-
 /* An integer expression over the dims, as i64. */
 static LLVMValueRef extent(Host *h, const Expr *e)
 {
@@ -129,7 +106,7 @@ static LLVMValueRef extent(Host *h, const Expr *e)
     case EX_SUB: return checked(h, "ssub", extent(h, e->op.a), extent(h, e->op.b));
     case EX_MUL: return checked(h, "smul", extent(h, e->op.a), extent(h, e->op.b));
     case EX_DIV:
-    case EX_MOD: return floordivmod(h, extent(h, e->op.a), extent(h, e->op.b), e->kind == EX_MOD);
+    case EX_MOD: return cg_floordivmod(h->b, extent(h, e->op.a), extent(h, e->op.b), e->kind == EX_MOD);
     case EX_MIN:
     case EX_MAX: {
         LLVMValueRef a = extent(h, e->op.a), b = extent(h, e->op.b);

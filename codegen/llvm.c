@@ -575,7 +575,8 @@ static LLVMValueRef contract(LLVMValueRef v)
     return v;
 }
 
-/* Floor division or modulo with x / 0 = 0 (and INT64_MIN / -1 = 0). */
+/* Floor division or modulo as ir/semantics.c defines them: x / 0 = x % 0
+ * = 0, x / -1 = -x (wrapping), x % -1 = 0; never an sdiv that traps. */
 static LLVMValueRef idivmod(Lower *L, LLVMValueRef a, LLVMValueRef b, Expr *be, bool mod)
 {
     LLVMBuilderRef B = L->g->b;
@@ -591,20 +592,29 @@ static LLVMValueRef idivmod(Lower *L, LLVMValueRef a, LLVMValueRef b, Expr *be, 
         return mod ? LLVMBuildAdd(B, r, LLVMBuildSelect(B, neg, b, cint(L, b, 0), ""), "")
                    : LLVMBuildSub(B, q, LLVMBuildZExt(B, neg, LLVMTypeOf(q), ""), "");
     }
-    LLVMValueRef zero = cint(L, a, 0);
-    LLVMValueRef bad = LLVMBuildOr(
-        B, LLVMBuildICmp(B, LLVMIntEQ, b, zero, ""),
-        LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, a, cint(L, a, INT64_MIN), ""),
-                     LLVMBuildICmp(B, LLVMIntEQ, b, cint(L, b, -1), ""), ""),
-        "");
-    LLVMValueRef bs = LLVMBuildSelect(B, bad, cint(L, b, 1), b, "");
+    return cg_floordivmod(B, a, b, mod);
+}
+
+LLVMValueRef cg_floordivmod(LLVMBuilderRef B, LLVMValueRef a, LLVMValueRef b, bool mod)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef zero = LLVMConstNull(t), m1 = LLVMConstAllOnes(t);
+    LLVMValueRef one = LLVMConstSub(zero, m1);
+    LLVMValueRef bz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+    LLVMValueRef bm1 = LLVMBuildICmp(B, LLVMIntEQ, b, m1, "");
+    LLVMValueRef special = LLVMBuildOr(B, bz, bm1, "");
+    LLVMValueRef bs = LLVMBuildSelect(B, special, one, b, "");
     LLVMValueRef q = LLVMBuildSDiv(B, a, bs, ""), r = LLVMBuildSRem(B, a, bs, "");
     LLVMValueRef fix = LLVMBuildAnd(
         B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
         LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildXor(B, r, bs, ""), zero, ""), "");
-    LLVMValueRef res = mod ? LLVMBuildAdd(B, r, LLVMBuildSelect(B, fix, bs, zero, ""), "")
-                           : LLVMBuildSub(B, q, LLVMBuildZExt(B, fix, LLVMTypeOf(q), ""), "");
-    return LLVMBuildSelect(B, bad, zero, res, "");
+    if (mod) {
+        LLVMValueRef res = LLVMBuildAdd(B, r, LLVMBuildSelect(B, fix, bs, zero, ""), "");
+        return LLVMBuildSelect(B, special, zero, res, "");
+    }
+    LLVMValueRef res = LLVMBuildSub(B, q, LLVMBuildZExt(B, fix, t, ""), "");
+    res = LLVMBuildSelect(B, bm1, LLVMBuildSub(B, zero, a, ""), res, "");
+    return LLVMBuildSelect(B, bz, zero, res, "");
 }
 
 static LLVMValueRef cast(Lower *L, Expr *e, LLVMValueRef a)
@@ -620,13 +630,8 @@ static LLVMValueRef cast(Lower *L, Expr *e, LLVMValueRef a)
             LLVMTypeRef over[2] = {like(L, g->i32, a), LLVMTypeOf(a)};
             r = cg_intrinsic(g, "llvm.fptosi.sat", over, 2, &a, 1);
             r = LLVMBuildSExt(g->b, r, like(L, g->i64, a), "");
-        } else if (et == g->i1) {
+        } else { /* a boolean or an integer: already one */
             r = as_int(L, a);
-        } else {
-            r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, a, cint(L, a, INT32_MAX), ""),
-                                cint(L, a, INT32_MAX), a, "");
-            r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, r, cint(L, r, INT32_MIN), ""),
-                                cint(L, r, INT32_MIN), r, "");
         }
         return e->type == DT_BOOL ? as_bool(L, r) : r;
     }
@@ -663,9 +668,7 @@ static LLVMValueRef float_op(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef 
         LLVMValueRef ex_ = fmath(L, CG_EXP, LLVMBuildFNeg(B, a, ""), NULL);
         return LLVMBuildFDiv(B, cfloat(L, a, 1.0), LLVMBuildFAdd(B, cfloat(L, a, 1.0), ex_, ""), "");
     }
-    case EX_RELU:
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, cfloat(L, a, 0.0), ""), a,
-                               cfloat(L, a, 0.0), "");
+    case EX_RELU: return fmath(L, CG_FMAX, a, cfloat(L, a, 0.0));
     case EX_GELU: {
         LLVMValueRef s = LLVMBuildFMul(B, a, cfloat(L, a, 0.70710678118654752), "");
         LLVMValueRef e1 = LLVMBuildFAdd(B, cfloat(L, a, 1.0), fmath(L, CG_ERF, s, NULL), "");

@@ -284,8 +284,8 @@ static LLVMValueRef approx_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef 
     case CG_SQRT: return intr1(g, "llvm.sqrt", a);
     case CG_FABS: return intr1(g, "llvm.fabs", a);
     case CG_FLOOR: return intr1(g, "llvm.floor", a);
-    case CG_FMIN: return intr2(g, "llvm.minnum", a, b);
-    case CG_FMAX: return intr2(g, "llvm.maxnum", a, b);
+    case CG_FMIN: return intr2(g, "llvm.minimum", a, b);
+    case CG_FMAX: return intr2(g, "llvm.maximum", a, b);
     default: break;
     }
     LLVMBuilderRef B = g->b;

@@ -16,7 +16,7 @@
  * those only) is computed and stored once: a Vals with step 0. Lanes never
  * mix: each point's value comes from exactly the operations, in exactly the
  * order, of a point-by-point walk. Every float operator rounds to f32 as
- * ir_eval_float_op does (+ - * / are written out inline, one f32 operation
+ * ir_sem_float does (+ - * / are written out inline, one f32 operation
  * each). A reduction keeps one double accumulator per lane, runs its axes as
  * nested loops, first axis outermost, and rounds to f32 at the end.
  *
@@ -365,51 +365,6 @@ static Vals eval_some(Worker *w, int id, const Batch *b, Lazy *lz)
 
 static int64_t wrap(uint64_t v) { return (int64_t)v; }
 
-static int64_t int_binop(ExprKind k, int64_t a, int64_t b)
-{
-    switch (k) {
-    case EX_ADD: return wrap((uint64_t)a + (uint64_t)b);
-    case EX_SUB: return wrap((uint64_t)a - (uint64_t)b);
-    case EX_MUL: return wrap((uint64_t)a * (uint64_t)b);
-    case EX_DIV: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : ir_floordiv(a, b);
-    case EX_MOD: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : ir_floormod(a, b);
-    case EX_MIN: return a < b ? a : b;
-    case EX_MAX: return a > b ? a : b;
-    default: IR_UNREACHABLE();
-    }
-}
-
-static int64_t int_unop(ExprKind k, int64_t a)
-{
-    switch (k) {
-    case EX_NEG: return wrap(0 - (uint64_t)a);
-    case EX_ABS: return a < 0 ? wrap(0 - (uint64_t)a) : a;
-    case EX_RELU: return a > 0 ? a : 0;
-    default: IR_UNREACHABLE();
-    }
-}
-
-static bool compare_f(ExprKind k, double a, double b)
-{
-    return k == EX_LT ? a < b : k == EX_LE ? a <= b : k == EX_EQ ? a == b : a != b;
-}
-
-static bool compare_i(ExprKind k, int64_t a, int64_t b)
-{
-    return k == EX_LT ? a < b : k == EX_LE ? a <= b : k == EX_EQ ? a == b : a != b;
-}
-
-static int64_t f32_to_i32(double f)
-{
-    if (f != f)
-        return 0;
-    if (f >= 2147483647.0)
-        return 2147483647;
-    if (f <= -2147483648.0)
-        return -2147483648LL;
-    return (int64_t)f;
-}
-
 /* Adds an index's part to the element offset of lanes 0..m-1; -1 marks a
  * lane with an index out of bounds. */
 static void add_index(int64_t *off, Vals v, int64_t ext, int64_t stride, int m)
@@ -480,17 +435,12 @@ static void combine(ReduceOp op, Val *acc, Vals v, int n)
             acc[l].f *= AT(v, l).f;
         break;
     case RD_MAX:
-        for (int l = 0; l < n; l++) {
-            double s = AT(v, l).f;
-            acc[l].f = s > acc[l].f || s != s ? s : acc[l].f;
-        }
+    case RD_MIN: {
+        ExprKind k = ir_reduce_combiner(op);
+        for (int l = 0; l < n; l++)
+            acc[l].f = ir_sem_float(k, acc[l].f, AT(v, l).f);
         break;
-    case RD_MIN:
-        for (int l = 0; l < n; l++) {
-            double s = AT(v, l).f;
-            acc[l].f = s < acc[l].f || s != s ? s : acc[l].f;
-        }
-        break;
+    }
     }
 }
 
@@ -532,7 +482,7 @@ static Vals eval(Worker *w, int id, const Batch *b)
         u = eval(w, x->a, b);
         v = eval(w, x->b, b);
         m = u.step || v.step ? n : 1;
-        /* + - * inline, as in int_binop */
+        /* + - * inline, as in ir_sem_int */
         switch (x->op) {
         case EX_ADD:
             for (int l = 0; l < m; l++)
@@ -548,7 +498,7 @@ static Vals eval(Worker *w, int id, const Batch *b)
             break;
         default:
             for (int l = 0; l < m; l++)
-                r[l].i = int_binop(x->op, AT(u, l).i, AT(v, l).i);
+                r[l].i = ir_sem_int(x->op, AT(u, l).i, AT(v, l).i);
             break;
         }
         return lanes(r, m);
@@ -556,21 +506,21 @@ static Vals eval(Worker *w, int id, const Batch *b)
         u = eval(w, x->a, b);
         m = u.step ? n : 1;
         for (int l = 0; l < m; l++)
-            r[l].i = int_unop(x->op, AT(u, l).i);
+            r[l].i = ir_sem_int(x->op, AT(u, l).i, 0);
         return lanes(r, m);
     case N_ICMP:
         u = eval(w, x->a, b);
         v = eval(w, x->b, b);
         m = u.step || v.step ? n : 1;
         for (int l = 0; l < m; l++)
-            r[l].i = compare_i(x->op, AT(u, l).i, AT(v, l).i);
+            r[l].i = ir_sem_compare_int(x->op, AT(u, l).i, AT(v, l).i);
         return lanes(r, m);
     case N_FCMP:
         u = eval(w, x->a, b);
         v = eval(w, x->b, b);
         m = u.step || v.step ? n : 1;
         for (int l = 0; l < m; l++)
-            r[l].i = compare_f(x->op, AT(u, l).f, AT(v, l).f);
+            r[l].i = ir_sem_compare(x->op, AT(u, l).f, AT(v, l).f);
         return lanes(r, m);
     case N_AND:
         u = eval(w, x->a, b);
@@ -613,7 +563,7 @@ static Vals eval(Worker *w, int id, const Batch *b)
         u = eval(w, x->a, b);
         m = u.step ? n : 1;
         for (int l = 0; l < m; l++)
-            r[l].i = f32_to_i32(AT(u, l).f);
+            r[l].i = ir_sem_f32_to_i32(AT(u, l).f);
         return lanes(r, m);
     case N_TRUNC:
         u = eval(w, x->a, b);
@@ -629,7 +579,7 @@ static Vals eval(Worker *w, int id, const Batch *b)
         u = eval(w, x->a, b);
         m = u.step ? n : 1;
         for (int l = 0; l < m; l++)
-            r[l].f = (double)(float)AT(u, l).i;
+            r[l].f = ir_sem_i2f(AT(u, l).i);
         return lanes(r, m);
     case N_WIDEN:
         u = eval(w, x->a, b);
@@ -650,12 +600,12 @@ static Vals eval(Worker *w, int id, const Batch *b)
         if (x->b < 0) {
             m = u.step ? n : 1;
             for (int l = 0; l < m; l++)
-                r[l].f = ir_eval_float_op(x->op, AT(u, l).f, 0.0);
+                r[l].f = ir_sem_float(x->op, AT(u, l).f, 0.0);
             return lanes(r, m);
         }
         v = eval(w, x->b, b);
         m = u.step || v.step ? n : 1;
-        /* + - * / inline: one f32 operation each, as in ir_eval_float_op */
+        /* + - * / inline: one f32 operation each, as in ir_sem_float */
         switch (x->op) {
         case EX_ADD:
             for (int l = 0; l < m; l++)
@@ -675,7 +625,7 @@ static Vals eval(Worker *w, int id, const Batch *b)
             break;
         default:
             for (int l = 0; l < m; l++)
-                r[l].f = ir_eval_float_op(x->op, AT(u, l).f, AT(v, l).f);
+                r[l].f = ir_sem_float(x->op, AT(u, l).f, AT(v, l).f);
             break;
         }
         return lanes(r, m);

@@ -1,7 +1,7 @@
 /* A direct interpreter of CPU-form loop IR (no barriers), for testing the
  * passes apart from code generation and for debugging schedules: every
  * loop kind runs as a plain loop, buffers are malloc'd per alloc. It shares
- * the reference's scalar semantics (ir_eval_float_op, floor division). */
+ * the reference's scalar semantics (ir/semantics.c). */
 #include "dietcode/ir.h"
 
 #include <stdlib.h>
@@ -38,45 +38,23 @@ static int64_t ev_i(LI *li, const Expr *e)
     switch (e->kind) {
     case EX_INT: return e->ival;
     case EX_VAR: return e->var->kind == VK_DIM ? li->dims[e->var->pos] : li->env[e->var->id];
-    case EX_CAST: {
-        double f = ev_f(li, e->op.a);
-        if (f != f) return 0;
-        if (f >= 2147483647.0) return 2147483647;
-        if (f <= -2147483648.0) return -2147483648LL;
-        return (int64_t)f;
-    }
-    case EX_LT: case EX_LE: case EX_EQ: case EX_NE: {
-        double x, y;
-        if (e->op.a->type == DT_F32) {
-            x = ev_f(li, e->op.a);
-            y = ev_f(li, e->op.b);
-        } else {
-            x = (double)ev_i(li, e->op.a);
-            y = (double)ev_i(li, e->op.b);
-        }
-        return e->kind == EX_LT ? x < y : e->kind == EX_LE ? x <= y : e->kind == EX_EQ ? x == y : x != y;
-    }
+    case EX_CAST: /* to an integer: of a float, or of a boolean */
+        if (e->op.a->type == DT_F32)
+            return ir_sem_f32_to_i32(ev_f(li, e->op.a));
+        return ev_i(li, e->op.a);
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
+        if (e->op.a->type == DT_F32)
+            return ir_sem_compare(e->kind, ev_f(li, e->op.a), ev_f(li, e->op.b));
+        return ir_sem_compare_int(e->kind, ev_i(li, e->op.a), ev_i(li, e->op.b));
     case EX_AND: return ev_i(li, e->op.a) && ev_i(li, e->op.b);
     case EX_OR: return ev_i(li, e->op.a) || ev_i(li, e->op.b);
     case EX_NOT: return !ev_i(li, e->op.a);
     case EX_SELECT: return ev_i(li, e->op.a) ? ev_i(li, e->op.b) : ev_i(li, e->op.c);
-    case EX_NEG: return (int64_t)(0 - (uint64_t)ev_i(li, e->op.a));
-    case EX_ABS: a = ev_i(li, e->op.a); return a < 0 ? (int64_t)(0 - (uint64_t)a) : a;
-    case EX_RELU: a = ev_i(li, e->op.a); return a > 0 ? a : 0;
     default: break;
     }
     a = ev_i(li, e->op.a);
-    b = ev_i(li, e->op.b);
-    switch (e->kind) {
-    case EX_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case EX_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-    case EX_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-    case EX_DIV: return b == 0 ? 0 : ir_floordiv(a, b);
-    case EX_MOD: return b == 0 ? 0 : ir_floormod(a, b);
-    case EX_MIN: return a < b ? a : b;
-    case EX_MAX: return a > b ? a : b;
-    default: ir_panic(__FILE__, __LINE__, "bad integer operator %s", ir_op_name(e->kind));
-    }
+    b = ir_op_arity(e->kind) == 2 ? ev_i(li, e->op.b) : 0;
+    return ir_sem_int(e->kind, a, b);
 }
 
 /* Flat offset of an access, or -1 when out of bounds. */
@@ -106,7 +84,7 @@ static double ev_f(LI *li, const Expr *e)
         }
         return b->data[off];
     }
-    case EX_CAST: return (double)(float)ev_i(li, e->op.a);
+    case EX_CAST: return ir_sem_i2f(ev_i(li, e->op.a));
     case EX_SELECT: return ev_i(li, e->op.a) ? ev_f(li, e->op.b) : ev_f(li, e->op.c);
     case EX_REDUCE: ir_panic(__FILE__, __LINE__, "reduction in loop IR");
     default: break;
@@ -115,7 +93,7 @@ static double ev_f(LI *li, const Expr *e)
         return (double)ev_i(li, e);
     double a = ev_f(li, e->op.a);
     double b = ir_op_arity(e->kind) == 2 ? ev_f(li, e->op.b) : 0.0;
-    return ir_eval_float_op(e->kind, a, b);
+    return ir_sem_float(e->kind, a, b);
 }
 
 static void run(LI *li, const Stmt *s)

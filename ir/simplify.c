@@ -199,25 +199,6 @@ static Expr *poly_expr(ExprCtx *c, Poly *p)
     return sum;
 }
 
-/* ---- integer helpers ---- */
-
-int64_t ir_floordiv(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
-}
-
-/* Without a - floordiv(a, b) * b, whose product overflows near INT64_MIN. */
-int64_t ir_floormod(int64_t a, int64_t b)
-{
-    if (b == -1)
-        return 0; /* INT64_MIN % -1 overflows */
-    int64_t r = a % b;
-    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
-}
-
 /* floor(p / c) or p mod c for a constant c > 0. */
 static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_mod)
 {
@@ -271,45 +252,6 @@ static bool fconst(const Expr *e, double *v)
     return false;
 }
 
-/* Float semantics of one operator, rounded to f32 like the kernels do. */
-double ir_eval_float_op(ExprKind k, double a, double b)
-{
-    float x = (float)a, y = (float)b, r;
-    switch (k) {
-    case EX_ADD: r = x + y; break;
-    case EX_SUB: r = x - y; break;
-    case EX_MUL: r = x * y; break;
-    case EX_DIV: r = x / y; break;
-    case EX_MOD: r = x - y * floorf(x / y); break;
-    case EX_MIN: r = fminf(x, y); break;
-    case EX_MAX: r = fmaxf(x, y); break;
-    case EX_POW: r = powf(x, y); break;
-    case EX_NEG: r = -x; break;
-    case EX_EXP: r = expf(x); break;
-    case EX_LOG: r = logf(x); break;
-    case EX_SQRT: r = sqrtf(x); break;
-    case EX_RSQRT: r = 1.0f / sqrtf(x); break;
-    case EX_TANH: r = tanhf(x); break;
-    case EX_ERF: r = erff(x); break;
-    case EX_ABS: r = fabsf(x); break;
-    case EX_SIGMOID: r = 1.0f / (1.0f + expf(-x)); break;
-    case EX_RELU: r = x > 0 ? x : 0.0f; break;
-    case EX_GELU: r = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); break;
-    default: IR_UNREACHABLE();
-    }
-    return r;
-}
-
-static bool cmp_holds(ExprKind k, double a, double b)
-{
-    switch (k) {
-    case EX_LT: return a < b;
-    case EX_LE: return a <= b;
-    case EX_EQ: return a == b;
-    case EX_NE: return a != b;
-    default: IR_UNREACHABLE();
-    }
-}
 
 /* Folds an integer comparison a K b using interval analysis. -1: unknown. */
 static int decide_cmp(ExprCtx *c, ExprKind k, Expr *a, Expr *b)
@@ -317,7 +259,7 @@ static int decide_cmp(ExprCtx *c, ExprKind k, Expr *a, Expr *b)
     Expr *d = ir_simplify(c, ir_binop(c, EX_SUB, b, a)); /* b - a */
     int64_t v;
     if (ir_is_const(d, &v))
-        return cmp_holds(k, 0, (double)v);
+        return ir_sem_compare_int(k, 0, v);
     Expr *one = ir_int(c, 1);
     switch (k) {
     case EX_LT: /* b - a >= 1 */
@@ -356,8 +298,8 @@ static Expr *fold_op(Simp *s, Expr *e)
         if (e->type != DT_I32)
             break;
         if (ir_is_const(b, &ib) && ib != 0) {
-            if (ir_is_const(a, &ia) && !(ia == INT64_MIN && ib == -1))
-                return ir_int(c, k == EX_DIV ? ir_floordiv(ia, ib) : ir_floormod(ia, ib));
+            if (ir_is_const(a, &ia))
+                return ir_int(c, ir_sem_int(k, ia, ib));
             if (ib == 1)
                 return k == EX_DIV ? a : ir_int(c, 0);
             if (ib > 0)
@@ -377,7 +319,7 @@ static Expr *fold_op(Simp *s, Expr *e)
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         if (a->type == DT_F32) {
             if (fconst(a, &fa) && fconst(b, &fb))
-                return ir_bool(c, cmp_holds(k, fa, fb));
+                return ir_bool(c, ir_sem_compare(k, fa, fb));
             return e;
         }
         if (a == b)
@@ -405,8 +347,8 @@ static Expr *fold_op(Simp *s, Expr *e)
         return b == x ? b : e;
     case EX_ABS: case EX_RELU:
         if (e->type == DT_I32) {
-            if (ir_is_const(a, &ia) && ia != INT64_MIN) /* -INT64_MIN overflows */
-                return ir_int(c, k == EX_ABS ? (ia < 0 ? -ia : ia) : (ia > 0 ? ia : 0));
+            if (ir_is_const(a, &ia))
+                return ir_int(c, ir_sem_int(k, ia, 0));
             Interval iv = ir_interval(c, a, RANGE_OPEN);
             if (iv.lo >= 0)
                 return a;
@@ -422,9 +364,9 @@ static Expr *fold_op(Simp *s, Expr *e)
         return e;
     /* float arithmetic */
     if (ir_op_arity(k) == 1 && fconst(a, &fa))
-        return ir_float(c, ir_eval_float_op(k, fa, 0));
+        return ir_float(c, ir_sem_float(k, fa, 0));
     if (ir_op_arity(k) == 2 && fconst(a, &fa) && fconst(b, &fb))
-        return ir_float(c, ir_eval_float_op(k, fa, fb));
+        return ir_float(c, ir_sem_float(k, fa, fb));
     if (k == EX_MUL && fconst(b, &fb) && fb == 1.0) return a;
     if (k == EX_MUL && fconst(a, &fa) && fa == 1.0) return b;
     if ((k == EX_ADD || k == EX_SUB) && fconst(b, &fb) && fb == 0.0) return a;
@@ -438,16 +380,9 @@ static Expr *fold_cast(ExprCtx *c, Expr *e, Expr *a)
     int64_t v;
     double f;
     if (e->type == DT_F32 && ir_is_const(a, &v))
-        return ir_float(c, (double)v);
-    if (e->type == DT_I32 && fconst(a, &f)) {
-        if (f != f)
-            return ir_int(c, 0);
-        if (f >= 2147483647.0)
-            return ir_int(c, 2147483647);
-        if (f <= -2147483648.0)
-            return ir_int(c, -2147483648LL);
-        return ir_int(c, (int64_t)f);
-    }
+        return ir_float(c, ir_sem_i2f(v));
+    if (e->type == DT_I32 && fconst(a, &f))
+        return ir_int(c, ir_sem_f32_to_i32(f));
     return a == e->op.a ? e : ir_cast(c, e->type, a);
 }
 

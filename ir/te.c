@@ -93,28 +93,19 @@ Var *ir_te_find_dim(const TeProgram *p, const char *name)
 
 int64_t ir_eval_dims(const Expr *e, const int64_t *dims)
 {
-    int64_t a, b, r = 0;
+    int64_t a, b;
     switch (e->kind) {
     case EX_INT: return e->ival;
     case EX_VAR:
         IR_ASSERT(e->var->kind == VK_DIM);
         return dims[e->var->pos];
-    case EX_NEG: return (int64_t)(0 - (uint64_t)ir_eval_dims(e->op.a, dims));
-    default: break;
-    }
-    a = ir_eval_dims(e->op.a, dims);
-    b = ir_eval_dims(e->op.b, dims);
-    switch (e->kind) {
-    case EX_ADD: r = (int64_t)((uint64_t)a + (uint64_t)b); break;
-    case EX_SUB: r = (int64_t)((uint64_t)a - (uint64_t)b); break;
-    case EX_MUL: r = (int64_t)((uint64_t)a * (uint64_t)b); break;
-    case EX_DIV: r = b ? ir_floordiv(a, b) : 0; break;
-    case EX_MOD: r = b ? ir_floormod(a, b) : 0; break;
-    case EX_MIN: r = a < b ? a : b; break;
-    case EX_MAX: r = a > b ? a : b; break;
+    case EX_NEG: return ir_sem_int(EX_NEG, ir_eval_dims(e->op.a, dims), 0);
+    case EX_ADD: case EX_SUB: case EX_MUL: case EX_DIV: case EX_MOD: case EX_MIN: case EX_MAX:
+        a = ir_eval_dims(e->op.a, dims);
+        b = ir_eval_dims(e->op.b, dims);
+        return ir_sem_int(e->kind, a, b);
     default: ir_panic(__FILE__, __LINE__, "not a size expression: %s", ir_op_name(e->kind));
     }
-    return r;
 }
 
 /* Evaluates an extent exactly; false if any step overflows int64. */

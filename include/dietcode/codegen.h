@@ -177,6 +177,9 @@ LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int
 /* Calls float NAME(float) from the C library on each lane of x. */
 LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x);
 LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
+/* Integer floor division (mod false) or modulo of i64 scalars or vectors,
+ * with ir/semantics.c's rules for 0 and -1 divisors. */
+LLVMValueRef cg_floordivmod(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, bool mod);
 
 /* ---- codegen/jit.c: compiling and running on the host ---- */
 

@@ -274,8 +274,19 @@ Expr *ir_outer_reduce(Expr *e);
 
 /* ir/simplify.c: canonical forms and constant folding */
 Expr *ir_simplify(ExprCtx *c, Expr *e);
-/* The f32 semantics of one float operator (arity 1 or 2), as kernels compute it. */
-double ir_eval_float_op(ExprKind k, double a, double b);
+
+/* ir/semantics.c: the one table of scalar semantics (integer division by
+ * 0 and by -1, floor rounding, saturating i32(), NaN-propagating max and
+ * min...), which every C evaluator calls and codegen emits; the file's
+ * opening comment is the table. */
+/* An integer operator of arity 1 (b ignored) or 2. */
+int64_t ir_sem_int(ExprKind k, int64_t a, int64_t b);
+/* A float operator of arity 1 (b ignored) or 2 on f32 values, rounded to f32. */
+double ir_sem_float(ExprKind k, double a, double b);
+bool ir_sem_compare(ExprKind k, double a, double b);        /* < <= == != */
+bool ir_sem_compare_int(ExprKind k, int64_t a, int64_t b);
+int64_t ir_sem_f32_to_i32(double f);     /* i32() of a float: truncating, saturating, NaN 0 */
+double ir_sem_i2f(int64_t a);            /* f32() of an integer */
 int64_t ir_floordiv(int64_t a, int64_t b);
 int64_t ir_floormod(int64_t a, int64_t b);
 

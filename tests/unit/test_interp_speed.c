@@ -80,8 +80,8 @@ static int64_t naive_i(Naive *it, const Expr *e)
     case EX_ADD: return wrap((uint64_t)a + (uint64_t)b);
     case EX_SUB: return wrap((uint64_t)a - (uint64_t)b);
     case EX_MUL: return wrap((uint64_t)a * (uint64_t)b);
-    case EX_DIV: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : ir_floordiv(a, b);
-    case EX_MOD: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : ir_floormod(a, b);
+    case EX_DIV: return ir_floordiv(a, b);
+    case EX_MOD: return ir_floormod(a, b);
     case EX_MIN: return a < b ? a : b;
     case EX_MAX: return a > b ? a : b;
     default: fail_msg("bad integer operator %s", ir_op_name(e->kind));
@@ -112,8 +112,8 @@ static void naive_reduce(Naive *it, const Expr *e, int k, double *acc)
         switch (e->red.op) {
         case RD_SUM: *acc += v; break;
         case RD_PROD: *acc *= v; break;
-        case RD_MAX: *acc = v > *acc || v != v ? v : *acc; break;
-        case RD_MIN: *acc = v < *acc || v != v ? v : *acc; break;
+        case RD_MAX: *acc = ir_sem_float(EX_MAX, *acc, v); break;
+        case RD_MIN: *acc = ir_sem_float(EX_MIN, *acc, v); break;
         }
         return;
     }
@@ -146,7 +146,7 @@ static double naive_f(Naive *it, const Expr *e)
         return (double)naive_i(it, e);
     double a = naive_f(it, e->op.a);
     double b = ir_op_arity(e->kind) == 2 ? naive_f(it, e->op.b) : 0.0;
-    return ir_eval_float_op(e->kind, a, b);
+    return ir_sem_float(e->kind, a, b);
 }
 
 /* The oracle's ir_interp: 0, or -1 naming the tensor read out of bounds. */

@@ -1,0 +1,160 @@
+/* The scalar semantics of the language: one table, every evaluator.
+ *
+ * Each operator's meaning on integers and on floats is written here once,
+ * as plain C, and everything that evaluates an expression in C calls it:
+ * the simplifier's constant folding, the extents of ir_eval_dims, the
+ * reference interpreter and the loop-IR interpreter. Code generation
+ * (codegen/llvm.c, and the host function of codegen/host.c through it)
+ * emits the same rules as LLVM IR; tests/unit/test_semantics.c runs every
+ * corner case below through the JIT, the loop interpreter and the
+ * reference and requires the same bits.
+ *
+ * Integers (the language's i32 is computed in 64 bits; a value leaves that
+ * range only through wrapping arithmetic on large literals):
+ *   + - * and negation wrap (two's complement); abs(INT64_MIN) = INT64_MIN
+ *   a / b  floor division (rounds toward minus infinity); a / 0 = 0;
+ *          a / -1 = -a, wrapping, so INT64_MIN / -1 = INT64_MIN
+ *   a % b  floor modulo (the sign of b), a - b * (a / b); a % 0 = 0; a % -1 = 0
+ *   min max as written; relu(a) = max(a, 0)
+ *   i32(a) of an integer is a itself (integers are i32 already)
+ *   i32(x) of a float: truncates toward zero, saturates, NaN is 0
+ *   f32(a) of an integer: rounded to the nearest f32
+ *
+ * Floats are IEEE 754 binary32, each operator rounded to f32:
+ *   + - * / as IEEE; a % b = a - b * floor(a / b), each step rounded
+ *   max min: IEEE 754-2019 maximum and minimum, as numpy's maximum and
+ *          minimum: NaN if either operand is NaN, and +0 > -0; so a max or
+ *          min reduction over values with a NaN is NaN
+ *   relu(x) = max(x, 0) (so relu(NaN) is NaN); abs; negation
+ *   exp log sqrt pow tanh erf: the C library's f32 functions (the GPU's
+ *          libdevice or its approximations differ in the last bits)
+ *   rsqrt(x) = 1 / sqrt(x); sigmoid(x) = 1 / (1 + exp(-x));
+ *   gelu(x) = 0.5 * x * (1 + erf(x * 0.70710678))
+ *   comparisons are ordered: with a NaN, < <= == are false and != true
+ */
+#include "dietcode/ir.h"
+
+static int64_t wrap(uint64_t v) { return (int64_t)v; }
+
+int64_t ir_floordiv(int64_t a, int64_t b)
+{
+    if (b == 0)
+        return 0;
+    if (b == -1)
+        return wrap(0 - (uint64_t)a);
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+int64_t ir_floormod(int64_t a, int64_t b)
+{
+    if (b == 0 || b == -1)
+        return 0;
+    int64_t r = a % b;
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
+int64_t ir_sem_int(ExprKind k, int64_t a, int64_t b)
+{
+    switch (k) {
+    case EX_ADD: return wrap((uint64_t)a + (uint64_t)b);
+    case EX_SUB: return wrap((uint64_t)a - (uint64_t)b);
+    case EX_MUL: return wrap((uint64_t)a * (uint64_t)b);
+    case EX_DIV: return ir_floordiv(a, b);
+    case EX_MOD: return ir_floormod(a, b);
+    case EX_MIN: return a < b ? a : b;
+    case EX_MAX: return a > b ? a : b;
+    case EX_NEG: return wrap(0 - (uint64_t)a);
+    case EX_ABS: return a < 0 ? wrap(0 - (uint64_t)a) : a;
+    case EX_RELU: return a > 0 ? a : 0;
+    default: ir_panic(__FILE__, __LINE__, "no integer semantics for %s", ir_op_name(k));
+    }
+}
+
+int64_t ir_sem_f32_to_i32(double f)
+{
+    if (f != f)
+        return 0;
+    if (f >= 2147483647.0)
+        return INT32_MAX;
+    if (f <= -2147483648.0)
+        return INT32_MIN;
+    return (int64_t)f;
+}
+
+double ir_sem_i2f(int64_t a) { return (float)a; }
+
+/* IEEE 754-2019 maximum / minimum on f32 values. */
+static float maximum(float x, float y)
+{
+    if (x != x || y != y)
+        return NAN;
+    if (x == y) /* +0 and -0: the positive one */
+        return signbit(x) ? y : x;
+    return x > y ? x : y;
+}
+
+static float minimum(float x, float y)
+{
+    if (x != x || y != y)
+        return NAN;
+    if (x == y)
+        return signbit(x) ? x : y;
+    return x < y ? x : y;
+}
+
+double ir_sem_float(ExprKind k, double a, double b)
+{
+    float x = (float)a, y = (float)b, r;
+    switch (k) {
+    case EX_ADD: r = x + y; break;
+    case EX_SUB: r = x - y; break;
+    case EX_MUL: r = x * y; break;
+    case EX_DIV: r = x / y; break;
+    case EX_MOD: {
+        float q = floorf(x / y), m = y * q;
+        r = x - m;
+        break;
+    }
+    case EX_MIN: r = minimum(x, y); break;
+    case EX_MAX: r = maximum(x, y); break;
+    case EX_POW: r = powf(x, y); break;
+    case EX_NEG: r = -x; break;
+    case EX_EXP: r = expf(x); break;
+    case EX_LOG: r = logf(x); break;
+    case EX_SQRT: r = sqrtf(x); break;
+    case EX_RSQRT: r = 1.0f / sqrtf(x); break;
+    case EX_TANH: r = tanhf(x); break;
+    case EX_ERF: r = erff(x); break;
+    case EX_ABS: r = fabsf(x); break;
+    case EX_SIGMOID: r = 1.0f / (1.0f + expf(-x)); break;
+    case EX_RELU: r = maximum(x, 0.0f); break;
+    case EX_GELU: r = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); break;
+    default: ir_panic(__FILE__, __LINE__, "no float semantics for %s", ir_op_name(k));
+    }
+    return r;
+}
+
+bool ir_sem_compare(ExprKind k, double a, double b)
+{
+    switch (k) {
+    case EX_LT: return a < b;
+    case EX_LE: return a <= b;
+    case EX_EQ: return a == b;
+    case EX_NE: return a != b;
+    default: ir_panic(__FILE__, __LINE__, "%s is not a comparison", ir_op_name(k));
+    }
+}
+
+bool ir_sem_compare_int(ExprKind k, int64_t a, int64_t b)
+{
+    switch (k) {
+    case EX_LT: return a < b;
+    case EX_LE: return a <= b;
+    case EX_EQ: return a == b;
+    case EX_NE: return a != b;
+    default: ir_panic(__FILE__, __LINE__, "%s is not a comparison", ir_op_name(k));
+    }
+}
