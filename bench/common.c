@@ -45,3 +45,10 @@ void bench_openblas_coretype(char **argv)
 
 const char *bench_openblas_core(void) { return openblas_get_corename(); }
 void bench_openblas_threads(int n) { openblas_set_num_threads(n); }
+
+void bench_dcrt_threads(int n)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    setenv("DCRT_NUM_THREADS", v, 1);
+}

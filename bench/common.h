@@ -11,5 +11,7 @@ double bench_median_ms(int reps, void (*run)(void *), void *ctx);
 void bench_openblas_coretype(char **argv);
 const char *bench_openblas_core(void);
 void bench_openblas_threads(int n);
+/* Threads for dcc's objects (libdcrt's pool reads DCRT_NUM_THREADS once). */
+void bench_dcrt_threads(int n);
 
 #endif

@@ -10,7 +10,7 @@
  * GFLOP/s of both per shape and the geometric mean of dcc / OpenBLAS. Not a
  * test: timing decides nothing here.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
@@ -50,8 +50,7 @@ static int64_t next_T(int64_t T, int step)
 }
 
 typedef struct Case {
-    CgProgram *cp;
-    RtPool *pool;
+    ExCpu *cp;
     int64_t T, N, K;
     float *bufs[3];
 } Case;
@@ -61,7 +60,7 @@ static void run_dcc(void *ctx)
     Case *c = ctx;
     int64_t dims[1] = {c->T};
     char err[256];
-    if (cg_program_run_on(c->cp, c->pool, dims, c->bufs, err, sizeof err) != 0) {
+    if (ex_cpu_run(c->cp, dims, c->bufs, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "dense: %s\n", err);
         exit(1);
     }
@@ -94,7 +93,7 @@ int main(int argc, char **argv)
         return 2;
     }
     bench_openblas_threads(threads);
-    RtPool *pool = rt_pool_new(threads);
+    bench_dcrt_threads(threads);
     printf("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s), %d threads for both\n",
            bench_openblas_core(), getenv("OPENBLAS_CORETYPE"), threads);
     static const int64_t shapes[4][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
@@ -114,7 +113,7 @@ int main(int argc, char **argv)
         }
         char err[512];
         LoopProgram *lp = pass_run_pipeline(p, use, &ti, NULL, err, sizeof err);
-        CgProgram *cp = lp ? cg_jit_compile(lp, err, sizeof err) : NULL;
+        ExCpu *cp = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
         if (!cp) {
             fprintf(stderr, "dense: %s\n", err);
             return 1;
@@ -139,11 +138,11 @@ int main(int argc, char **argv)
         for (int64_t T = 1; T <= 128; T = next_T(T, step))
             Ts[nt++] = T;
         for (int i = 0; i < nt; i++) {
-            Case c = {cp, pool, Ts[i], N, K, {X, W, Y}};
+            Case c = {cp, Ts[i], N, K, {X, W, Y}};
             td[i] = bench_median_ms(reps, run_dcc, &c);
         }
         for (int i = 0; i < nt; i++) {
-            Case c = {cp, pool, Ts[i], N, K, {X, W, Y}};
+            Case c = {cp, Ts[i], N, K, {X, W, Y}};
             tb[i] = bench_median_ms(reps, run_blas, &c);
         }
         for (int i = 0; i < nt; i++) {
@@ -156,10 +155,9 @@ int main(int argc, char **argv)
         free(X);
         free(W);
         free(Y);
-        cg_program_destroy(cp);
+        ex_cpu_destroy(cp);
         ir_te_destroy(p);
     }
     printf("\ngeometric mean of dcc / OpenBLAS over %d shapes: %.2fx\n", count, exp(logsum / count));
-    rt_pool_destroy(pool);
     return 0;
 }

@@ -17,7 +17,7 @@
  * --keep DIR keeps the two records files there (a rerun with the same DIR
  * reuses them, so its tuning times are not comparable). Not a test.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
@@ -33,26 +33,23 @@
 #include <unistd.h>
 
 typedef struct Prog {
-    Arena *arena;
-    Source src;
+    FeUnit u;
     TeProgram *p;
 } Prog;
 
 static Prog load(const char *path)
 {
-    Prog g = {ir_arena_new(), {0}, NULL};
+    Prog g;
     char err[512];
-    if (fe_read_source(g.arena, path, &g.src, err, sizeof err) != 0) {
-        fprintf(stderr, "tuning: %s\n", err);
+    int rc = fe_load(path, &g.u, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0)
+            fprintf(stderr, "tuning: %s\n", err);
+        else
+            ir_diags_print(&g.u.diags, stderr);
         exit(1);
     }
-    DiagList d;
-    ir_diags_init(&d, g.arena, &g.src);
-    g.p = fe_compile(&g.src, "bert_qkv", &d);
-    if (!g.p) {
-        ir_diags_print(&d, stderr);
-        exit(1);
-    }
+    g.p = g.u.prog;
     return g;
 }
 
@@ -72,7 +69,7 @@ static void warn(void *ud, const char *msg)
 typedef struct Tuned {
     double seconds;
     int trials, select;
-    CgProgram *cp;
+    ExCpu *cp;
 } Tuned;
 
 static Tuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const char *records)
@@ -98,7 +95,7 @@ static Tuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const c
     LoopProgram *lp = NULL;
     if (srch_schedule_from_records(g->p, records, "cpu", sched, NULL, err, sizeof err) != 0 ||
         !(lp = pass_run_pipeline_sched(g->p, sched, &ti, NULL, err, sizeof err)) ||
-        !(t.cp = cg_jit_compile(lp, err, sizeof err))) {
+        !(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
         fprintf(stderr, "tuning: %s\n", err);
         exit(1);
     }
@@ -106,7 +103,7 @@ static Tuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const c
 }
 
 typedef struct Case {
-    CgProgram *cp;
+    ExCpu *cp;
     int64_t T;
     float **bufs; /* X W b Y */
 } Case;
@@ -116,7 +113,7 @@ static void run_dcc(void *ctx)
     Case *c = ctx;
     int64_t dims[1] = {c->T};
     char err[256];
-    if (cg_program_run(c->cp, dims, c->bufs, err, sizeof err) != 0) {
+    if (ex_cpu_run(c->cp, dims, c->bufs, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "tuning: %s\n", err);
         exit(1);
     }
@@ -225,8 +222,8 @@ int main(int argc, char **argv)
            lb / lj, lb / ls);
     for (int i = 0; i < 4; i++)
         free(bufs[i]);
-    cg_program_destroy(joint.cp);
-    cg_program_destroy(shape.cp);
+    ex_cpu_destroy(joint.cp);
+    ex_cpu_destroy(shape.cp);
     if (!keep) {
         unlink(rec_joint);
         unlink(rec_shape);

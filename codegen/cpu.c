@@ -1,4 +1,7 @@
-/* The CPU target's hooks: kernels for the host processor.
+/* The CPU target's hooks: kernels for x86-64 processors, the host's (what
+ * the JIT runs) or a named instruction set (what objects hold, one set of
+ * kernels per --arch entry, picked at run time by libdcrt from the CPU's
+ * x86-64 level: runtime/dcrt.c).
  *
  * Each kernel becomes two functions. NAME is the C ABI entry point
  * (dims, bufs, block_begin, block_end); it loads every dim and buffer
@@ -51,7 +54,7 @@ static void target_attrs(CgFn *g, LLVMValueRef fn)
 static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
 {
     const TeProgram *te = g->lp->te;
-    int nd = te->ndims, nt = te->ntensors, np = nd + nt + 2;
+    int nd = te->ndims, nt = g->lp->nbuffers, np = nd + nt + 2;
     LLVMTypeRef *pt = calloc((size_t)np, sizeof *pt);
     if (!pt)
         ir_panic(__FILE__, __LINE__, "out of memory");
@@ -75,7 +78,7 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
                           strlen(te->dims[i]->name));
     for (int i = 0; i < nt; i++) {
         LLVMValueRef p = LLVMGetParam(body, (unsigned)(nd + i));
-        LLVMSetValueName2(p, te->tensors[i]->name, strlen(te->tensors[i]->name));
+        LLVMSetValueName2(p, g->lp->buffers[i]->name, strlen(g->lp->buffers[i]->name));
         LLVMAddAttributeAtIndex(body, (unsigned)(nd + i + 1),
                                 LLVMCreateEnumAttribute(g->cx, noalias, 0));
     }
@@ -155,6 +158,53 @@ static void copy_msg(char *dst, size_t n, char *msg)
     LLVMDisposeMessage(msg);
 }
 
+/* The x86-64 level a feature string ("+avx2,-avx512f,...") reaches. */
+static int features_level(const char *f)
+{
+    static const char *const need[][6] = {
+        {"+sse3", "+ssse3", "+sse4.1", "+sse4.2", "+popcnt", NULL},
+        {"+avx", "+avx2", "+bmi", "+bmi2", "+fma", NULL},
+        {"+avx512f", "+avx512bw", "+avx512cd", "+avx512dq", "+avx512vl", NULL},
+    };
+    int level = 1;
+    for (int l = 0; l < 3; l++) {
+        for (int i = 0; need[l][i]; i++) {
+            size_t n = strlen(need[l][i]);
+            bool found = false;
+            for (const char *p = f; (p = strstr(p, need[l][i])); p += n)
+                if ((p == f || p[-1] == ',') && (p[n] == ',' || p[n] == 0))
+                    found = true;
+            if (!found)
+                return level;
+        }
+        level = l + 2;
+    }
+    return level;
+}
+
+/* x86-64 CPUs by LLVM's names and the level their instruction sets reach. */
+static const struct {
+    const char *name;
+    int level;
+} cpus[] = {
+    {"x86-64", 1}, {"core2", 1}, {"penryn", 1},
+    {"x86-64-v2", 2}, {"nehalem", 2}, {"corei7", 2}, {"westmere", 2}, {"sandybridge", 2},
+    {"corei7-avx", 2}, {"ivybridge", 2}, {"core-avx-i", 2}, {"silvermont", 2}, {"goldmont", 2},
+    {"goldmont-plus", 2}, {"tremont", 2}, {"btver2", 2}, {"bdver1", 2}, {"bdver2", 2},
+    {"bdver3", 2},
+    {"x86-64-v3", 3}, {"haswell", 3}, {"core-avx2", 3}, {"broadwell", 3}, {"skylake", 3},
+    {"alderlake", 3}, {"raptorlake", 3}, {"meteorlake", 3}, {"arrowlake", 3}, {"lunarlake", 3},
+    {"gracemont", 3}, {"sierraforest", 3}, {"grandridge", 3}, {"znver1", 3}, {"znver2", 3},
+    {"znver3", 3},
+    {"x86-64-v4", 4}, {"skylake-avx512", 4}, {"skx", 4}, {"cascadelake", 4}, {"cooperlake", 4},
+    {"cannonlake", 4}, {"icelake-client", 4}, {"icelake-server", 4}, {"tigerlake", 4},
+    {"rocketlake", 4}, {"sapphirerapids", 4}, {"emeraldrapids", 4}, {"graniterapids", 4},
+    {"znver4", 4}, {"znver5", 4},
+};
+
+static pthread_mutex_t arch_mu = PTHREAD_MUTEX_INITIALIZER;
+static CgTarget named[sizeof cpus / sizeof *cpus];
+
 static void host_init(void)
 {
     LLVMInitializeNativeTarget();
@@ -167,6 +217,8 @@ static void host_init(void)
         .triple = host_triple,
         .cpu = host_cpu,
         .features = host_features,
+        .arch = "native",
+        .level = features_level(host_features),
         .kernel_begin = cpu_kernel_begin,
         .kernel_end = cpu_kernel_end,
         .loop_range = cpu_loop_range,
@@ -180,4 +232,70 @@ const CgTarget *cg_target_cpu(void)
 {
     pthread_once(&host_once, host_init);
     return &host;
+}
+
+const CgTarget *cg_target_cpu_arch(const char *arch, char *err, size_t errlen)
+{
+    const CgTarget *h = cg_target_cpu();
+    if (strcmp(arch, "native") == 0)
+        return h;
+    for (size_t i = 0; i < sizeof cpus / sizeof *cpus; i++) {
+        if (strcmp(arch, cpus[i].name) != 0)
+            continue;
+        pthread_mutex_lock(&arch_mu);
+        if (!named[i].name) {
+            named[i] = *h;
+            named[i].triple = "x86_64-pc-linux-gnu";
+            named[i].cpu = cpus[i].name;
+            named[i].features = "";
+            named[i].arch = cpus[i].name;
+            named[i].level = cpus[i].level;
+        }
+        pthread_mutex_unlock(&arch_mu);
+        return &named[i];
+    }
+    snprintf(err, errlen,
+             "unknown --arch '%s' for the cpu target (expected native, x86-64, x86-64-v2, "
+             "x86-64-v3, x86-64-v4 or an x86-64 CPU name such as skylake-avx512 or znver4)",
+             arch);
+    return NULL;
+}
+
+int cg_cpu_arch_list(const char *list, const CgTarget **out, int max, char *err, size_t errlen)
+{
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char name[64];
+        if (len == 0 || len >= sizeof name) {
+            snprintf(err, errlen, "--arch expects a comma-separated list of names, got '%s'", list);
+            return -1;
+        }
+        memcpy(name, p, len);
+        name[len] = 0;
+        const CgTarget *t = cg_target_cpu_arch(name, err, errlen);
+        if (!t)
+            return -1;
+        bool dup = false;
+        for (int i = 0; i < n; i++)
+            dup |= out[i] == t;
+        if (!dup) {
+            if (n == max) {
+                snprintf(err, errlen, "--arch names more than %d instruction sets", max);
+                return -1;
+            }
+            /* highest level first; the given order among equals */
+            int at = n;
+            while (at > 0 && out[at - 1]->level < t->level)
+                at--;
+            memmove(&out[at + 1], &out[at], sizeof *out * (size_t)(n - at));
+            out[at] = t;
+            n++;
+        }
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    return n;
 }

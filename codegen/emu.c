@@ -16,12 +16,9 @@
  * arrived (the call is `convergent`, so LLVM does not duplicate it into
  * divergent paths); shared buffers are 64-byte aligned offsets into the
  * block's shared buffer, laid out in the order the kernel allocates them
- * (cg_emu_shared_bytes); math is the CPU target's. Kernels are compiled by
- * the process-wide JIT (codegen/jit.c) and cached like CPU kernels.
- *
- * Running a program runs, per stage, the blocks of the kernel its dispatch
- * picks, each block as k->nthreads fibers, over a thread pool when one is
- * given (each worker its own fibers).
+ * (cg_emu_shared_bytes); math is the CPU target's. exec/emu.c compiles a
+ * program's kernels with these hooks (cg_kernels_module) and runs its
+ * plan, each block as k->nthreads fibers.
  */
 #include "dietcode/codegen.h"
 
@@ -100,7 +97,7 @@ int64_t cg_emu_shared_bytes(const Kernel *k)
 }
 
 /* Fiber stack for k: room for its per-thread buffers, twice over. */
-static size_t stack_bytes(const Kernel *k)
+size_t cg_emu_stack_bytes(const Kernel *k)
 {
     Layout L = {.want_off = -1};
     layout(k->body, 1, &L);
@@ -121,7 +118,7 @@ static void emu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     g->fn = fn;
     g->entry = LLVMAppendBasicBlockInContext(g->cx, fn, "entry");
     LLVMPositionBuilderAtEnd(g->b, g->entry);
-    for (int i = 0; i < te->ndims + te->ntensors; i++) {
+    for (int i = 0; i < te->ndims + g->lp->nbuffers; i++) {
         bool isdim = i < te->ndims;
         LLVMTypeRef ty = isdim ? g->i64 : g->ptr;
         LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)(isdim ? i : i - te->ndims), 0);
@@ -209,120 +206,4 @@ const CgTarget *cg_target_emu(void)
 {
     pthread_once(&emu_once, emu_init);
     return &emu;
-}
-
-/* ---- compiling and running ---- */
-
-typedef struct EmuKernel {
-    CgEmuKernelFn fn;
-    size_t shared, stack;
-    int nthreads;
-} EmuKernel;
-
-struct CgEmuProgram {
-    const LoopProgram *lp;
-    int n;
-    EmuKernel *k;
-};
-
-CgEmuProgram *cg_emu_compile(const LoopProgram *lp, char *err, size_t errlen)
-{
-    CgEmuProgram *p = calloc(1, sizeof *p);
-    if (!p || !(p->k = calloc((size_t)lp->nkernels + 1, sizeof *p->k))) {
-        free(p);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    p->lp = lp;
-    p->n = lp->nkernels;
-    for (int i = 0; i < lp->nkernels; i++) {
-        const Kernel *k = lp->kernels[i];
-        if (k->nthreads < 1 || k->nthreads > RT_SIMT_MAX_THREADS) {
-            snprintf(err, errlen, "kernel %s: %d threads per block", k->name, k->nthreads);
-            cg_emu_program_destroy(p);
-            return NULL;
-        }
-        void *fn = cg_jit_kernel(cg_target_emu(), lp, k, err, errlen);
-        if (!fn) {
-            cg_emu_program_destroy(p);
-            return NULL;
-        }
-        p->k[i] = (EmuKernel){(CgEmuKernelFn)(uintptr_t)fn, (size_t)cg_emu_shared_bytes(k),
-                              stack_bytes(k), k->nthreads};
-    }
-    return p;
-}
-
-void cg_emu_program_destroy(CgEmuProgram *p)
-{
-    if (!p)
-        return;
-    free(p->k);
-    free(p);
-}
-
-typedef struct EmuRun {
-    const EmuKernel *k;
-    RtSimtKernel rk;
-    const int64_t *dims;
-    float *const *bufs;
-    atomic_int failed;
-    pthread_mutex_t mu;
-    char *err;
-    size_t errlen;
-} EmuRun;
-
-/* One GPU thread: the simt entry calling the kernel's ABI. */
-static void thread_entry(void *args, int64_t block, int64_t thread, void *shared)
-{
-    EmuRun *r = args;
-    r->k->fn(r->dims, r->bufs, block, thread, shared);
-}
-
-static void run_blocks(void *ctx, int64_t begin, int64_t end)
-{
-    EmuRun *r = ctx;
-    char err[512];
-    for (int64_t b = begin; b < end && !atomic_load(&r->failed); b++) {
-        if (rt_simt_run_block(&r->rk, b, r->k->nthreads, r->k->shared, r, err, sizeof err) == 0)
-            continue;
-        pthread_mutex_lock(&r->mu);
-        if (!atomic_load(&r->failed))
-            snprintf(r->err, r->errlen, "%s", err);
-        atomic_store(&r->failed, 1);
-        pthread_mutex_unlock(&r->mu);
-    }
-}
-
-int cg_emu_program_run(CgEmuProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
-                       char *err, size_t errlen)
-{
-    const TeProgram *te = p->lp->te;
-    if (!ir_check_dims(te, dims, err, errlen))
-        return -1;
-    for (int i = 0; i < te->ntensors; i++)
-        if (p->lp->materialized[i] && !bufs[i]) {
-            snprintf(err, errlen, "no buffer for tensor %s", te->tensors[i]->name);
-            return -1;
-        }
-    for (int s = 0; s < p->lp->nstages; s++) {
-        int i = ir_stage_kernel(p->lp, s, dims);
-        EmuRun r = {.k = &p->k[i], .rk = {thread_entry, p->k[i].stack}, .dims = dims,
-                    .bufs = bufs, .err = err, .errlen = errlen};
-        atomic_init(&r.failed, 0);
-        pthread_mutex_init(&r.mu, NULL);
-        int64_t nblocks = ir_eval_dims(p->lp->kernels[i]->body->loop.var->extent, dims);
-        if (pool)
-            rt_pool_run(pool, nblocks, run_blocks, &r);
-        else
-            run_blocks(&r, 0, nblocks);
-        pthread_mutex_destroy(&r.mu);
-        if (atomic_load(&r.failed)) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", err);
-            snprintf(err, errlen, "kernel %s: %s", p->lp->kernels[i]->name, why);
-            return -1;
-        }
-    }
-    return 0;
 }

@@ -30,9 +30,6 @@
  */
 #include "dietcode/codegen.h"
 
-#include <llvm-c/Analysis.h>
-#include <llvm-c/Transforms/PassBuilder.h>
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,7 +391,7 @@ static Access classify(Lower *L, Expr *f, Expr **base)
 static LLVMValueRef buffer_ptr(Lower *L, const Tensor *t)
 {
     if (t->scope == MS_GLOBAL) {
-        IR_ASSERT(t->id >= 0 && t->id < L->g->lp->te->ntensors && L->g->lp->te->tensors[t->id] == t);
+        IR_ASSERT(t->id >= 0 && t->id < L->g->lp->nbuffers && L->g->lp->buffers[t->id] == t);
         return L->g->bufv[t->id];
     }
     return local_buf(L, t)->p;
@@ -1001,7 +998,7 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
         .ptr = LLVMPointerTypeInContext(cx, 0), .voidt = LLVMVoidTypeInContext(cx),
     };
     g.dimv = calloc((size_t)te->ndims + 1, sizeof *g.dimv);
-    g.bufv = calloc((size_t)te->ntensors + 1, sizeof *g.bufv);
+    g.bufv = calloc((size_t)lp->nbuffers + 1, sizeof *g.bufv);
     Lower L = {.g = &g, .nvars = ir_var_count(te->ctx)};
     L.env = calloc((size_t)L.nvars + 1, sizeof *L.env);
     if (!g.dimv || !g.bufv || !L.env)
@@ -1017,135 +1014,4 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     free(L.bufs);
     free(L.vlets);
     free(L.memo);
-}
-
-LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen)
-{
-    LLVMTargetRef target;
-    char *msg = NULL;
-    if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
-        snprintf(err, errlen, "no LLVM target for %s: %s", t->triple, msg ? msg : "?");
-        LLVMDisposeMessage(msg);
-        return NULL;
-    }
-    LLVMDisposeMessage(msg);
-    LLVMTargetMachineRef tm =
-        LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features,
-                                LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelJITDefault);
-    if (!tm)
-        snprintf(err, errlen, "cannot create a target machine for %s (%s)", t->triple, t->cpu);
-    return tm;
-}
-
-int cg_verify_module(LLVMModuleRef mod, char *err, size_t errlen)
-{
-    char *msg = NULL;
-    int bad = LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg);
-    if (bad) {
-        const char *m = msg ? msg : "";
-        size_t n = strcspn(m, "\n");
-        snprintf(err, errlen, "internal error: invalid LLVM module: %.*s", (int)n, m);
-    }
-    LLVMDisposeMessage(msg);
-    return bad ? -1 : 0;
-}
-
-int cg_optimize_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, char *err, size_t errlen)
-{
-    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
-    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
-    LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
-    LLVMDisposePassBuilderOptions(opts);
-    if (e) {
-        char *m = LLVMGetErrorMessage(e);
-        snprintf(err, errlen, "LLVM optimisation failed: %s", m);
-        LLVMDisposeErrorMessage(m);
-        return -1;
-    }
-    return 0;
-}
-
-LLVMModuleRef cg_module_new(LLVMContextRef cx, const char *name, const CgTarget *t,
-                            LLVMTargetMachineRef tm)
-{
-    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, cx);
-    LLVMSetTarget(mod, t->triple);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-    LLVMSetModuleDataLayout(mod, dl);
-    LLVMDisposeTargetData(dl);
-    return mod;
-}
-
-LLVMModuleRef cg_build_module(LLVMContextRef cx, const CgTarget *t, const LoopProgram *lp,
-                              bool optimize, char *err, size_t errlen)
-{
-    LLVMTargetMachineRef tm = cg_target_machine(t, err, errlen);
-    if (!tm)
-        return NULL;
-    LLVMModuleRef mod = cg_module_new(cx, lp->te->name, t, tm);
-    for (int i = 0; i < lp->nkernels; i++)
-        cg_emit_kernel(mod, t, lp, lp->kernels[i], lp->kernels[i]->name);
-    if (cg_verify_module(mod, err, errlen) < 0 ||
-        (optimize && cg_optimize_module(mod, tm, err, errlen) < 0)) {
-        LLVMDisposeModule(mod);
-        mod = NULL;
-    }
-    LLVMDisposeTargetMachine(tm);
-    return mod;
-}
-
-static char *dup_buf(const char *p, size_t n)
-{
-    char *s = malloc(n + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, p, n);
-    s[n] = 0;
-    return s;
-}
-
-char *cg_emit_llvm_text(const LoopProgram *lp, bool optimize, char *err, size_t errlen)
-{
-    LLVMContextRef cx = LLVMContextCreate();
-    LLVMModuleRef mod = cg_build_module(cx, cg_target_cpu(), lp, optimize, err, errlen);
-    char *out = NULL;
-    if (mod) {
-        char *txt = LLVMPrintModuleToString(mod);
-        out = dup_buf(txt, strlen(txt));
-        LLVMDisposeMessage(txt);
-        LLVMDisposeModule(mod);
-        if (!out)
-            snprintf(err, errlen, "out of memory");
-    }
-    LLVMContextDispose(cx);
-    return out;
-}
-
-char *cg_emit_asm_text(const LoopProgram *lp, char *err, size_t errlen)
-{
-    const CgTarget *t = cg_target_cpu();
-    LLVMContextRef cx = LLVMContextCreate();
-    LLVMModuleRef mod = cg_build_module(cx, t, lp, true, err, errlen);
-    LLVMTargetMachineRef tm = mod ? cg_target_machine(t, err, errlen) : NULL;
-    char *out = NULL;
-    if (tm) {
-        char *msg = NULL;
-        LLVMMemoryBufferRef buf = NULL;
-        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &buf)) {
-            snprintf(err, errlen, "LLVM code generation failed: %s", msg ? msg : "?");
-        } else {
-            out = dup_buf(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
-            LLVMDisposeMemoryBuffer(buf);
-            if (!out)
-                snprintf(err, errlen, "out of memory");
-        }
-        LLVMDisposeMessage(msg);
-        LLVMDisposeTargetMachine(tm);
-    }
-    if (mod)
-        LLVMDisposeModule(mod);
-    LLVMContextDispose(cx);
-    return out;
 }

@@ -117,7 +117,7 @@ static void annotate(CgFn *g, LLVMValueRef fn, const char *key, int val)
 static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
 {
     const TeProgram *te = g->lp->te;
-    int nd = te->ndims, nt = te->ntensors, np = nd;
+    int nd = te->ndims, nt = g->lp->nbuffers, np = nd;
     LLVMTypeRef gptr = LLVMPointerTypeInContext(g->cx, 1);
     LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 1, sizeof *pt);
     int *param_of = calloc((size_t)nt + 1, sizeof *param_of);
@@ -147,7 +147,7 @@ static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     for (int i = 0; i < nt; i++) {
         if (param_of[i] < 0)
             continue;
-        const Tensor *t = te->tensors[i];
+        const Tensor *t = g->lp->buffers[i];
         unsigned idx = (unsigned)param_of[i] + 1;
         LLVMValueRef p = LLVMGetParam(fn, (unsigned)param_of[i]);
         LLVMSetValueName2(p, t->name, strlen(t->name));
@@ -441,23 +441,6 @@ const CgTarget *cg_target_nvptx(const char *arch, bool libdevice)
 
 /* ---- modules ---- */
 
-typedef struct DiagState {
-    char *err;
-    size_t errlen;
-    bool failed;
-} DiagState;
-
-static void on_diag(LLVMDiagnosticInfoRef di, void *ud)
-{
-    DiagState *d = ud;
-    if (LLVMGetDiagInfoSeverity(di) != LLVMDSError || d->failed)
-        return;
-    char *m = LLVMGetDiagInfoDescription(di);
-    snprintf(d->err, d->errlen, "%s", m ? m : "LLVM error");
-    LLVMDisposeMessage(m);
-    d->failed = true;
-}
-
 static bool uses_libdevice(LLVMModuleRef mod)
 {
     for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
@@ -469,162 +452,68 @@ static bool uses_libdevice(LLVMModuleRef mod)
     return false;
 }
 
-/* Links libdevice into mod and makes everything but the kernels internal,
+/* Links libdevice into m and makes everything but the kernels internal,
  * so the optimiser drops what the kernels do not call. */
-static int link_libdevice(LLVMContextRef cx, LLVMModuleRef mod, DiagState *d)
+static int link_libdevice(CgModule *m, char *err, size_t errlen)
 {
     LLVMMemoryBufferRef buf = NULL;
     char *msg = NULL;
     if (LLVMCreateMemoryBufferWithContentsOfFile(LIBDEVICE_PATH, &buf, &msg)) {
-        snprintf(d->err, d->errlen, "cannot read %s: %s", LIBDEVICE_PATH, msg ? msg : "?");
+        snprintf(err, errlen, "cannot read %s: %s", LIBDEVICE_PATH, msg ? msg : "?");
         LLVMDisposeMessage(msg);
         return -1;
     }
     LLVMModuleRef lib = NULL;
-    bool bad = LLVMParseBitcodeInContext2(cx, buf, &lib);
+    bool bad = LLVMParseBitcodeInContext2(m->cx, buf, &lib);
     LLVMDisposeMemoryBuffer(buf);
     if (bad || !lib) {
-        if (!d->failed)
-            snprintf(d->err, d->errlen, "cannot parse %s", LIBDEVICE_PATH);
+        snprintf(err, errlen, "cannot parse %s", LIBDEVICE_PATH);
         return -1;
     }
-    LLVMSetTarget(lib, LLVMGetTarget(mod));
-    LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(mod));
-    if (LLVMLinkModules2(mod, lib)) {
-        if (!d->failed)
-            snprintf(d->err, d->errlen, "cannot link %s", LIBDEVICE_PATH);
+    LLVMSetTarget(lib, LLVMGetTarget(m->mod));
+    LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(m->mod));
+    if (LLVMLinkModules2(m->mod, lib)) {
+        snprintf(err, errlen, "cannot link %s", LIBDEVICE_PATH);
         return -1;
     }
-    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+    for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f))
         if (!LLVMIsDeclaration(f) && LLVMGetFunctionCallConv(f) != LLVMPTXKernelCallConv)
             LLVMSetLinkage(f, LLVMInternalLinkage);
-    for (LLVMValueRef v = LLVMGetFirstGlobal(mod); v; v = LLVMGetNextGlobal(v))
+    for (LLVMValueRef v = LLVMGetFirstGlobal(m->mod); v; v = LLVMGetNextGlobal(v))
         if (!LLVMIsDeclaration(v))
             LLVMSetLinkage(v, LLVMInternalLinkage);
     return 0;
 }
 
-/* Address spaces first (the lowering hands out generic pointers), so that
- * the alignment of global and shared accesses is known when O3 runs and
- * aligned vector accesses stay vectors; then the common default<O3>. */
-static int optimize_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, DiagState *d)
-{
-    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(mod, "function(infer-address-spaces)", tm, opts);
-    LLVMDisposePassBuilderOptions(opts);
-    if (e) {
-        char *m = LLVMGetErrorMessage(e);
-        snprintf(d->err, d->errlen, "LLVM optimisation failed: %s", m);
-        LLVMDisposeErrorMessage(m);
-        return -1;
-    }
-    return cg_optimize_module(mod, tm, d->err, d->errlen);
-}
-
-/* The NVPTX module of lp for arch, optimised when optimize; *tmp gets the
- * target machine (the caller disposes it). */
-static LLVMModuleRef build(LLVMContextRef cx, const LoopProgram *lp, const char *arch,
-                           bool libdevice, bool optimize, LLVMTargetMachineRef *tmp, DiagState *d)
+CgModule *cg_nvptx_module(const LoopProgram *lp, const char *arch, bool libdevice, bool optimize,
+                          char *err, size_t errlen)
 {
     const CgTarget *t = cg_target_nvptx(arch, libdevice);
     if (!t) {
-        snprintf(d->err, d->errlen, "unknown GPU architecture '%s'", arch ? arch : "");
+        snprintf(err, errlen, "unknown GPU architecture '%s'", arch ? arch : "");
         return NULL;
     }
-    LLVMContextSetDiagnosticHandler(cx, on_diag, d);
-    LLVMModuleRef mod = cg_build_module(cx, t, lp, false, d->err, d->errlen);
-    if (!mod)
+    CgModule *m = cg_kernels_module(lp, t, NULL, false, err, errlen);
+    if (!m)
         return NULL;
-    LLVMTargetMachineRef tm = cg_target_machine(t, d->err, d->errlen);
-    if (!tm || (uses_libdevice(mod) && link_libdevice(cx, mod, d) < 0) ||
-        (optimize && optimize_module(mod, tm, d) < 0) || d->failed) {
-        if (tm)
-            LLVMDisposeTargetMachine(tm);
-        LLVMDisposeModule(mod);
-        return NULL;
-    }
-    *tmp = tm;
-    return mod;
-}
-
-static char *dup_text(const char *p, size_t n, char *err, size_t errlen)
-{
-    char *s = malloc(n + 1);
-    if (!s) {
-        snprintf(err, errlen, "out of memory");
+    /* address spaces first (the lowering hands out generic pointers), so
+     * that the alignment of global and shared accesses is known when O3
+     * runs and aligned vector accesses stay vectors; then default<O3> */
+    if ((uses_libdevice(m->mod) && link_libdevice(m, err, errlen) < 0) ||
+        (optimize && (cg_module_run_passes(m, "function(infer-address-spaces)", err, errlen) < 0 ||
+                      cg_module_optimize(m, err, errlen) < 0))) {
+        cg_module_destroy(m);
         return NULL;
     }
-    memcpy(s, p, n);
-    s[n] = 0;
-    return s;
+    return m;
 }
 
-char *cg_emit_nvptx_llvm_text(const LoopProgram *lp, const char *arch, bool optimize, char *err,
-                              size_t errlen)
+char *cg_emit_ptx(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
+                  size_t errlen)
 {
-    LLVMContextRef cx = LLVMContextCreate();
-    DiagState d = {err, errlen, false};
-    LLVMTargetMachineRef tm = NULL;
-    LLVMModuleRef mod = build(cx, lp, arch, true, optimize, &tm, &d);
-    char *out = NULL;
-    if (mod) {
-        char *txt = LLVMPrintModuleToString(mod);
-        out = dup_text(txt, strlen(txt), err, errlen);
-        LLVMDisposeMessage(txt);
-        LLVMDisposeModule(mod);
-        LLVMDisposeTargetMachine(tm);
-    }
-    LLVMContextDispose(cx);
-    return out;
-}
-
-char *cg_emit_ptx_text(const LoopProgram *lp, const char *arch, char *err, size_t errlen)
-{
-    return cg_emit_ptx_text_ex(lp, arch, true, err, errlen);
-}
-
-char *cg_emit_ptx_text_ex(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
-                          size_t errlen)
-{
-    LLVMContextRef cx = LLVMContextCreate();
-    DiagState d = {err, errlen, false};
-    LLVMTargetMachineRef tm = NULL;
-    LLVMModuleRef mod = build(cx, lp, arch, libdevice, true, &tm, &d);
-    char *out = NULL;
-    if (mod) {
-        char *msg = NULL;
-        LLVMMemoryBufferRef buf = NULL;
-        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &buf) || d.failed) {
-            if (!d.failed)
-                snprintf(err, errlen, "PTX generation failed: %s", msg ? msg : "?");
-        } else {
-            out = dup_text(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf), err, errlen);
-        }
-        if (buf)
-            LLVMDisposeMemoryBuffer(buf);
-        LLVMDisposeMessage(msg);
-        LLVMDisposeModule(mod);
-        LLVMDisposeTargetMachine(tm);
-    }
-    LLVMContextDispose(cx);
-    return out;
-}
-
-void **cg_nvptx_launch_args(const LoopProgram *lp, const int64_t *dims, const uint64_t *dbufs)
-{
-    const TeProgram *te = lp->te;
-    size_t nptr = (size_t)(te->ndims + te->ntensors) + 1;
-    void **args = malloc(nptr * sizeof *args + (size_t)(te->ndims + 1) * sizeof(int64_t));
-    if (!args)
-        return NULL;
-    int64_t *dimv = (int64_t *)(args + nptr);
-    int na = 0;
-    for (int i = 0; i < te->ndims; i++) {
-        dimv[i] = dims[te->dims[i]->pos];
-        args[na++] = &dimv[i];
-    }
-    for (int i = 0; i < te->ntensors; i++)
-        if (lp->materialized[i])
-            args[na++] = (void *)&dbufs[i];
-    return args;
+    CgModule *m = cg_nvptx_module(lp, arch, libdevice, true, err, errlen);
+    size_t len;
+    char *ptx = m ? cg_module_emit(m, false, &len, err, errlen) : NULL;
+    cg_module_destroy(m);
+    return ptx;
 }

@@ -69,7 +69,9 @@ int main(void)
         fprintf(stderr, "embed: %s\n", err);
         return 1;
     }
-    char *ll = cg_emit_llvm_text(lp, true, err, sizeof err);
+    CgModule *m = cg_kernels_module(lp, cg_target_cpu(), NULL, true, err, sizeof err);
+    char *ll = m ? cg_module_print(m, err, sizeof err) : NULL;
+    cg_module_destroy(m);
     if (!ll) {
         fprintf(stderr, "embed: %s\n", err);
         return 1;
@@ -78,7 +80,7 @@ int main(void)
            strstr(ll, "define") ? "the kernel" : "nothing");
     free(ll);
 
-    CgProgram *cp = cg_jit_compile(lp, err, sizeof err);
+    ExCpu *cp = ex_cpu_compile(lp, err, sizeof err);
     if (!cp) {
         fprintf(stderr, "embed: %s\n", err);
         return 1;
@@ -97,7 +99,7 @@ int main(void)
                 memcpy(ref[t], bufs[t], sizeof(float) * (size_t)n);
             }
         }
-        if (cg_program_run(cp, dims, bufs, err, sizeof err) != 0 ||
+        if (ex_cpu_run(cp, dims, bufs, NULL, err, sizeof err) != 0 ||
             ir_interp(p, dims, ref, err, sizeof err) != 0) {
             fprintf(stderr, "embed: %s\n", err);
             return 1;
@@ -115,7 +117,7 @@ int main(void)
             free(ref[t]);
         }
     }
-    cg_program_destroy(cp);
+    ex_cpu_destroy(cp);
     ir_te_destroy(p);
     printf("%d passed, %d failed\n", 5 - failures, failures);
     return failures ? 1 : 0;

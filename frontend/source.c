@@ -62,3 +62,39 @@ char *fe_program_name(Arena *a, const char *path)
         return ir_arena_strdup(a, "prog");
     return name;
 }
+
+/* ---- loading a program: arena, source and checked program together ---- */
+
+static int check(FeUnit *u, const char *name)
+{
+    ir_diags_init(&u->diags, u->arena, &u->src);
+    u->prog = fe_compile(&u->src, name ? name : fe_program_name(u->arena, u->src.path), &u->diags);
+    return u->prog ? 0 : 1;
+}
+
+int fe_load(const char *path, FeUnit *u, char *err, size_t errlen)
+{
+    memset(u, 0, sizeof *u);
+    u->arena = ir_arena_new();
+    if (fe_read_source(u->arena, path, &u->src, err, errlen) != 0)
+        return -1;
+    return check(u, NULL);
+}
+
+int fe_load_text(const char *path, const char *name, const char *text, FeUnit *u)
+{
+    memset(u, 0, sizeof *u);
+    u->arena = ir_arena_new();
+    size_t n = strlen(text);
+    char *copy = ir_arena_strndup(u->arena, text, n);
+    u->src = (Source){ir_arena_strdup(u->arena, path), copy, n};
+    return check(u, name);
+}
+
+void fe_unload(FeUnit *u)
+{
+    if (u->prog)
+        ir_te_destroy(u->prog);
+    ir_arena_destroy(u->arena);
+    memset(u, 0, sizeof *u);
+}

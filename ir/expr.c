@@ -76,6 +76,7 @@ void ir_ctx_destroy(ExprCtx *c)
 
 Arena *ir_ctx_arena(ExprCtx *c) { return c->arena; }
 int ir_var_count(const ExprCtx *c) { return c->nvars; }
+uint32_t ir_expr_count(const ExprCtx *c) { return c->next_id; }
 
 static uint32_t mix(uint32_t h, uint64_t v)
 {

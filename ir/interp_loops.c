@@ -1,6 +1,7 @@
 /* A direct interpreter of CPU-form loop IR (no barriers), for testing the
  * passes apart from code generation and for debugging schedules: every
- * loop kind runs as a plain loop, buffers are malloc'd per alloc. It shares
+ * loop kind runs as a plain loop, buffers are malloc'd per alloc. It runs
+ * one kernel; exec/loops.c runs a program's plan with it. It shares
  * the reference's scalar semantics (ir/semantics.c). */
 #include "dietcode/ir.h"
 
@@ -157,26 +158,25 @@ static void run(LI *li, const Stmt *s)
     }
 }
 
-int ir_run_loops(const LoopProgram *lp, const int64_t *dims, float **bufs, char *err, size_t errlen)
+int ir_run_kernel_loops(const LoopProgram *lp, const Kernel *k, const int64_t *dims,
+                        float *const *bufs, char *err, size_t errlen)
 {
     const TeProgram *p = lp->te;
-    if (!ir_check_dims(p, dims, err, errlen))
-        return -1;
+    IR_ASSERT(lp->nbuffers <= 96);
     LI li = {lp, dims, calloc((size_t)ir_var_count(p->ctx) + 1, sizeof(int64_t)), {{0}}, 0, NULL};
-    for (int i = 0; i < p->ntensors; i++) {
+    for (int i = 0; i < lp->nbuffers; i++) {
         if (!lp->materialized[i])
             continue;
         Buf *b = &li.bufs[li.nbufs++];
-        b->t = p->tensors[i];
+        b->t = lp->buffers[i];
         b->data = bufs[i];
         for (int j = 0; j < b->t->rank; j++)
             b->ext[j] = ir_eval_dims(b->t->shape[j], dims);
     }
-    for (int s = 0; s < lp->nstages && !li.fault; s++)
-        run(&li, lp->kernels[ir_stage_kernel(lp, s, dims)]->body);
+    run(&li, k->body);
     free(li.env);
     if (li.fault) {
-        snprintf(err, errlen, "loop IR: access to %s out of bounds", li.fault);
+        snprintf(err, errlen, "loop IR: access to %s out of bounds in kernel %s", li.fault, k->name);
         return -1;
     }
     return 0;

@@ -228,52 +228,84 @@ LoopProgram *ir_loop_program_new(TeProgram *te)
 {
     LoopProgram *lp = IR_NEW(te->arena, LoopProgram);
     lp->te = te;
+    lp->nbuffers = te->ntensors;
+    lp->buffers = IR_NEWN(te->arena, Tensor *, te->ntensors ? te->ntensors : 1);
+    if (te->ntensors)
+        memcpy(lp->buffers, te->tensors, sizeof *lp->buffers * (size_t)te->ntensors);
     lp->materialized = IR_NEWN(te->arena, bool, te->ntensors ? te->ntensors : 1);
     return lp;
 }
 
-void ir_loop_program_add_stage(LoopProgram *lp, const Tensor *out, int n, Kernel *const *ks,
-                               const Dispatch *d)
+/* Copies n elements of size sz into a new arena array of room for n + more. */
+static void *grow(Arena *a, const void *old, size_t n, size_t more, size_t sz)
 {
-    IR_ASSERT(n >= 1);
+    void *p = ir_arena_alloc(a, (n + more) * sz);
+    if (n)
+        memcpy(p, old, n * sz);
+    return p;
+}
+
+Tensor *ir_loop_program_add_scratch(LoopProgram *lp, const char *name, int rank, Expr **shape)
+{
     Arena *a = lp->te->arena;
-    Kernel **kernels = IR_NEWN(a, Kernel *, (size_t)(lp->nkernels + n));
-    if (lp->nkernels)
-        memcpy(kernels, lp->kernels, sizeof *kernels * (size_t)lp->nkernels);
-    Stage *stages = IR_NEWN(a, Stage, (size_t)lp->nstages + 1);
-    if (lp->nstages)
-        memcpy(stages, lp->stages, sizeof *stages * (size_t)lp->nstages);
-    stages[lp->nstages] = (Stage){out, lp->nkernels, n, d};
-    for (int v = 0; v < n; v++) {
-        ks[v]->stage = lp->nstages;
-        ks[v]->variant = v;
-        kernels[lp->nkernels + v] = ks[v];
-    }
-    lp->kernels = kernels;
-    lp->stages = stages;
-    lp->nkernels += n;
-    lp->nstages++;
+    Tensor *t = IR_NEW(a, Tensor);
+    t->name = ir_arena_strdup(a, name);
+    t->id = lp->nbuffers;
+    t->kind = TK_TEMP;
+    t->dtype = DT_F32;
+    t->rank = rank;
+    t->shape = IR_NEWN(a, Expr *, rank ? rank : 1);
+    if (rank)
+        memcpy(t->shape, shape, sizeof *shape * (size_t)rank);
+    t->scope = MS_GLOBAL;
+    size_t n = (size_t)lp->nbuffers;
+    lp->buffers = grow(a, lp->buffers, n, 1, sizeof *lp->buffers);
+    lp->materialized = grow(a, lp->materialized, n, 1, sizeof *lp->materialized);
+    lp->buffers[n] = t;
+    lp->materialized[n] = true;
+    lp->nbuffers++;
+    return t;
 }
 
-int ir_dispatch_eval(const Dispatch *d, const int64_t *dims)
+int ir_loop_program_add_stage(LoopProgram *lp, const Tensor *out, const Dispatch *d)
 {
-    if (!d || d->nnodes == 0)
-        return 0;
-    int i = 0;
-    for (int steps = 0; steps <= d->nnodes; steps++) {
-        const DispatchNode *n = &d->nodes[i];
-        if (n->variant >= 0)
-            return n->variant;
-        i = dims[n->dim] <= n->le ? n->then_node : n->else_node;
-        IR_ASSERT(i > 0 && i < d->nnodes);
-    }
-    ir_panic(__FILE__, __LINE__, "dispatch tree has a cycle");
+    lp->stages = grow(lp->te->arena, lp->stages, (size_t)lp->nstages, 1, sizeof *lp->stages);
+    lp->stages[lp->nstages] = (Stage){out, 0, NULL, d};
+    return lp->nstages++;
 }
 
-int ir_stage_kernel(const LoopProgram *lp, int s, const int64_t *dims)
+void ir_loop_program_add_variant(LoopProgram *lp, const MicroKernel *mk, int n, Kernel *const *ks,
+                                 int nscratch, Tensor *const *scratch)
 {
-    const Stage *st = &lp->stages[s];
-    int v = ir_dispatch_eval(st->dispatch, dims);
-    IR_ASSERT(v >= 0 && v < st->nvariants);
-    return st->first + v;
+    IR_ASSERT(n >= 1 && lp->nstages >= 1);
+    Arena *a = lp->te->arena;
+    Stage *st = &lp->stages[lp->nstages - 1];
+    st->variants = grow(a, st->variants, (size_t)st->nvariants, 1, sizeof *st->variants);
+    Variant *v = &st->variants[st->nvariants];
+    *v = (Variant){*mk, lp->nkernels, n, nscratch, IR_NEWN(a, Tensor *, nscratch ? nscratch : 1)};
+    if (nscratch)
+        memcpy(v->scratch, scratch, sizeof *scratch * (size_t)nscratch);
+    lp->kernels = grow(a, lp->kernels, (size_t)lp->nkernels, (size_t)n, sizeof *lp->kernels);
+    for (int i = 0; i < n; i++) {
+        ks[i]->stage = lp->nstages - 1;
+        ks[i]->variant = st->nvariants;
+        lp->kernels[lp->nkernels++] = ks[i];
+    }
+    st->nvariants++;
+}
+
+int ir_microkernel_cmp(const MicroKernel *a, const MicroKernel *b)
+{
+    const int fa[] = {a->rchunk, a->unroll, a->vec, (int)a->vaxis, a->stage, a->split};
+    const int fb[] = {b->rchunk, b->unroll, b->vec, (int)b->vaxis, b->stage, b->split};
+    for (int i = 0; i < MK_MAX_AXES; i++) {
+        if (a->threads[i] != b->threads[i])
+            return a->threads[i] < b->threads[i] ? -1 : 1;
+        if (a->tile[i] != b->tile[i])
+            return a->tile[i] < b->tile[i] ? -1 : 1;
+    }
+    for (size_t i = 0; i < sizeof fa / sizeof *fa; i++)
+        if (fa[i] != fb[i])
+            return fa[i] < fb[i] ? -1 : 1;
+    return 0;
 }

@@ -91,6 +91,8 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
         fprintf(out, "%s%d", i ? ", " : "", mk->tile[i]);
     fprintf(out, "] rchunk %d unroll %d vec %d%s%s", mk->rchunk, mk->unroll, mk->vec,
             mk->vaxis == MK_VEC_REDUCE ? " along reduction" : "", mk->stage ? " staged" : "");
+    if (mk->split > 1)
+        fprintf(out, " split %d", mk->split);
 }
 
 void ir_print_kernel(FILE *out, const Kernel *k)
@@ -122,17 +124,19 @@ static void print_dispatch(FILE *out, const TeProgram *te, const Dispatch *d, in
 }
 
 /* A stage with several variants or a dispatch tree says so before its
- * kernels, and each of them which variant it is; a plain stage prints
- * nothing, so dumps without tuning read as they always did. */
+ * kernels, and each of them which variant it is; a variant of several
+ * kernels names its scratch buffers; a plain stage prints nothing, so
+ * dumps without tuning read as they always did. */
 void ir_print_loops(FILE *out, const LoopProgram *lp)
 {
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
         const Stage *st = k->stage < lp->nstages ? &lp->stages[k->stage] : NULL;
+        const Variant *va = st ? &st->variants[k->variant] : NULL;
         bool many = st && (st->nvariants > 1 || (st->dispatch && st->dispatch->nnodes > 0));
         if (i)
             fputc('\n', out);
-        if (many && k->variant == 0) {
+        if (many && k->variant == 0 && va->first == i) {
             fprintf(out, "# stage %d computes %s: %d variants, dispatch:\n", k->stage,
                      st->out->name, st->nvariants);
             if (st->dispatch && st->dispatch->nnodes > 0)
@@ -142,6 +146,24 @@ void ir_print_loops(FILE *out, const LoopProgram *lp)
         }
         if (many)
             fprintf(out, "# stage %d variant %d\n", k->stage, k->variant);
+        if (va && va->nkernels > 1) {
+            fprintf(out, "# launch %d of %d of stage %s", i - va->first + 1, va->nkernels,
+                    st->out->name);
+            if (va->first == i) {
+                fputs("; scratch", out);
+                for (int j = 0; j < va->nscratch; j++) {
+                    const Tensor *t = va->scratch[j];
+                    fprintf(out, " %s[", t->name);
+                    for (int d = 0; d < t->rank; d++) {
+                        if (d)
+                            fputs(", ", out);
+                        ir_print_expr(out, t->shape[d]);
+                    }
+                    fputc(']', out);
+                }
+            }
+            fputc('\n', out);
+        }
         ir_print_kernel(out, k);
     }
 }

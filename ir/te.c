@@ -108,18 +108,17 @@ int64_t ir_eval_dims(const Expr *e, const int64_t *dims)
     }
 }
 
-/* Evaluates an extent exactly; false if any step overflows int64. */
-static bool eval_checked(const Expr *e, const int64_t *dims, int64_t *out)
+bool ir_eval_dims_checked(const Expr *e, const int64_t *dims, int64_t *out)
 {
     int64_t a, b;
     switch (e->kind) {
     case EX_INT: *out = e->ival; return true;
     case EX_VAR: *out = dims[e->var->pos]; return true;
     case EX_NEG:
-        return eval_checked(e->op.a, dims, &a) && !__builtin_sub_overflow((int64_t)0, a, out);
+        return ir_eval_dims_checked(e->op.a, dims, &a) && !__builtin_sub_overflow((int64_t)0, a, out);
     default: break;
     }
-    if (!eval_checked(e->op.a, dims, &a) || !eval_checked(e->op.b, dims, &b))
+    if (!ir_eval_dims_checked(e->op.a, dims, &a) || !ir_eval_dims_checked(e->op.b, dims, &b))
         return false;
     switch (e->kind) {
     case EX_ADD: return !__builtin_add_overflow(a, b, out);
@@ -133,7 +132,7 @@ int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
 {
     int64_t n = 1, e;
     for (int i = 0; i < t->rank; i++)
-        if (!eval_checked(t->shape[i], dims, &e) || e < 0 || __builtin_mul_overflow(n, e, &n))
+        if (!ir_eval_dims_checked(t->shape[i], dims, &e) || e < 0 || __builtin_mul_overflow(n, e, &n))
             return -1;
     return n;
 }
@@ -173,7 +172,7 @@ bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t er
         }
         for (int j = 0; j < t->rank; j++) {
             int64_t e;
-            if (!eval_checked(t->shape[j], dims, &e) || e < 1) {
+            if (!ir_eval_dims_checked(t->shape[j], dims, &e) || e < 1) {
                 snprintf(err, errlen, "extent %d of tensor %s is below 1 for these sizes", j,
                          t->name);
                 return false;

@@ -31,7 +31,7 @@ static bool bound_var(const Env *e, const Var *v)
 static bool bound_buf(const Env *e, const Tensor *t)
 {
     if (t->scope == MS_GLOBAL)
-        return t->id >= 0 && t->id < e->lp->te->ntensors && e->lp->te->tensors[t->id] == t &&
+        return t->id >= 0 && t->id < e->lp->nbuffers && e->lp->buffers[t->id] == t &&
                e->lp->materialized[t->id];
     for (int i = 0; i < e->nbufs; i++)
         if (e->bufs[i] == t)
@@ -169,33 +169,53 @@ bool ir_verify_dispatch(const Dispatch *d, int nvariants, int ndims, char *err, 
     return true;
 }
 
-/* The stage table: stages cover the kernels in order, each kernel knows its
- * stage and variant and computes its stage's tensor, dispatch trees are valid. */
+/* The stage table: the variants of the stages cover the kernels in order,
+ * each kernel knows its stage and variant, a variant's last kernel
+ * computes its stage's tensor and the others its scratch buffers (global
+ * buffers past the TE program's tensors), dispatch trees are valid. */
 static bool check_stages(const LoopProgram *lp, char *err, size_t errlen)
 {
     int next = 0;
     for (int s = 0; s < lp->nstages; s++) {
         const Stage *st = &lp->stages[s];
-        if (st->first != next || st->nvariants < 1 || st->first + st->nvariants > lp->nkernels) {
-            snprintf(err, errlen, "stage %d: kernels %d..%d do not follow kernel %d", s,
-                     st->first, st->first + st->nvariants - 1, next - 1);
+        if (st->nvariants < 1) {
+            snprintf(err, errlen, "stage %d (%s) has no variant", s, st->out->name);
             return false;
         }
         for (int v = 0; v < st->nvariants; v++) {
-            const Kernel *k = lp->kernels[st->first + v];
-            if (k->stage != s || k->variant != v || k->out != st->out) {
-                snprintf(err, errlen, "kernel %s: stage %d variant %d computing %s, expected "
-                         "stage %d variant %d computing %s", k->name, k->stage, k->variant,
-                         k->out->name, s, v, st->out->name);
+            const Variant *va = &st->variants[v];
+            if (va->first != next || va->nkernels < 1 || va->first + va->nkernels > lp->nkernels) {
+                snprintf(err, errlen, "stage %d variant %d: kernels %d..%d do not follow kernel %d",
+                         s, v, va->first, va->first + va->nkernels - 1, next - 1);
                 return false;
             }
+            for (int i = 0; i < va->nscratch; i++) {
+                const Tensor *t = va->scratch[i];
+                if (t->id < lp->te->ntensors || t->id >= lp->nbuffers || lp->buffers[t->id] != t) {
+                    snprintf(err, errlen, "stage %d variant %d: scratch buffer %s is not one of the "
+                             "program's", s, v, t->name);
+                    return false;
+                }
+            }
+            for (int i = 0; i < va->nkernels; i++) {
+                const Kernel *k = lp->kernels[va->first + i];
+                bool last = i == va->nkernels - 1, scratch = false;
+                for (int j = 0; j < va->nscratch; j++)
+                    scratch |= k->out == va->scratch[j];
+                if (k->stage != s || k->variant != v || (last ? k->out != st->out : !scratch)) {
+                    snprintf(err, errlen, "kernel %s: stage %d variant %d computing %s, expected "
+                             "stage %d variant %d computing %s", k->name, k->stage, k->variant,
+                             k->out->name, s, v, last ? st->out->name : "a scratch buffer");
+                    return false;
+                }
+            }
+            next += va->nkernels;
         }
         char why[200];
         if (!ir_verify_dispatch(st->dispatch, st->nvariants, lp->te->ndims, why, sizeof why)) {
             snprintf(err, errlen, "stage %d (%s): %s", s, st->out->name, why);
             return false;
         }
-        next += st->nvariants;
     }
     if (next != lp->nkernels) {
         snprintf(err, errlen, "stages cover %d of %d kernels", next, lp->nkernels);

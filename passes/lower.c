@@ -16,6 +16,19 @@
  * accumulator computed right before the statement that uses it, so any
  * valid program lowers, however its reductions are placed. The outer
  * loops are plain serial loops here; tile gives them their roles.
+ *
+ * A variant whose micro-kernel splits the reduction (mk.split = S > 1)
+ * lowers to two kernels and a scratch buffer P[S, Y's shape]: the first
+ * computes, for each part s, the reduction over the s-th slice of the
+ * outermost reduction axis (of length C = ceil(K / S); the last slice's
+ * excess contributes the identity), the second computes Y's body with the
+ * reduction replaced by the same reduction over s of P, in order:
+ *
+ *   P[s, i, j] = sum[kk: C](select(s*C + kk < K, body[k := s*C + kk], 0))
+ *   Y[i, j]    = epilogue(sum[s: S](P[s, i, j]))
+ *
+ * so each is an ordinary stage body for the passes after this one, and the
+ * result does not depend on how the parts are scheduled.
  */
 #include "dietcode/passes.h"
 
@@ -94,9 +107,10 @@ static Stmt *consume_store(Lower *l, Expr *v, void *ud)
     return ir_store(l->a, o->t, o->t->rank, o->idx, v);
 }
 
-/* Variant v of t's stage (a nest of its own, fresh variables and buffers):
- * PROG_T for variant 0, PROG_T_vV after it. */
-static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *mk, int v)
+/* A kernel computing buffer t (its axes and shape) from body, named
+ * PROG_NAME with NAME the stage's tensor name and suffix. */
+static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *mk,
+                            const char *name)
 {
     ExprCtx *c = l->c;
     Var *lv[MK_MAX_AXES];
@@ -110,18 +124,71 @@ static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *
     Stmt *s = emit_value(l, ir_subst_many(c, body, t->rank, t->axes, idx), consume_store, &o);
     for (int a = t->rank - 1; a >= 0; a--)
         s = ir_for(l->a, lv[a], FK_SERIAL, s);
-    char name[128];
-    if (v)
-        snprintf(name, sizeof name, "%s_%s_v%d", l->p->name, t->name, v);
-    else
-        snprintf(name, sizeof name, "%s_%s", l->p->name, t->name);
-    Kernel *k = ir_kernel_new(l->a, name, t, s);
+    char kname[160];
+    snprintf(kname, sizeof kname, "%s_%s", l->p->name, name);
+    Kernel *k = ir_kernel_new(l->a, kname, t, s);
     k->mk = *mk;
     return k;
 }
 
+/* Variant v of stage t split S ways: partial results, then their
+ * combination (see the top of the file). r is body's outer reduction. */
+static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *r,
+                        const MicroKernel *mk, const char *name, const TargetInfo *ti)
+{
+    ExprCtx *c = l->c;
+    int n = t->rank, S = mk->split;
+    Var *k1 = r->red.axes[0];
+    Expr *K = k1->extent;
+    Expr *C = ir_simplify(c, ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, K, ir_int(c, S - 1)),
+                                      ir_int(c, S)));
+    Expr *shape[MK_MAX_AXES];
+    Var **pax = IR_NEWN(l->a, Var *, n + 1);
+    Expr *pidx[MK_MAX_AXES];
+    shape[0] = ir_int(c, S);
+    pax[0] = ir_var(c, "s", VK_AXIS, shape[0]);
+    for (int a = 0; a < n; a++) {
+        shape[a + 1] = t->shape[a];
+        pax[a + 1] = ir_var(c, t->axes[a]->name, VK_AXIS, t->shape[a]);
+        pidx[a] = ir_varref(c, pax[a + 1]);
+    }
+    char pname[160];
+    snprintf(pname, sizeof pname, "%s_part", name);
+    Tensor *P = ir_loop_program_add_scratch(lp, pname, n + 1, shape);
+    P->axes = pax;
+
+    /* P[s, ...] = red[kk: C, k2...](select(s*C + kk < K, body[k1 := s*C + kk], identity)) */
+    Var *raxes[MK_MAX_AXES + 8];
+    IR_ASSERT(r->red.n <= MK_MAX_AXES + 8);
+    memcpy(raxes, r->red.axes, sizeof *raxes * (size_t)r->red.n);
+    raxes[0] = ir_var(c, k1->name, VK_AXIS, C);
+    Expr *k = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, pax[0]), C),
+                       ir_varref(c, raxes[0]));
+    Expr *part = ir_select(c, ir_binop(c, EX_LT, k, K), ir_subst(c, r->red.body, k1, k),
+                           ir_float(c, ir_reduce_identity(r->red.op)));
+    part = ir_reduce(c, r->red.op, r->red.n, raxes, part);
+    part = ir_subst_many(c, part, n, t->axes, pidx);
+    P->body = part;
+
+    /* Y = body with the reduction over the parts in its place */
+    Var *s2 = ir_var(c, "s", VK_AXIS, shape[0]);
+    Expr *yidx[MK_MAX_AXES + 1];
+    yidx[0] = ir_varref(c, s2);
+    for (int a = 0; a < n; a++)
+        yidx[a + 1] = ir_varref(c, t->axes[a]);
+    Expr *sum = ir_reduce(c, r->red.op, 1, &s2, ir_load(c, P, n + 1, yidx, false));
+    if (r->type != sum->type)
+        sum = ir_cast(c, r->type, sum);
+
+    MicroKernel mkp, mkc;
+    pass_split_microkernels(mk, t, ti, &mkp, &mkc);
+    Kernel *ks[2] = {lower_tensor(l, P, part, &mkp, pname),
+                     lower_tensor(l, t, ir_replace(c, body, r, sum), &mkc, name)};
+    ir_loop_program_add_variant(lp, mk, 2, ks, 1, &P);
+}
+
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
-                        const StageSchedule *sched)
+                        const StageSchedule *sched, const TargetInfo *ti)
 {
     Lower l = {p, p->ctx, p->arena, 0};
     LoopProgram *lp = ir_loop_program_new(p);
@@ -132,10 +199,22 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
             continue;
         const StageSchedule *st = &sched[i];
         IR_ASSERT(st->nvariants >= 1);
-        Kernel **ks = IR_NEWN(p->arena, Kernel *, st->nvariants);
-        for (int v = 0; v < st->nvariants; v++)
-            ks[v] = lower_tensor(&l, t, bodies[i], &st->variants[v], v);
-        ir_loop_program_add_stage(lp, t, st->nvariants, ks, st->dispatch);
+        ir_loop_program_add_stage(lp, t, st->dispatch);
+        for (int v = 0; v < st->nvariants; v++) {
+            const MicroKernel *mk = &st->variants[v];
+            char name[128];
+            if (v)
+                snprintf(name, sizeof name, "%s_v%d", t->name, v);
+            else
+                snprintf(name, sizeof name, "%s", t->name);
+            Expr *r = mk->split > 1 ? ir_outer_reduce(bodies[i]) : NULL;
+            if (r && t->rank < MK_MAX_AXES) {
+                lower_split(&l, lp, t, bodies[i], r, mk, name, ti);
+                continue;
+            }
+            Kernel *k = lower_tensor(&l, t, bodies[i], mk, name);
+            ir_loop_program_add_variant(lp, mk, 1, &k, 0, NULL);
+        }
     }
     return lp;
 }

@@ -46,6 +46,7 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk.threads[a] = mk.tile[a] = 1;
     mk.unroll = 1;
+    mk.split = 1;
     mk.vec = ti->vec_width;
     int n = t->rank;
     bool red = pass_stage_has_reduction(body);
@@ -96,6 +97,7 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
     }
     mk->rchunk = clampi(mk->rchunk, 0, 4096);
     mk->unroll = clampi(mk->unroll, 1, 16);
+    mk->split = n < MK_MAX_AXES ? clampi(mk->split, 1, MK_MAX_SPLIT) : 1;
     if (mk->vec < 1 || (mk->vec & (mk->vec - 1)) || mk->vec > 16)
         mk->vec = 1;
     if (mk->vaxis == MK_VEC_REDUCE && (mk->rchunk == 0 || mk->rchunk % mk->vec != 0))
@@ -104,6 +106,34 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
         mk->vec = 1;
     if (mk->rchunk == 0)
         mk->stage = false;
+}
+
+void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
+                             MicroKernel *partial, MicroKernel *combine)
+{
+    int n = t->rank;
+    *partial = *mk;
+    partial->split = 1;
+    partial->threads[0] = partial->tile[0] = 1;
+    for (int a = 0; a < n && a + 1 < MK_MAX_AXES; a++) {
+        partial->threads[a + 1] = mk->threads[a];
+        partial->tile[a + 1] = mk->tile[a];
+    }
+    MicroKernel *c = combine;
+    memset(c, 0, sizeof *c);
+    for (int a = 0; a < MK_MAX_AXES; a++)
+        c->threads[a] = c->tile[a] = 1;
+    c->unroll = c->split = 1;
+    c->vec = 1;
+    if (n >= 1) {
+        bool gpu = ti->kind == PT_GPU;
+        c->threads[n - 1] = gpu ? 32 : 8;
+        c->tile[n - 1] = gpu ? 4 : ti->vec_width;
+        c->vec = gpu ? 4 : ti->vec_width;
+        if (n >= 2)
+            c->threads[n - 2] = 4;
+    }
+    /* rchunk 0: the parts in one chunk */
 }
 
 /* Reads "[a, b, ...]" into v; returns the count or -1. */
@@ -142,7 +172,7 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
     memset(mk, 0, sizeof *mk);
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk->threads[a] = mk->tile[a] = 1;
-    mk->unroll = mk->vec = 1;
+    mk->unroll = mk->vec = mk->split = 1;
     int nt = -1, nl = -1;
     const char *p = s;
     while (*p) {
@@ -164,12 +194,14 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
             if (nl < 0)
                 return false;
         } else if ((len == 6 && strncmp(p, "rchunk", 6) == 0) ||
-                   (len == 6 && strncmp(p, "unroll", 6) == 0) || (len == 3 && strncmp(p, "vec", 3) == 0)) {
+                   (len == 6 && strncmp(p, "unroll", 6) == 0) || (len == 3 && strncmp(p, "vec", 3) == 0) ||
+                   (len == 5 && strncmp(p, "split", 5) == 0)) {
             x = strtol(p + len, &end, 10);
             if (end == p + len || x < 0 || x > 4096)
                 return false;
             if (p[0] == 'r') mk->rchunk = (int)x;
             else if (p[0] == 'u') mk->unroll = (int)x;
+            else if (p[0] == 's') mk->split = (int)x;
             else mk->vec = (int)x;
             p = end;
         } else if (strncmp(p, "along reduction", 15) == 0) {

@@ -112,7 +112,7 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
         return NULL;
     if (!step(&r, "inline"))
         goto done;
-    r.lp = pass_lower(p, bodies, materialized, chosen);
+    r.lp = pass_lower(p, bodies, materialized, chosen, ti);
     if (!step(&r, "lower"))
         goto done;
     pass_tile(r.lp, ti);

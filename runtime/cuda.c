@@ -19,6 +19,7 @@
 #include "dietcode/runtime.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,23 +364,24 @@ typedef struct Loaded {
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *const *names,
-                      void **fns)
+/* The program's kernels, its PTX loaded on first use (and cached in the
+ * object's module_cache); the context made current on this thread. */
+static int load_kernels(const DcrtProgram *p, Loaded **out)
 {
     char err[LOG_BYTES + 256] = "out of memory";
     pthread_mutex_lock(&load_mu);
     int rc = DCRT_OK;
-    Loaded *l = *cache;
+    Loaded *l = *p->module_cache;
     if (!l) {
         rc = rt_cuda_init(err, sizeof err);
-        if (rc == DCRT_OK && !(l = calloc(1, sizeof *l + (size_t)nkernels * sizeof l->fn[0])))
+        if (rc == DCRT_OK && !(l = calloc(1, sizeof *l + (size_t)p->nkernels * sizeof l->fn[0])))
             rc = DCRT_ERR_OUT_OF_MEMORY;
         if (rc == DCRT_OK)
-            rc = rt_cuda_load_module(ptx, &l->mod, err, sizeof err);
-        for (int i = 0; i < nkernels && rc == DCRT_OK; i++)
-            rc = rt_cuda_get_function(l->mod, names[i], &l->fn[i], err, sizeof err);
+            rc = rt_cuda_load_module(p->ptx, &l->mod, err, sizeof err);
+        for (int i = 0; i < p->nkernels && rc == DCRT_OK; i++)
+            rc = rt_cuda_get_function(l->mod, p->kernels[i].name, &l->fn[i], err, sizeof err);
         if (rc == DCRT_OK) {
-            *cache = l;
+            *p->module_cache = l;
         } else if (l) {
             rt_cuda_unload_module(l->mod);
             free(l);
@@ -389,35 +391,110 @@ int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *c
     pthread_mutex_unlock(&load_mu);
     if (rc != DCRT_OK)
         return recorded(rc, err);
-    for (int i = 0; i < nkernels; i++)
-        fns[i] = l->fn[i];
+    *out = l;
     return recorded(rt_cuda_init(err, sizeof err), err); /* the context current on this thread */
 }
 
-int dcrt_cuda_launch(void *fn, int64_t nblocks, int64_t nthreads, void *stream, void **args)
+/* The per-thread device workspace (freed at thread exit). */
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static pthread_key_t ws_key;
+
+typedef struct DevWorkspace {
+    uint64_t ptr;
+    size_t bytes;
+} DevWorkspace;
+
+static void ws_free(void *v)
 {
-    char err[512];
-    if (nblocks < 1 || nblocks > INT32_MAX || nthreads < 1 || nthreads > 1024) {
-        snprintf(err, sizeof err, "cannot launch a grid of %lld blocks of %lld threads",
-                 (long long)nblocks, (long long)nthreads);
-        return dcrt_fail(DCRT_ERR_TOO_LARGE, err);
+    DevWorkspace *w = v;
+    rt_cuda_free(w->ptr);
+    free(w);
+}
+
+static void ws_init(void) { pthread_key_create(&ws_key, ws_free); }
+
+static int thread_workspace(size_t bytes, uint64_t *ptr)
+{
+    char err[512] = "out of memory";
+    pthread_once(&ws_once, ws_init);
+    DevWorkspace *w = pthread_getspecific(ws_key);
+    if (!w && (w = calloc(1, sizeof *w)) && pthread_setspecific(ws_key, w) != 0) {
+        free(w);
+        w = NULL;
     }
-    unsigned grid[3] = {(unsigned)nblocks, 1, 1}, block[3] = {(unsigned)nthreads, 1, 1};
-    return recorded(rt_cuda_launch(fn, grid, block, 0, stream, args, err, sizeof err), err);
+    if (!w)
+        return recorded(DCRT_ERR_OUT_OF_MEMORY, err);
+    if (w->bytes < bytes) {
+        rt_cuda_free(w->ptr);
+        w->ptr = 0;
+        w->bytes = 0;
+        int rc = rt_cuda_alloc(&w->ptr, bytes, err, sizeof err);
+        if (rc != DCRT_OK)
+            return recorded(rc == DCRT_ERR_CUDA ? DCRT_ERR_OUT_OF_MEMORY : rc, err);
+        w->bytes = bytes;
+    }
+    *ptr = w->ptr;
+    return DCRT_OK;
 }
 
-int dcrt_cuda_alloc(int64_t bytes, uint64_t *ptr)
-{
-    char err[512] = "a negative size";
-    *ptr = 0;
-    int rc = bytes < 0 ? DCRT_ERR_TOO_LARGE : rt_cuda_alloc(ptr, (size_t)bytes, err, sizeof err);
-    return recorded(rc == DCRT_ERR_CUDA ? DCRT_ERR_OUT_OF_MEMORY : rc, err);
-}
-
-void dcrt_cuda_free(uint64_t ptr) { rt_cuda_free(ptr); }
-
-int dcrt_cuda_sync(void)
+int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *tensors,
+                  uint64_t workspace, void *stream)
 {
     char err[512];
-    return recorded(rt_cuda_sync(err, sizeof err), err);
+    DcrtPlan *pl = dcrt_plan_new(p);
+    if (!pl)
+        return DCRT_ERR_OUT_OF_MEMORY;
+    size_t nb = (size_t)p->nbuffers + 1, nd = (size_t)p->ndims + 1;
+    uint64_t *dptr = calloc(nb, sizeof *dptr);
+    int64_t *dimv = calloc(nd, sizeof *dimv);
+    void **args = calloc(nd + nb, sizeof *args);
+    Loaded *l = NULL;
+    bool own = false;
+    int rc = dptr && dimv && args ? dcrt_plan(p, dims, pl) : dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, NULL);
+    for (int i = 0; i < p->nparams && rc == DCRT_OK; i++)
+        if (!tensors[i]) {
+            snprintf(err, sizeof err, "%s: the pointer to tensor %s is 0", p->name,
+                     p->buffers[p->params[i]].name);
+            rc = dcrt_fail(DCRT_ERR_NULL_POINTER, err);
+        }
+    if (rc == DCRT_OK)
+        rc = load_kernels(p, &l);
+    if (rc == DCRT_OK && !workspace && pl->workspace_bytes > 0) {
+        rc = thread_workspace((size_t)pl->workspace_bytes, &workspace);
+        own = true;
+    }
+    /* the NVPTX kernel ABI: every dim, then every buffer that has memory */
+    int na = 0;
+    for (int i = 0; i < p->ndims; i++) {
+        dimv[i] = dims[i];
+        args[na++] = &dimv[i];
+    }
+    for (int i = 0; i < p->nparams; i++)
+        dptr[p->params[i]] = tensors[i];
+    for (int i = 0; i < p->nbuffers; i++) {
+        if (pl->offset[i] >= 0)
+            dptr[i] = workspace + (uint64_t)pl->offset[i];
+        if (p->buffers[i].kind != DCRT_BUF_INLINED)
+            args[na++] = &dptr[i];
+    }
+    void *ud;
+    DcrtLaunchHook h = dcrt_launch_hook(&ud);
+    for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
+        const DcrtLaunch *ln = &pl->launches[i];
+        unsigned grid[3] = {(unsigned)ln->blocks, 1, 1}, block[3] = {(unsigned)ln->threads, 1, 1};
+        rc = recorded(rt_cuda_launch(l->fn[ln->kernel], grid, block, 0, stream, args, err,
+                                     sizeof err),
+                      err);
+        if (h)
+            h(ud, p, ln, NAN);
+    }
+    /* the thread's own workspace is free for the next call only when this
+     * one is done */
+    if (own && rc == DCRT_OK)
+        rc = recorded(rt_cuda_sync(err, sizeof err), err);
+    free(args);
+    free(dimv);
+    free(dptr);
+    dcrt_plan_free(pl);
+    return rc;
 }

@@ -1,29 +1,27 @@
-/* The entry points that dcc-generated objects call (AOT output), and the
- * error codes they return to their callers.
+/* What dcc-generated objects call, and the error codes they return.
  *
- * An object written by `dcc prog.tex --emit=obj` exports prog_run (CPU) or
- * prog_launch (GPU) and calls back into this file: dcrt_alloc/dcrt_free for
- * materialised intermediates (softmax's row maxima, say) and
- * dcrt_parallel_for to run a kernel's blocks over a process-wide thread
- * pool (runtime/pool.c), started on first use. These names carry the dcrt_
- * prefix rather than rt_ because they are a binary interface: generated
- * code and the generated header name them, so they must not change.
+ * An object written by `dcc prog.tex --emit=obj` holds its program's table
+ * (dietcode/abi.h) and exports thin functions that hand it to dcrt_run
+ * (CPU; dcrt_cuda_run in runtime/cuda.c for the GPU): the plan of the call
+ * (runtime/plan.c) picks each stage's variant and lays out the workspace,
+ * the instruction set is the best one of the object's that this CPU has,
+ * and each launch runs its kernel's blocks over a process-wide thread pool
+ * (runtime/pool.c), started on first use. These names carry the dcrt_
+ * prefix rather than rt_ because they are a binary interface.
  *
  * A code says what kind of failure it was; dcrt_last_error says which: every
- * failing dcrt_ call, and the generated checks through dcrt_fail, leave a
- * one-line message (for a PTX the driver rejects, the JIT's log) in a
- * thread-local buffer, as errno does for the C library.
+ * failing dcrt_ call leaves a one-line message (for a PTX the driver
+ * rejects, the JIT's log) in a thread-local buffer, as errno does for the
+ * C library.
  */
 #include "dietcode/runtime.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-static RtPool *pool;
-
-static void pool_init(void) { pool = rt_pool_new(0); }
+#include <string.h>
 
 const char *dcrt_error_string(int code)
 {
@@ -32,12 +30,13 @@ const char *dcrt_error_string(int code)
     case DCRT_ERR_DIM_RANGE: return "a dim is below its declared lower bound or above the largest value the program accepts";
     case DCRT_ERR_TOO_LARGE: return "sizes too large: a tensor would have more elements than 32-bit indices can address";
     case DCRT_ERR_NULL_POINTER: return "a tensor pointer is NULL";
-    case DCRT_ERR_OUT_OF_MEMORY: return "out of memory for intermediate buffers";
+    case DCRT_ERR_OUT_OF_MEMORY: return "out of memory for the workspace";
     case DCRT_ERR_THREADS: return "cannot start the thread pool";
     case DCRT_ERR_NO_DRIVER: return "no CUDA driver found (libcuda.so.1)";
     case DCRT_ERR_NO_DEVICE: return "no CUDA device";
     case DCRT_ERR_CUDA: return "a CUDA driver call failed";
-    case DCRT_ERR_MODULE: return "the CUDA driver could not load the kernels' PTX";
+    case DCRT_ERR_MODULE: return "the kernels could not be loaded";
+    case DCRT_ERR_CPU: return "this CPU lacks the instruction sets the kernels were built for";
     default: return "unknown error code";
     }
 }
@@ -54,23 +53,106 @@ int dcrt_fail(int code, const char *msg)
 
 const char *dcrt_last_error(void) { return last_error; }
 
-void *dcrt_alloc(int64_t bytes)
+/* ---- the per-thread workspace ---- */
+
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static pthread_key_t ws_key;
+
+typedef struct Workspace {
+    void *p;
+    size_t bytes;
+} Workspace;
+
+static void ws_free(void *v)
 {
-    void *p = NULL;
-    if (bytes >= 0) {
-        size_t n = ((size_t)bytes + 63) & ~(size_t)63;
-        p = aligned_alloc(64, n ? n : 64);
-    }
-    if (!p) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "cannot allocate %lld bytes for an intermediate tensor",
-                 (long long)bytes);
-        dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, msg);
-    }
-    return p;
+    Workspace *w = v;
+    free(w->p);
+    free(w);
 }
 
-void dcrt_free(void *p) { free(p); }
+static void ws_init(void) { pthread_key_create(&ws_key, ws_free); }
+
+void *dcrt_thread_workspace(size_t bytes)
+{
+    pthread_once(&ws_once, ws_init);
+    Workspace *w = pthread_getspecific(ws_key);
+    if (!w && (w = calloc(1, sizeof *w)) && pthread_setspecific(ws_key, w) != 0) {
+        free(w);
+        w = NULL;
+    }
+    if (w && w->bytes < bytes) {
+        free(w->p);
+        w->bytes = 0;
+        size_t n = (bytes + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN;
+        if ((w->p = aligned_alloc(DCRT_ALIGN, n)))
+            w->bytes = n;
+    }
+    if (!w || w->bytes < bytes) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "cannot allocate a workspace of %zu bytes", bytes);
+        dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, msg);
+        return NULL;
+    }
+    return w->p;
+}
+
+/* ---- the CPU's instruction sets ---- */
+
+int dcrt_cpu_level(void)
+{
+    static _Atomic int level;
+    int l = atomic_load(&level);
+    if (l)
+        return l;
+    __builtin_cpu_init();
+    l = 1;
+    if (__builtin_cpu_supports("sse3") && __builtin_cpu_supports("ssse3") &&
+        __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("sse4.2") &&
+        __builtin_cpu_supports("popcnt")) {
+        l = 2;
+        if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
+            __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+            __builtin_cpu_supports("fma")) {
+            l = 3;
+            if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                __builtin_cpu_supports("avx512vl"))
+                l = 4;
+        }
+    }
+    atomic_store(&level, l);
+    return l;
+}
+
+/* ---- observing launches (profiles, tests) ---- */
+
+static _Atomic(DcrtLaunchHook) hook;
+static void *_Atomic hook_ud;
+
+void dcrt_set_launch_hook(DcrtLaunchHook h, void *ud)
+{
+    atomic_store(&hook_ud, ud);
+    atomic_store(&hook, h);
+}
+
+DcrtLaunchHook dcrt_launch_hook(void **ud)
+{
+    *ud = atomic_load(&hook_ud);
+    return atomic_load(&hook);
+}
+
+/* ---- running a CPU object ---- */
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static RtPool *pool;
+
+/* One thread per online core, or DCRT_NUM_THREADS of them. */
+static void pool_init(void)
+{
+    const char *env = getenv("DCRT_NUM_THREADS");
+    int n = env ? atoi(env) : 0;
+    pool = rt_pool_new(n > 0 && n <= 4096 ? n : 0);
+}
 
 typedef struct Job {
     DcrtKernelFn fn;
@@ -84,12 +166,87 @@ static void run_chunk(void *ctx, int64_t begin, int64_t end)
     j->fn(j->dims, j->bufs, begin, end);
 }
 
-int dcrt_parallel_for(int64_t nblocks, DcrtKernelFn fn, const int64_t *dims, float *const *bufs)
+int dcrt_check_params(const DcrtProgram *p, const void *const *tensors)
 {
-    pthread_once(&pool_once, pool_init);
-    if (!pool)
-        return dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
-    Job j = {fn, dims, bufs};
-    rt_pool_run(pool, nblocks, run_chunk, &j);
+    for (int i = 0; i < p->nparams; i++)
+        if (!tensors[i]) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s: the pointer to tensor %s is NULL", p->name,
+                     p->buffers[p->params[i]].name);
+            return dcrt_fail(DCRT_ERR_NULL_POINTER, msg);
+        }
     return DCRT_OK;
+}
+
+/* The object's preferred instruction set this CPU has. */
+static int pick_isa(const DcrtProgram *p, int *isa)
+{
+    int level = dcrt_cpu_level();
+    for (int i = 0; i < p->nisas; i++)
+        if (p->isa_levels[i] <= level) {
+            *isa = i;
+            return DCRT_OK;
+        }
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, "%s: this CPU (x86-64 level %d) lacks the instruction sets "
+                                      "the kernels were built for (",
+                     p->name, level);
+    for (int i = 0; i < p->nisas && n < (int)sizeof msg; i++)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s", i ? ", " : "", p->isa_names[i]);
+    if (n < (int)sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, ")");
+    return dcrt_fail(DCRT_ERR_CPU, msg);
+}
+
+/* The buffer pointers of a call: parameters, then the workspace's. */
+float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const *tensors,
+                          char *workspace)
+{
+    float **bufs = calloc((size_t)p->nbuffers + 1, sizeof *bufs);
+    if (!bufs) {
+        dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < p->nparams; i++)
+        bufs[p->params[i]] = tensors[i];
+    for (int i = 0; i < p->nbuffers; i++)
+        if (pl->offset[i] >= 0)
+            bufs[i] = (float *)(workspace + pl->offset[i]);
+    return bufs;
+}
+
+int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace)
+{
+    DcrtPlan *pl = dcrt_plan_new(p);
+    if (!pl)
+        return DCRT_ERR_OUT_OF_MEMORY;
+    int isa = 0, rc = dcrt_plan(p, dims, pl);
+    if (rc == DCRT_OK)
+        rc = dcrt_check_params(p, (const void *const *)tensors);
+    if (rc == DCRT_OK)
+        rc = pick_isa(p, &isa);
+    if (rc == DCRT_OK && !workspace && pl->workspace_bytes > 0 &&
+        !(workspace = dcrt_thread_workspace((size_t)pl->workspace_bytes)))
+        rc = DCRT_ERR_OUT_OF_MEMORY;
+    float **bufs = rc == DCRT_OK ? dcrt_bind_buffers(p, pl, tensors, workspace) : NULL;
+    if (rc == DCRT_OK && !bufs)
+        rc = DCRT_ERR_OUT_OF_MEMORY;
+    if (rc == DCRT_OK) {
+        pthread_once(&pool_once, pool_init);
+        if (!pool)
+            rc = dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
+    }
+    void *ud;
+    DcrtLaunchHook h = dcrt_launch_hook(&ud);
+    for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
+        const DcrtLaunch *l = &pl->launches[i];
+        Job j = {p->fns[(size_t)isa * (size_t)p->nkernels + (size_t)l->kernel], dims, bufs};
+        double t0 = h ? rt_now_ms() : 0;
+        rt_pool_run(pool, l->blocks, run_chunk, &j);
+        if (h)
+            h(ud, p, l, rt_now_ms() - t0);
+    }
+    free(bufs);
+    dcrt_plan_free(pl);
+    return rc;
 }

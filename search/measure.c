@@ -1,21 +1,25 @@
-/* Measuring one stage's kernel, built from one micro-kernel, at one shape.
+/* Measuring one stage built from one micro-kernel at one shape.
  *
- * The program is lowered with that micro-kernel for the stage (defaults
- * for the others) and only the stage's kernel is timed, so the other
- * stages cost nothing. Lowerings and compiled kernels are kept per
- * micro-kernel: a candidate measured at many shapes (the selection step)
- * is lowered and compiled once. Buffers are allocated once, for the
- * largest shape, and filled with seeded random values.
+ * The stage is lowered as a program of its own (ir_te_extract: the stage's
+ * tensor as the output, what it reads as inputs), so only its launches are
+ * timed, through the same executors `dcc run` uses (exec/): on the CPU the
+ * object's NAME_run_packed JIT-compiled, on the GPU NAME_launch_packed.
+ * Each candidate lives in an arena and a piece of JIT code of its own,
+ * kept while it may be measured again (the selection step measures a
+ * candidate at many shapes) and freed when the least recently used of
+ * MAX_BUILT gives way, so memory stays flat however many trials a search
+ * takes. Buffers are allocated once, for the largest shape, and filled
+ * with seeded random values; a stage's inputs are the original program's
+ * buffers of the same tensors.
  *
- *   cpu    JIT-compiled for the host; one warm-up run, then runs until the
- *          budget (20 ms unless set) or SRCH_MAX_REPEATS have passed (at
- *          least 3), wall clock.
- *   cuda   PTX through the driver; a warm-up, then 5 runs timed with events.
+ *   cpu    one warm-up run, then runs until the budget (20 ms unless set)
+ *          or SRCH_MAX_REPEATS have passed (at least 3), wall clock.
+ *   cuda   a warm-up, then 5 runs timed with CUDA events.
  *   model  no hardware: the analytic time flops / (prior x adaptation),
  *          with the occupancy registers allow and a spill penalty when
  *          ptxas (search/ptxas.c) reports on the kernel's PTX.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/search.h"
 
 #include <math.h>
@@ -23,17 +27,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { MAX_BUILT = 16 };
+
 typedef enum Backend { BK_CPU, BK_CUDA, BK_MODEL } Backend;
 
 typedef struct Built {
-    char *key;              /* stage name, '|', micro-kernel */
+    const Tensor *stage;    /* the original program's tensor */
+    MicroKernel mk;
+    TeProgram *prog;        /* the stage alone: its own arena */
+    Tensor **map;           /* original tensor id -> its copy in prog, or NULL */
     LoopProgram *lp;
-    int kernel;             /* index into lp->kernels */
-    CgProgram *cp;          /* cpu */
-    RtCuModule *mod;        /* cuda */
-    RtCuFunction *fn;
+    ExCpu *cpu;
+    ExCuda *cuda;
     bool have_ptx;          /* GPU backends: ptxas's report, when ptxas exists */
     SrchPtxInfo ptx;
+    uint64_t used;          /* when last asked for: the least recent goes first */
 } Built;
 
 struct SrchMeasurer {
@@ -41,31 +49,37 @@ struct SrchMeasurer {
     const char *arch;
     TeProgram *p;
     const SrchTarget *tg;
-    MicroKernel *defaults;  /* per tensor id */
+    bool *materialized;     /* per tensor id, as pass_inline decides */
     float **bufs;           /* cpu: per tensor id */
     uint64_t *dbufs;        /* cuda */
-    int nbuilt, capbuilt;
-    Built *built;
+    Built built[MAX_BUILT];
+    int nbuilt;
+    uint64_t clock;
     double budget_ms;       /* cpu: keep repeating until this much has run */
 };
+
+static void unbuild(Built *b)
+{
+    ex_cpu_destroy(b->cpu);
+    ex_cuda_destroy(b->cuda);
+    ir_te_destroy(b->prog);
+    free(b->map);
+    memset(b, 0, sizeof *b);
+}
 
 void srch_measurer_free(SrchMeasurer *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->nbuilt; i++) {
-        cg_program_destroy(m->built[i].cp);
-        rt_cuda_unload_module(m->built[i].mod);
-        free(m->built[i].key);
-    }
-    free(m->built);
+    for (int i = 0; i < m->nbuilt; i++)
+        unbuild(&m->built[i]);
     for (int i = 0; m->bufs && i < m->p->ntensors; i++)
         free(m->bufs[i]);
     for (int i = 0; m->dbufs && i < m->p->ntensors; i++)
         rt_cuda_free(m->dbufs[i]);
     free(m->bufs);
     free(m->dbufs);
-    free(m->defaults);
+    free(m->materialized);
     free(m);
 }
 
@@ -90,20 +104,17 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
     m->arch = arch ? arch : "sm_80";
     m->p = p;
     m->tg = tg;
-    m->defaults = calloc((size_t)nt, sizeof *m->defaults);
-    Expr **bodies = IR_NEWN(p->arena, Expr *, nt);
-    bool *mat = IR_NEWN(p->arena, bool, nt);
-    pass_inline(p, bodies, mat);
-    for (int i = 0; i < p->ntensors; i++)
-        if (p->tensors[i]->kind != TK_INPUT && mat[i])
-            m->defaults[i] = pass_default_microkernel(p, p->tensors[i], bodies[i], &tg->ti);
+    m->materialized = calloc((size_t)nt, sizeof *m->materialized);
+    Expr **bodies = calloc((size_t)nt, sizeof *bodies);
+    pass_inline(p, bodies, m->materialized);
+    free(bodies);
     if (bk == BK_MODEL)
         return m;
     /* buffers for the largest of the shapes */
     m->bufs = calloc((size_t)nt, sizeof *m->bufs);
     m->dbufs = calloc((size_t)nt, sizeof *m->dbufs);
     for (int i = 0; i < p->ntensors; i++) {
-        if (!mat[i] && p->tensors[i]->kind != TK_INPUT)
+        if (!m->materialized[i])
             continue;
         int64_t numel = 1;
         for (int s = 0; s < nshapes; s++) {
@@ -135,98 +146,102 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
     return m;
 }
 
-/* The lowering (and compiled code) of stage st with mk, built on first use. */
-static Built *build(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, char *err,
+/* Lowers and compiles stage st with mk into b (empty); false and err. */
+static bool build(SrchMeasurer *m, Built *b, const SrchStage *st, const MicroKernel *mk,
+                  char *err, size_t errlen)
+{
+    const TeProgram *p = m->p;
+    b->stage = st->t;
+    b->mk = *mk;
+    b->map = calloc((size_t)p->ntensors + 1, sizeof *b->map);
+    b->prog = ir_te_extract(p, st->t, m->materialized, false, b->map);
+    const Tensor *out = b->map[st->t->id];
+    StageSchedule *sched = IR_NEWN(b->prog->arena, StageSchedule, b->prog->ntensors);
+    sched[out->id] = (StageSchedule){1, mk, NULL};
+    if (!(b->lp = pass_run_pipeline_sched(b->prog, sched, &m->tg->ti, NULL, err, errlen)))
+        return false;
+    if (m->bk == BK_CPU)
+        return (b->cpu = ex_cpu_compile(b->lp, err, errlen)) != NULL;
+    if (m->bk == BK_CUDA && !(b->cuda = ex_cuda_compile(b->lp, m->arch, true, err, errlen)))
+        return false;
+    if (srch_ptxas_path()) {
+        /* the stage's first kernel: the one computing the reduction */
+        const Kernel *k = b->lp->kernels[b->lp->stages[0].variants[0].first];
+        char perr[256];
+        char *ptx = cg_emit_ptx(b->lp, m->arch, true, err, errlen);
+        if (!ptx)
+            return false;
+        b->have_ptx = srch_ptxas_info(ptx, m->arch, k->name, &b->ptx, perr, sizeof perr);
+        free(ptx);
+    }
+    return true;
+}
+
+/* The candidate (st, mk), built on first use, the least recently used one
+ * freed to make room. */
+static Built *built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, char *err,
                     size_t errlen)
 {
-    char *mks = srch_mk_str(mk, st->rank);
-    size_t klen = strlen(st->t->name) + strlen(mks) + 2;
-    char *key = malloc(klen);
-    snprintf(key, klen, "%s|%s", st->t->name, mks);
-    free(mks);
-    for (int i = 0; i < m->nbuilt; i++)
-        if (strcmp(m->built[i].key, key) == 0) {
-            free(key);
-            return &m->built[i];
+    Built *b = NULL;
+    for (int i = 0; i < m->nbuilt && !b; i++)
+        if (m->built[i].stage == st->t && ir_microkernel_cmp(&m->built[i].mk, mk) == 0)
+            b = &m->built[i];
+    if (!b) {
+        if (m->nbuilt < MAX_BUILT) {
+            b = &m->built[m->nbuilt++];
+        } else {
+            b = &m->built[0];
+            for (int i = 1; i < m->nbuilt; i++)
+                if (m->built[i].used < b->used)
+                    b = &m->built[i];
+            unbuild(b);
         }
-    MicroKernel *all = calloc((size_t)m->p->ntensors + 1, sizeof *all);
-    memcpy(all, m->defaults, sizeof *all * (size_t)m->p->ntensors);
-    all[st->t->id] = *mk;
-    LoopProgram *lp = pass_run_pipeline(m->p, all, &m->tg->ti, NULL, err, errlen);
-    free(all);
-    Built b = {key, lp, -1, NULL, NULL, NULL, false, {0, 0, 0}};
-    for (int i = 0; lp && i < lp->nkernels; i++)
-        if (lp->kernels[i]->out == st->t)
-            b.kernel = i;
-    if (!lp || b.kernel < 0) {
-        if (lp)
-            srch_seterr(err, errlen, "stage %s has no kernel", st->t->name);
-        free(key);
-        return NULL;
-    }
-    if (m->bk == BK_CPU && !(b.cp = cg_jit_compile(lp, err, errlen))) {
-        free(key);
-        return NULL;
-    }
-    if (m->bk != BK_CPU && (m->bk == BK_CUDA || srch_ptxas_path())) {
-        char *ptx = cg_emit_ptx_text(lp, m->arch, err, errlen);
-        int rc = ptx ? DCRT_OK : -1;
-        const char *kname = lp->kernels[b.kernel]->name;
-        char perr[256];
-        if (ptx)
-            b.have_ptx = srch_ptxas_info(ptx, m->arch, kname, &b.ptx, perr, sizeof perr);
-        if (ptx && m->bk == BK_CUDA)
-            rc = rt_cuda_load_module(ptx, &b.mod, err, errlen);
-        free(ptx);
-        if (rc == DCRT_OK && m->bk == BK_CUDA)
-            rc = rt_cuda_get_function(b.mod, kname, &b.fn, err, errlen);
-        if (rc != DCRT_OK) {
-            rt_cuda_unload_module(b.mod);
-            free(key);
+        if (!build(m, b, st, mk, err, errlen)) {
+            unbuild(b);
+            *b = m->built[--m->nbuilt];
+            memset(&m->built[m->nbuilt], 0, sizeof *b);
             return NULL;
         }
     }
-    if (m->nbuilt == m->capbuilt) {
-        m->capbuilt = m->capbuilt ? 2 * m->capbuilt : 64;
-        m->built = realloc(m->built, sizeof *m->built * (size_t)m->capbuilt);
-    }
-    m->built[m->nbuilt] = b;
-    return &m->built[m->nbuilt++];
+    b->used = ++m->clock;
+    return b;
+}
+
+/* Runs b once at dims; -1 and err on failure. */
+static int run(SrchMeasurer *m, Built *b, const int64_t *dims, float *ms, char *err,
+               size_t errlen)
+{
+    int n = b->prog->ntensors;
+    float *bufs[n + 1];
+    uint64_t dbufs[n + 1];
+    for (int i = 0; i < m->p->ntensors; i++)
+        if (b->map[i]) {
+            bufs[b->map[i]->id] = m->bufs[i];
+            dbufs[b->map[i]->id] = m->dbufs[i];
+        }
+    if (b->cuda)
+        return ex_cuda_run(b->cuda, dims, dbufs, 0, NULL, ms, err, errlen);
+    return ex_cpu_run(b->cpu, dims, bufs, NULL, err, errlen);
 }
 
 static int time_cuda(SrchMeasurer *m, Built *b, const int64_t *dims, double *t, int *nt,
                      char *err, size_t errlen)
 {
-    const Kernel *k = b->lp->kernels[b->kernel];
-    void **args = cg_nvptx_launch_args(b->lp, dims, m->dbufs);
-    if (!args) {
-        srch_seterr(err, errlen, "out of memory");
-        return -1;
-    }
-    int64_t nb = ir_eval_dims(k->body->loop.var->extent, dims);
-    unsigned grid[3] = {(unsigned)nb, 1, 1}, block[3] = {(unsigned)k->nthreads, 1, 1};
-    RtCuTimer *tm = NULL;
-    int rc = rt_cuda_timer_new(&tm, err, errlen);
-    for (int r = -1; rc == DCRT_OK && r < 5; r++) {
+    for (int r = -1; r < 5; r++) {
         float ms = 0;
-        rc = rt_cuda_timer_start(tm, NULL, err, errlen);
-        if (rc == DCRT_OK)
-            rc = rt_cuda_launch(b->fn, grid, block, 0, NULL, args, err, errlen);
-        if (rc == DCRT_OK)
-            rc = rt_cuda_timer_stop(tm, NULL, &ms, err, errlen);
-        if (rc == DCRT_OK && r >= 0)
+        if (run(m, b, dims, &ms, err, errlen) != 0)
+            return -1;
+        if (r >= 0)
             t[(*nt)++] = ms;
     }
-    rt_cuda_timer_destroy(tm);
-    free(args);
-    return rc == DCRT_OK ? 0 : -1;
+    return 0;
 }
 
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen)
 {
     *ntimes = 0;
-    Built *b = build(m, st, mk, err, errlen);
+    Built *b = built(m, st, mk, err, errlen);
     if (!b)
         return -1;
     if (m->bk == BK_MODEL) {
@@ -249,7 +264,7 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
     if (m->bk == BK_CUDA)
         return time_cuda(m, b, dims, times_ms, ntimes, err, errlen);
     double t0 = rt_now_ms();
-    if (cg_program_run_kernel(b->cp, NULL, b->kernel, dims, m->bufs, err, errlen) != 0)
+    if (run(m, b, dims, NULL, err, errlen) != 0)
         return -1; /* the warm-up */
     double first = rt_now_ms() - t0;
     if (cutoff_ms > 0 && first > cutoff_ms) {
@@ -259,7 +274,7 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
     double total = 0;
     while (*ntimes < SRCH_MAX_REPEATS && (*ntimes < 3 || total < m->budget_ms)) {
         t0 = rt_now_ms();
-        if (cg_program_run_kernel(b->cp, NULL, b->kernel, dims, m->bufs, err, errlen) != 0)
+        if (run(m, b, dims, NULL, err, errlen) != 0)
             return -1;
         double t = rt_now_ms() - t0;
         times_ms[(*ntimes)++] = t;
@@ -274,7 +289,7 @@ bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKerne
     if (m->bk == BK_CPU || !srch_ptxas_path())
         return false;
     char err[256];
-    Built *b = build(m, st, mk, err, sizeof err);
+    Built *b = built(m, st, mk, err, sizeof err);
     if (!b || !b->have_ptx)
         return false;
     *out = b->ptx;

@@ -9,6 +9,7 @@
  * so a failed command never leaves a partial file behind.
  */
 #include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
@@ -156,34 +157,20 @@ static bool parse_int(const char *s, int64_t *out)
 
 /* ---- loading a program ---- */
 
-typedef struct Loaded {
-    Arena *arena;
-    Source src;
-    TeProgram *prog;
-} Loaded;
-
 /* Reads and checks FILE; prints diagnostics and exits 1 on errors. */
-static Loaded load_program(const char *path)
+static FeUnit load_program(const char *path)
 {
-    Loaded l = {ir_arena_new(), {0}, NULL};
+    FeUnit u;
     char err[512];
-    if (fe_read_source(l.arena, path, &l.src, err, sizeof err) != 0)
+    int rc = fe_load(path, &u, err, sizeof err);
+    if (rc < 0)
         fail("%s", err);
-    DiagList diags;
-    ir_diags_init(&diags, l.arena, &l.src);
-    l.prog = fe_compile(&l.src, fe_program_name(l.arena, path), &diags);
-    if (!l.prog) {
-        ir_diags_print(&diags, stderr);
-        fprintf(stderr, "%d error%s\n", diags.count, diags.count == 1 ? "" : "s");
+    if (rc > 0) {
+        ir_diags_print(&u.diags, stderr);
+        fprintf(stderr, "%d error%s\n", u.diags.count, u.diags.count == 1 ? "" : "s");
         exit(EXIT_BAD_INPUT);
     }
-    return l;
-}
-
-static void free_program(Loaded *l)
-{
-    ir_te_destroy(l->prog);
-    ir_arena_destroy(l->arena);
+    return u;
 }
 
 /* ---- dcc FILE.tex ---- */
@@ -255,6 +242,65 @@ static LoopProgram *lower_program(TeProgram *p, const CompileOpts *o)
     return lp;
 }
 
+/* ---- dims given with --set (dcc run; dcc --emit=plan) ---- */
+
+typedef struct NamedArg {
+    const char *name, *value;
+} NamedArg;
+
+typedef struct NamedArgs {
+    NamedArg a[MAX_ARGS];
+    int n;
+} NamedArgs;
+
+static void add_named(NamedArgs *arr, const char *arg, const char *flag)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+        usage_error("%s expects NAME=VALUE, got '%s'", flag, arg);
+    if (arr->n == MAX_ARGS)
+        usage_error("too many %s options", flag);
+    NamedArg *x = &arr->a[arr->n];
+    x->name = strndup(arg, (size_t)(eq - arg));
+    x->value = eq + 1;
+    for (int i = 0; i < arr->n; i++)
+        if (strcmp(arr->a[i].name, x->name) == 0)
+            usage_error("%s %s given twice", flag, x->name);
+    arr->n++;
+}
+
+static void free_named(NamedArgs *arr)
+{
+    for (int i = 0; i < arr->n; i++)
+        free((char *)arr->a[i].name);
+    arr->n = 0;
+}
+
+/* The dims' values from --set, checked against the program. */
+static int64_t *resolve_dims(const TeProgram *p, const NamedArgs *sets)
+{
+    int64_t *dims = calloc((size_t)p->ndims + 1, sizeof *dims);
+    for (int i = 0; i < sets->n; i++)
+        if (!ir_te_find_dim(p, sets->a[i].name))
+            fail("--set %s: the program has no dim named '%s'", sets->a[i].name, sets->a[i].name);
+    for (int i = 0; i < p->ndims; i++) {
+        const Var *d = p->dims[i];
+        const NamedArg *a = NULL;
+        for (int j = 0; j < sets->n; j++)
+            if (strcmp(sets->a[j].name, d->name) == 0)
+                a = &sets->a[j];
+        if (!a)
+            fail("missing --set %s=VALUE (dim %s is declared in %lld..%lld)", d->name, d->name,
+                 (long long)d->lo, (long long)d->hi);
+        if (!parse_int(a->value, &dims[i]))
+            fail("--set %s=%s: not a non-negative integer", d->name, a->value);
+    }
+    char err[512];
+    if (!ir_check_dims(p, dims, err, sizeof err))
+        fail("%s", err);
+    return dims;
+}
+
 /* ---- AOT output: --emit=obj, --emit=header, --emit=obj,header ----
  *
  * File names: with one kind, -o OUT names the file. With both kinds, OUT
@@ -286,21 +332,27 @@ static char *aot_path(const char *out, const char *file, const char *ext, bool b
     return p;
 }
 
-/* arch NULL: the CPU object (NAME_run); else the PTX for arch embedded (NAME_launch). */
+/* gpu_arch NULL: the CPU object (NAME_run, kernels for each of isas);
+ * else the PTX for gpu_arch embedded (NAME_launch). */
 static void emit_aot(const char *emit, const char *out, const char *file, const LoopProgram *lp,
-                     const char *arch, bool libdevice)
+                     const char *gpu_arch, bool libdevice, const CgTarget *const *isas, int nisas)
 {
     bool obj = strstr(emit, "obj") != NULL, hdr = strstr(emit, "header") != NULL;
-    char err[512];
+    char err[8192];
     char *text[2] = {NULL, NULL}, *ptx = NULL;
     size_t len[2] = {0, 0};
-    if (obj && arch && !(ptx = cg_emit_ptx_text_ex(lp, arch, libdevice, err, sizeof err)))
+    if (obj && gpu_arch && !(ptx = cg_emit_ptx(lp, gpu_arch, libdevice, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
-    if (obj && cg_emit_object(lp, ptx, &text[0], &len[0], err, sizeof err) != 0)
-        ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+    CgHostOpts o = {.nisas = nisas, .isas = isas, .ptx = ptx ? ptx : gpu_arch ? "" : NULL};
+    if (obj) {
+        CgModule *m = cg_host_module(lp, &o, err, sizeof err);
+        if (!m || !(text[0] = cg_module_emit(m, true, &len[0], err, sizeof err)))
+            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+        cg_module_destroy(m);
+    }
     free(ptx);
     if (hdr) {
-        if (!(text[1] = cg_emit_header(lp, arch != NULL, err, sizeof err)))
+        if (!(text[1] = cg_emit_header(lp, &o, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
         len[1] = strlen(text[1]);
     }
@@ -341,13 +393,29 @@ static void emit_aot(const char *emit, const char *out, const char *file, const 
     }
 }
 
+/* Writes what a module prints (LLVM text, or assembly / PTX). */
+static void emit_module(CgModule *m, bool assembly, const char *out, const char *err)
+{
+    char why[512];
+    size_t len = 0;
+    char *text = !m ? NULL : assembly ? cg_module_emit(m, false, &len, why, sizeof why)
+                                      : cg_module_print(m, why, sizeof why);
+    if (!text)
+        ir_panic(__FILE__, __LINE__, "code generation failed: %s", m ? why : err);
+    write_output(out, text, assembly ? len : strlen(text));
+    free(text);
+    cg_module_destroy(m);
+}
+
+enum { MAX_ISAS = 8 };
+
 static int cmd_compile(int argc, char **argv)
 {
-    const char *out = NULL, *emit = NULL, *file = NULL;
+    const char *out = NULL, *emit = NULL, *file = NULL, *arch = NULL;
     CompileOpts co = {.target = PT_CPU};
-    const char *arch = "sm_80";
+    NamedArgs sets = {.n = 0};
     bool target_cpu = false, no_libdevice = false;
-    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS };
+    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS, O_SET };
     static const struct option opts[] = {
         {"emit", required_argument, 0, 'e'},
         {"output", required_argument, 0, 'o'},
@@ -359,6 +427,7 @@ static int cmd_compile(int argc, char **argv)
         {"arch", required_argument, 0, O_ARCH},
         {"no-libdevice", no_argument, 0, O_NOLIBDEV},
         {"records", required_argument, 0, O_RECORDS},
+        {"set", required_argument, 0, O_SET},
         {0, 0, 0, 0},
     };
     int c;
@@ -380,14 +449,10 @@ static int cmd_compile(int argc, char **argv)
             else
                 usage_error("unknown --target '%s' (expected cpu or nvptx)", optarg);
             break;
-        case O_ARCH:
-            if (!cg_nvptx_arch_valid(optarg))
-                usage_error("unknown --arch '%s' (expected sm_75, sm_80, sm_86, sm_87, sm_89, "
-                            "sm_90 or sm_90a)", optarg);
-            arch = optarg;
-            break;
+        case O_ARCH: arch = optarg; break;
         case O_NOLIBDEV: no_libdevice = true; break;
         case O_RECORDS: co.records = optarg; break;
+        case O_SET: add_named(&sets, optarg, "--set"); break;
         default: bad_option(argv);
         }
     }
@@ -397,19 +462,43 @@ static int cmd_compile(int argc, char **argv)
     bool aot = emit && is_aot_emit(emit);
     bool ptx = emit && strcmp(emit, "ptx") == 0;
     bool dispatch = emit && strcmp(emit, "dispatch") == 0;
+    bool plan = emit && strcmp(emit, "plan") == 0;
     if (ptx && target_cpu)
         usage_error("--emit=ptx needs --target=nvptx");
     if (ptx)
         co.target = PT_GPU;
     if (emit && co.target == PT_GPU && strcmp(emit, "asm") == 0)
         usage_error("--emit=asm is host assembly: use --emit=ptx for --target=nvptx");
-    if (emit && !aot && !ptx && !dispatch && strcmp(emit, "te") != 0 &&
+    if (emit && !aot && !ptx && !dispatch && !plan && strcmp(emit, "te") != 0 &&
         strcmp(emit, "loops") != 0 && strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
-        usage_error("unknown --emit kind '%s' (expected te, loops, llvm, asm, ptx, obj, "
+        usage_error("unknown --emit kind '%s' (expected te, loops, plan, llvm, asm, ptx, obj, "
                     "header, obj,header or dispatch)", emit);
     if (out && !emit)
         usage_error("-o needs --emit");
-    Loaded l = load_program(file);
+    if (sets.n && !plan)
+        usage_error("--set is for --emit=plan (and dcc run)");
+    /* --arch: the GPU's architecture, or the CPU instruction sets of an object */
+    const CgTarget *isas[MAX_ISAS];
+    int nisas = 0;
+    char err[512];
+    if (co.target == PT_GPU) {
+        if (!arch)
+            arch = "sm_80";
+        else if (!cg_nvptx_arch_valid(arch))
+            usage_error("unknown --arch '%s' (expected sm_75, sm_80, sm_86, sm_87, sm_89, "
+                        "sm_90 or sm_90a)", arch);
+    } else {
+        if (arch && strncmp(arch, "sm_", 3) == 0)
+            usage_error("--arch %s is a GPU architecture: add --target=nvptx", arch);
+        if ((nisas = cg_cpu_arch_list(arch ? arch : "x86-64-v2,x86-64-v3,x86-64-v4", isas,
+                                      MAX_ISAS, err, sizeof err)) < 0)
+            usage_error("%s", err);
+        if (arch && (!emit || (!aot && strcmp(emit, "asm") != 0 && strcmp(emit, "llvm") != 0)))
+            usage_error("--arch with the cpu target is for --emit=obj, asm or llvm");
+        if (arch && !aot && nisas != 1)
+            usage_error("--emit=%s shows one instruction set: give --arch one name", emit);
+    }
+    FeUnit l = load_program(file);
     if (dispatch) {
         SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
         co.trees = trees;
@@ -424,34 +513,33 @@ static int cmd_compile(int argc, char **argv)
         for (int i = 0; i < l.prog->ntensors; i++)
             srch_tree_free(trees[i]);
         free(trees);
-        free_program(&l);
+        fe_unload(&l);
         return 0;
     }
+    int64_t *dims = plan ? resolve_dims(l.prog, &sets) : NULL;
     bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
     if (emit && lp && co.pipe.stop_after) {
-        free_program(&l);
+        fe_unload(&l);
         return 0; /* --stop-after: the dumps were the output */
     }
     if (aot) {
-        emit_aot(emit, out, file, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice);
+        emit_aot(emit, out, file, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice, isas, nisas);
+    } else if (plan) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        if (ex_plan_print(m, lp, dims, err, sizeof err) != 0)
+            fail("%s", err);
+        fclose(m);
+        write_output(out, text, len);
+        free(text);
     } else if (emit && co.target == PT_GPU && (ptx || strcmp(emit, "llvm") == 0)) {
-        char err[512];
-        char *text = ptx ? cg_emit_ptx_text_ex(lp, arch, !no_libdevice, err, sizeof err)
-                         : cg_emit_nvptx_llvm_text(lp, arch, true, err, sizeof err);
-        if (!text)
-            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
-        write_output(out, text, strlen(text));
-        free(text);
+        emit_module(cg_nvptx_module(lp, arch, !no_libdevice, true, err, sizeof err), ptx, out, err);
     } else if (emit && (strcmp(emit, "llvm") == 0 || strcmp(emit, "asm") == 0)) {
-        char err[512];
-        char *text = strcmp(emit, "llvm") == 0 ? cg_emit_llvm_text(lp, true, err, sizeof err)
-                                               : cg_emit_asm_text(lp, err, sizeof err);
-        if (!text)
-            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
-        write_output(out, text, strlen(text));
-        free(text);
+        emit_module(cg_kernels_module(lp, isas[0], NULL, true, err, sizeof err),
+                    strcmp(emit, "asm") == 0, out, err);
     } else if (emit) {
         char *text = NULL;
         size_t len = 0;
@@ -464,49 +552,28 @@ static int cmd_compile(int argc, char **argv)
         write_output(out, text, len);
         free(text);
     }
-    free_program(&l);
+    free(dims);
+    free_named(&sets);
+    fe_unload(&l);
     return 0;
 }
 
 /* ---- dcc run ---- */
 
-typedef struct NamedArg {
-    const char *name, *value;
-} NamedArg;
-
 typedef struct RunOpts {
     const char *file, *target;
-    NamedArg sets[MAX_ARGS], inputs[MAX_ARGS], outputs[MAX_ARGS];
-    int nsets, ninputs, noutputs;
+    NamedArgs sets, inputs, outputs;
     uint64_t seed;
     bool check;
     int64_t bench;
     const char *records;
 } RunOpts;
 
-static void add_named(NamedArg *arr, int *n, const char *arg, const char *flag)
-{
-    const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg || !eq[1])
-        usage_error("%s expects NAME=VALUE, got '%s'", flag, arg);
-    if (*n == MAX_ARGS)
-        usage_error("too many %s options", flag);
-    arr[*n].name = strndup(arg, (size_t)(eq - arg));
-    arr[*n].value = eq + 1;
-    for (int i = 0; i < *n; i++)
-        if (strcmp(arr[i].name, arr[*n].name) == 0)
-            usage_error("%s %s given twice", flag, arr[*n].name);
-    (*n)++;
-}
-
 static void free_run_opts(RunOpts *o)
 {
-    for (int i = 0; i < o->nsets; i++)
-        free((char *)o->sets[i].name);
-    for (int i = 0; i < o->ninputs; i++)
-        free((char *)o->inputs[i].name);
-    for (int i = 0; i < o->noutputs; i++)
-        free((char *)o->outputs[i].name);
+    free_named(&o->sets);
+    free_named(&o->inputs);
+    free_named(&o->outputs);
 }
 
 static RunOpts parse_run_opts(int argc, char **argv)
@@ -526,9 +593,9 @@ static RunOpts parse_run_opts(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 't': o.target = optarg; break;
-        case 's': add_named(o.sets, &o.nsets, optarg, "--set"); break;
-        case 'i': add_named(o.inputs, &o.ninputs, optarg, "--input"); break;
-        case 'o': add_named(o.outputs, &o.noutputs, optarg, "--output"); break;
+        case 's': add_named(&o.sets, optarg, "--set"); break;
+        case 'i': add_named(&o.inputs, optarg, "--input"); break;
+        case 'o': add_named(&o.outputs, optarg, "--output"); break;
         case 'S':
             if (!parse_int(optarg, &v))
                 usage_error("--seed expects a non-negative integer, got '%s'", optarg);
@@ -555,31 +622,6 @@ static RunOpts parse_run_opts(int argc, char **argv)
     return o;
 }
 
-/* The dims' values from --set, checked against the program. */
-static int64_t *resolve_dims(const TeProgram *p, const RunOpts *o)
-{
-    int64_t *dims = calloc((size_t)p->ndims + 1, sizeof *dims);
-    for (int i = 0; i < o->nsets; i++)
-        if (!ir_te_find_dim(p, o->sets[i].name))
-            fail("--set %s: the program has no dim named '%s'", o->sets[i].name, o->sets[i].name);
-    for (int i = 0; i < p->ndims; i++) {
-        const Var *d = p->dims[i];
-        const NamedArg *a = NULL;
-        for (int j = 0; j < o->nsets; j++)
-            if (strcmp(o->sets[j].name, d->name) == 0)
-                a = &o->sets[j];
-        if (!a)
-            fail("missing --set %s=VALUE (dim %s is declared in %lld..%lld)", d->name, d->name,
-                 (long long)d->lo, (long long)d->hi);
-        if (!parse_int(a->value, &dims[i]))
-            fail("--set %s=%s: not a non-negative integer", d->name, a->value);
-    }
-    char err[512];
-    if (!ir_check_dims(p, dims, err, sizeof err))
-        fail("%s", err);
-    return dims;
-}
-
 static void shape_str(char *buf, size_t n, int rank, const int64_t *shape)
 {
     size_t k = (size_t)snprintf(buf, n, "(");
@@ -599,19 +641,19 @@ static void tensor_shape(const Tensor *t, const int64_t *dims, int64_t *shape)
 static float **make_buffers(const TeProgram *p, const int64_t *dims, const RunOpts *o)
 {
     float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
-    for (int i = 0; i < o->ninputs; i++) {
-        const Tensor *t = ir_te_find(p, o->inputs[i].name);
+    for (int i = 0; i < o->inputs.n; i++) {
+        const Tensor *t = ir_te_find(p, o->inputs.a[i].name);
         if (!t || t->kind != TK_INPUT)
-            fail("--input %s: the program has no input named '%s'", o->inputs[i].name,
-                 o->inputs[i].name);
+            fail("--input %s: the program has no input named '%s'", o->inputs.a[i].name,
+                 o->inputs.a[i].name);
     }
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
         int64_t n = ir_te_numel(t, dims);
         const char *path = NULL;
-        for (int j = 0; j < o->ninputs; j++)
-            if (strcmp(o->inputs[j].name, t->name) == 0)
-                path = o->inputs[j].value;
+        for (int j = 0; j < o->inputs.n; j++)
+            if (strcmp(o->inputs.a[j].name, t->name) == 0)
+                path = o->inputs.a[j].value;
         if (!path) {
             bufs[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
             if (!bufs[i])
@@ -647,33 +689,18 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* What a run executes: the program and, for compiled targets, its lowering. */
+/* What a run executes: the program and, for compiled targets, its lowering
+ * and executor (exec/). */
 typedef struct Exec {
-    const char *target;
     TeProgram *p;
-    LoopProgram *lp;  /* cpu, loops, emu */
-    CgProgram *cp;    /* cpu */
-    CgEmuProgram *ep; /* emu: blocks over pool */
-    RtPool *pool;
-    struct CudaRun *cu; /* cuda */
+    LoopProgram *lp;  /* cpu, loops, emu, cuda */
+    ExCpu *cpu;
+    ExEmu *emu;
+    RtPool *pool;     /* emu: blocks over it */
+    ExCuda *cuda;
+    uint64_t *dbuf;   /* cuda: per tensor id, inputs and outputs */
+    float ms;         /* cuda: the last run's time between CUDA events */
 } Exec;
-
-/* ---- dcc run --target=cuda: PTX through the driver (runtime/cuda.c) ----
- *
- * The kernels follow the NVPTX ABI of dietcode/codegen.h: every dim, then
- * one device pointer per materialised tensor in id order; grid (nblocks),
- * block (nthreads). Inputs are copied to the device once; a run is one
- * launch per stage (the variant the stage's dispatch picks for the dims)
- * between two CUDA events, whose interval --bench reports, and a
- * synchronisation; outputs are copied back once, after the runs.
- */
-typedef struct CudaRun {
-    RtCuModule *mod;
-    RtCuFunction **fn; /* per kernel: every variant is loaded */
-    uint64_t *dbuf;    /* per tensor id; 0 if not materialised */
-    RtCuTimer *timer;
-    float ms;          /* the last run's time on the GPU */
-} CudaRun;
 
 /* Stops with the driver's one-line message when there is no GPU. */
 static void cuda_require(void)
@@ -683,92 +710,43 @@ static void cuda_require(void)
         fail("%s", err);
 }
 
-static CudaRun *cuda_prepare(const LoopProgram *lp, const int64_t *dims, float **bufs)
-{
-    char err[8192];
-    const TeProgram *te = lp->te;
-    char *ptx = cg_emit_ptx_text(lp, NULL, err, sizeof err);
-    if (!ptx)
-        ir_panic(__FILE__, __LINE__, "PTX generation failed: %s", err);
-    CudaRun *c = calloc(1, sizeof *c);
-    c->fn = calloc((size_t)lp->nkernels + 1, sizeof *c->fn);
-    c->dbuf = calloc((size_t)te->ntensors + 1, sizeof *c->dbuf);
-    if (rt_cuda_load_module(ptx, &c->mod, err, sizeof err) != DCRT_OK)
-        fail("%s", err);
-    free(ptx);
-    for (int i = 0; i < lp->nkernels; i++)
-        if (rt_cuda_get_function(c->mod, lp->kernels[i]->name, &c->fn[i], err, sizeof err) != DCRT_OK)
-            fail("%s", err);
-    if (rt_cuda_timer_new(&c->timer, err, sizeof err) != DCRT_OK)
-        fail("%s", err);
-    for (int i = 0; i < te->ntensors; i++) {
-        if (!lp->materialized[i])
-            continue;
-        size_t bytes = (size_t)ir_te_numel(te->tensors[i], dims) * sizeof(float);
-        if (rt_cuda_alloc(&c->dbuf[i], bytes, err, sizeof err) != DCRT_OK)
-            fail("%s", err);
-        if (te->tensors[i]->kind == TK_INPUT &&
-            rt_cuda_copy_to_device(c->dbuf[i], bufs[i], bytes, err, sizeof err) != DCRT_OK)
-            fail("%s", err);
-    }
-    return c;
-}
-
-static int cuda_run_once(CudaRun *c, const LoopProgram *lp, const int64_t *dims, char *err,
-                         size_t errlen)
-{
-    void **args = cg_nvptx_launch_args(lp, dims, c->dbuf);
-    if (!args)
-        fail("out of memory");
-    int rc = rt_cuda_timer_start(c->timer, NULL, err, errlen);
-    for (int s = 0; s < lp->nstages && rc == DCRT_OK; s++) {
-        int i = ir_stage_kernel(lp, s, dims);
-        const Kernel *k = lp->kernels[i];
-        int64_t nb = ir_eval_dims(k->body->loop.var->extent, dims);
-        if (nb < 1 || nb > INT32_MAX) {
-            snprintf(err, errlen, "kernel %s: %lld blocks cannot be launched", k->name, (long long)nb);
-            rc = DCRT_ERR_TOO_LARGE;
-            break;
-        }
-        unsigned grid[3] = {(unsigned)nb, 1, 1}, block[3] = {(unsigned)k->nthreads, 1, 1};
-        rc = rt_cuda_launch(c->fn[i], grid, block, 0, NULL, args, err, errlen);
-    }
-    if (rc == DCRT_OK)
-        rc = rt_cuda_timer_stop(c->timer, NULL, &c->ms, err, errlen);
-    if (rc == DCRT_OK)
-        rc = rt_cuda_sync(err, errlen);
-    free(args);
-    return rc == DCRT_OK ? 0 : -1;
-}
-
-static void cuda_finish(CudaRun *c, const LoopProgram *lp, const int64_t *dims, float **bufs)
+/* Inputs are copied to the device once, outputs back once after the runs. */
+static void cuda_buffers(Exec *x, const int64_t *dims, float **bufs, bool to_device)
 {
     char err[512];
-    const TeProgram *te = lp->te;
+    const TeProgram *te = x->p;
+    if (to_device)
+        x->dbuf = calloc((size_t)te->ntensors + 1, sizeof *x->dbuf);
     for (int i = 0; i < te->ntensors; i++) {
-        if (te->tensors[i]->kind == TK_OUTPUT &&
-            rt_cuda_copy_to_host(bufs[i], c->dbuf[i],
-                                 (size_t)ir_te_numel(te->tensors[i], dims) * sizeof(float), err,
-                                 sizeof err) != DCRT_OK)
+        const Tensor *t = te->tensors[i];
+        if (t->kind == TK_TEMP)
+            continue;
+        size_t bytes = (size_t)ir_te_numel(t, dims) * sizeof(float);
+        if (to_device && (rt_cuda_alloc(&x->dbuf[i], bytes, err, sizeof err) != DCRT_OK ||
+                          (t->kind == TK_INPUT &&
+                           rt_cuda_copy_to_device(x->dbuf[i], bufs[i], bytes, err, sizeof err) != DCRT_OK)))
             fail("%s", err);
-        rt_cuda_free(c->dbuf[i]);
+        if (!to_device && t->kind == TK_OUTPUT &&
+            rt_cuda_copy_to_host(bufs[i], x->dbuf[i], bytes, err, sizeof err) != DCRT_OK)
+            fail("%s", err);
     }
-    rt_cuda_timer_destroy(c->timer);
-    rt_cuda_unload_module(c->mod);
-    free(c->fn);
-    free(c->dbuf);
-    free(c);
+    if (!to_device) {
+        for (int i = 0; i < te->ntensors; i++)
+            rt_cuda_free(x->dbuf[i]);
+        free(x->dbuf);
+        x->dbuf = NULL;
+    }
 }
 
 /* Runs the program once on the chosen target. */
-static void run_once(const Exec *x, const int64_t *dims, float **bufs)
+static void run_once(Exec *x, const int64_t *dims, float **bufs)
 {
-    char err[512];
-    int rc = x->cu   ? cuda_run_once(x->cu, x->lp, dims, err, sizeof err)
-             : x->cp ? cg_program_run(x->cp, dims, bufs, err, sizeof err)
-             : x->ep ? cg_emu_program_run(x->ep, x->pool, dims, bufs, err, sizeof err)
-             : x->lp ? ir_run_loops(x->lp, dims, bufs, err, sizeof err)
-                     : ir_interp(x->p, dims, bufs, err, sizeof err);
+    char err[8192];
+    int rc = x->cuda  ? ex_cuda_run(x->cuda, dims, x->dbuf, 0, NULL, &x->ms, err, sizeof err)
+             : x->cpu ? ex_cpu_run(x->cpu, dims, bufs, NULL, err, sizeof err)
+             : x->emu ? ex_emu_run(x->emu, x->pool, dims, bufs, err, sizeof err)
+             : x->lp  ? ex_loops_run(x->lp, dims, bufs, err, sizeof err)
+                      : ir_interp(x->p, dims, bufs, err, sizeof err);
     if (rc != 0)
         fail("%s", err);
 }
@@ -832,53 +810,52 @@ static int cmd_run(int argc, char **argv)
     RunOpts o = parse_run_opts(argc, argv);
     if (strcmp(o.target, "cuda") == 0)
         cuda_require();
-    Loaded l = load_program(o.file);
+    FeUnit l = load_program(o.file);
     TeProgram *p = l.prog;
-    for (int i = 0; i < o.noutputs; i++) {
-        const Tensor *t = ir_te_find(p, o.outputs[i].name);
+    for (int i = 0; i < o.outputs.n; i++) {
+        const Tensor *t = ir_te_find(p, o.outputs.a[i].name);
         if (!t || t->kind != TK_OUTPUT)
-            fail("--output %s: the program has no output named '%s'", o.outputs[i].name,
-                 o.outputs[i].name);
+            fail("--output %s: the program has no output named '%s'", o.outputs.a[i].name,
+                 o.outputs.a[i].name);
     }
-    int64_t *dims = resolve_dims(p, &o);
+    int64_t *dims = resolve_dims(p, &o.sets);
     float **bufs = make_buffers(p, dims, &o);
 
-    Exec x = {o.target, p, NULL, NULL, NULL, NULL, NULL};
+    Exec x = {.p = p};
+    bool gpu = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0;
     if (strcmp(o.target, "reference") != 0) {
-        CompileOpts co = {.target = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0
-                                        ? PT_GPU : PT_CPU,
-                          .records = o.records};
+        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .records = o.records};
         x.lp = lower_program(p, &co);
     }
+    char err[8192];
     if (strcmp(o.target, "emu") == 0) {
-        char err[512];
-        if (!(x.ep = cg_emu_compile(x.lp, err, sizeof err)))
+        if (!(x.emu = ex_emu_compile(x.lp, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
         if (!(x.pool = rt_pool_new(0)))
             fail("cannot start the thread pool");
     }
-    if (strcmp(o.target, "cpu") == 0) {
-        char err[512];
-        if (!(x.cp = cg_jit_compile(x.lp, err, sizeof err)))
-            ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
+    if (strcmp(o.target, "cpu") == 0 && !(x.cpu = ex_cpu_compile(x.lp, err, sizeof err)))
+        ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
+    if (strcmp(o.target, "cuda") == 0) {
+        if (!(x.cuda = ex_cuda_compile(x.lp, NULL, true, err, sizeof err)))
+            ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
+        cuda_buffers(&x, dims, bufs, true);
     }
-    if (strcmp(o.target, "cuda") == 0)
-        x.cu = cuda_prepare(x.lp, dims, bufs);
     run_once(&x, dims, bufs);
     if (o.bench) {
         double *t = malloc((size_t)o.bench * sizeof *t);
         for (int64_t i = 0; i < o.bench; i++) {
             double t0 = rt_now_ms();
             run_once(&x, dims, bufs);
-            t[i] = x.cu ? x.cu->ms : rt_now_ms() - t0; /* cuda: CUDA events around the launches */
+            t[i] = x.cuda ? x.ms : rt_now_ms() - t0; /* cuda: CUDA events around the launches */
         }
         qsort(t, (size_t)o.bench, sizeof *t, cmp_double);
         printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[o.bench / 2], t[0],
                (long long)o.bench);
         free(t);
     }
-    if (x.cu)
-        cuda_finish(x.cu, x.lp, dims, bufs);
+    if (x.cuda)
+        cuda_buffers(&x, dims, bufs, false);
     bool ok = true;
     if (o.check) {
         float **ref = calloc((size_t)p->ntensors, sizeof *ref);
@@ -886,7 +863,6 @@ static int cmd_run(int argc, char **argv)
             int64_t n = ir_te_numel(p->tensors[i], dims);
             ref[i] = p->tensors[i]->kind == TK_INPUT ? bufs[i] : malloc((size_t)(n ? n : 1) * 4);
         }
-        char err[512];
         if (ir_interp(p, dims, ref, err, sizeof err) != 0)
             fail("%s", err);
         for (int i = 0; i < p->ntensors; i++) {
@@ -905,9 +881,9 @@ static int cmd_run(int argc, char **argv)
         if (t->kind != TK_OUTPUT)
             continue;
         const char *path = NULL;
-        for (int j = 0; j < o.noutputs; j++)
-            if (strcmp(o.outputs[j].name, t->name) == 0)
-                path = o.outputs[j].value;
+        for (int j = 0; j < o.outputs.n; j++)
+            if (strcmp(o.outputs.a[j].name, t->name) == 0)
+                path = o.outputs.a[j].value;
         int64_t n = ir_te_numel(t, dims);
         if (!path) {
             if (!o.check && !o.bench)
@@ -916,7 +892,6 @@ static int cmd_run(int argc, char **argv)
         }
         RtArray a = {.rank = t->rank, .data = bufs[i]};
         tensor_shape(t, dims, a.shape);
-        char err[512];
         if (rt_npy_write(path, &a, err, sizeof err) != 0)
             fail("%s", err);
     }
@@ -924,10 +899,11 @@ static int cmd_run(int argc, char **argv)
         free(bufs[i]);
     free(bufs);
     free(dims);
-    cg_program_destroy(x.cp);
-    cg_emu_program_destroy(x.ep);
+    ex_cpu_destroy(x.cpu);
+    ex_emu_destroy(x.emu);
+    ex_cuda_destroy(x.cuda);
     rt_pool_destroy(x.pool);
-    free_program(&l);
+    fe_unload(&l);
     free_run_opts(&o);
     return 0;
 }
@@ -1070,7 +1046,7 @@ static int cmd_tune(int argc, char **argv)
     o.progress_ud = &ui;
     if (strcmp(o.backend, "cuda") == 0)
         cuda_require();
-    Loaded l = load_program(file);
+    FeUnit l = load_program(file);
     char err[1024];
     o.stop = &tune_stop;
     signal(SIGINT, on_stop_signal);
@@ -1123,7 +1099,7 @@ static int cmd_tune(int argc, char **argv)
     for (int i = 0; i < o.nranges; i++)
         free((char *)ranges[i].dim);
     free(defrec);
-    free_program(&l);
+    fe_unload(&l);
     return 0;
 }
 

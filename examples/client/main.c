@@ -37,7 +37,12 @@ int main(void)
         if (!X || !Y)
             return 1;
         fill(X, (size_t)(T * K), 3);
-        int rc = bert_qkv_run(T, X, W, b, Y);
+        /* the workspace for these sizes (this program has no intermediates:
+         * 0 bytes); NULL would let libdcrt keep one per thread */
+        size_t wsize = bert_qkv_workspace_size(T);
+        void *ws = wsize ? aligned_alloc(256, (wsize + 255) / 256 * 256) : NULL;
+        int rc = bert_qkv_run(T, X, W, b, Y, ws);
+        free(ws);
         if (rc != DCRT_OK) {
             fprintf(stderr, "bert_qkv_run(T=%lld): %s\n", (long long)T, dcrt_last_error());
             return 1;
@@ -56,7 +61,7 @@ int main(void)
         free(X);
         free(Y);
     }
-    int rc = bert_qkv_run(0, W, W, b, b);
+    int rc = bert_qkv_run(0, W, W, b, b, NULL);
     printf("T=0: %s (%s)\n", dcrt_error_string(rc), dcrt_last_error());
     free(W);
     free(b);

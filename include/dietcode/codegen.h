@@ -4,18 +4,28 @@
  * target is a small table of hooks (CgTarget): the kernel's signature and
  * where dims and buffers come from, the index of a block or thread loop,
  * barriers, shared-memory allocation and math functions. codegen/cpu.c
- * fills it for the host CPU; NVPTX and the SIMT emulator add their own.
+ * fills it for x86-64 CPUs (the host's, or a named instruction set),
+ * codegen/nvptx.c for NVIDIA GPUs, codegen/emu.c for the SIMT emulator.
  *
- * CPU kernel ABI, one C function per Kernel:
+ *   module.c  LLVM's context, module and target machine, owned together
+ *   llvm.c    loop IR -> LLVM IR, one kernel at a time
+ *   cpu.c nvptx.c emu.c   the targets' hooks (and the PTX of a program)
+ *   table.c   the program table of dietcode/abi.h for a LoopProgram
+ *   host.c    the object --emit=obj writes: kernels (or PTX), the table,
+ *             the exported entry points; and its C header
+ *   jit.c     machine code in this process: adds modules, returns
+ *             addresses, runs nothing (exec/ runs it)
+ *
+ * CPU kernel ABI, one C function per Kernel (DcrtKernelFn):
  *
  *     void NAME(const int64_t *dims, float *const *bufs,
  *               int64_t block_begin, int64_t block_end);
  *
  * runs blocks [block_begin, block_end) of the kernel's FK_BLOCK loop.
- * dims[d->pos] is the value of dim d; bufs[t->id] is global tensor t,
- * row-major, its shape t->shape evaluated over dims. Integers are i64 with
- * the reference interpreter's semantics (floor division and modulo, x/0 = 0),
- * booleans i1, floats f32.
+ * dims[d->pos] is the value of dim d; bufs[t->id] is global buffer t of
+ * the LoopProgram (a tensor or a scratch buffer), row-major, its shape
+ * t->shape evaluated over dims. Integers are i64 with the semantics of
+ * ir/semantics.c, booleans i1, floats f32.
  *
  * What the loop kinds become: FK_SERIAL a loop 0..extent-1; FK_UNROLLED
  * (constant extent) the body once per value, the variable a constant;
@@ -27,12 +37,6 @@
  * FK_BLOCK the target's block index (CPU: a loop over [block_begin,
  * block_end)); FK_THREAD the target's thread index (CPU: a serial loop).
  *
- * The JIT (codegen/jit.c) compiles every kernel of a LoopProgram with ORC
- * LLJIT for the host CPU and caches the machine code per kernel for the
- * life of the process, so compiling the same kernel again is free; running
- * a program runs one kernel per stage, the variant its dispatch tree picks
- * for the dims, splitting its blocks over a thread pool (runtime/pool.c).
- *
  * Library functions never print and never exit: they return NULL or -1 and
  * write a one-line message into the caller's err buffer.
  */
@@ -40,10 +44,11 @@
 #define DIETCODE_CODEGEN_H
 
 #include <llvm-c/Core.h>
+#include <llvm-c/Orc.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "dietcode/abi.h"
 #include "dietcode/ir.h"
-#include "dietcode/runtime.h"
 
 /* ---- Targets: the hooks one lowering calls ---- */
 
@@ -66,8 +71,10 @@ typedef struct CgRange {
 } CgRange;
 
 struct CgTarget {
-    const char *name;        /* "cpu" */
+    const char *name;        /* "cpu", "nvptx", "emu" */
     const char *triple, *cpu, *features;
+    const char *arch;        /* CPU: the --arch entry it stands for ("native", "x86-64-v3", ...) */
+    int level;               /* CPU: the x86-64 level (1..4) its features need; 0 otherwise */
     /* Creates the kernel's function(s) named sym, leaves the builder in the
      * body's entry block and fills g->dimv and g->bufv. */
     void (*kernel_begin)(CgFn *g, const Kernel *k, const char *sym);
@@ -100,8 +107,52 @@ struct CgFn {
 
 /* codegen/cpu.c */
 /* The host CPU (triple, name and features detected once, AVX-512 where
- * present). Thread-safe; the result lives for the whole process. */
+ * present): what the JIT compiles for. Thread-safe; lives for the whole
+ * process. */
 const CgTarget *cg_target_cpu(void);
+/* The CPU hooks for one --arch entry: "native" (the host's CPU), "x86-64",
+ * "x86-64-v2", "x86-64-v3", "x86-64-v4", or the name of an x86-64 CPU that
+ * LLVM knows (skylake-avx512, znver4, ...); NULL and err for anything else. */
+const CgTarget *cg_target_cpu_arch(const char *arch, char *err, size_t errlen);
+/* Parses a comma-separated --arch list for the CPU into at most max
+ * targets, ordered for an object: highest level first, the given order
+ * among equals, duplicates dropped. The count, or -1 and err. */
+int cg_cpu_arch_list(const char *list, const CgTarget **out, int max, char *err, size_t errlen);
+
+/* ---- codegen/module.c: LLVM's objects, owned in one place ---- */
+
+typedef struct CgModule {
+    const CgTarget *t;
+    LLVMOrcThreadSafeContextRef tsc; /* owns cx */
+    LLVMContextRef cx;
+    LLVMModuleRef mod;               /* NULL once the JIT has taken it */
+    LLVMTargetMachineRef tm;
+    bool diag_failed;                /* an LLVM error diagnostic was caught: diag */
+    char diag[512];
+} CgModule;
+
+/* An empty module named name for target t (its triple, its machine's data
+ * layout). NULL and err when LLVM has no such target. */
+CgModule *cg_module_create(const CgTarget *t, const char *name, char *err, size_t errlen);
+void cg_module_destroy(CgModule *m); /* NULL is fine */
+int cg_module_verify(CgModule *m, char *err, size_t errlen);
+/* Verifies, then default<O3> with the target's machine. */
+int cg_module_optimize(CgModule *m, char *err, size_t errlen);
+/* A pass pipeline by LLVM's textual name. */
+int cg_module_run_passes(CgModule *m, const char *passes, char *err, size_t errlen);
+/* The module as LLVM assembly (malloc'd). */
+char *cg_module_print(CgModule *m, char *err, size_t errlen);
+/* The target's assembly (PTX on NVPTX) or, with object, an ELF relocatable
+ * object; malloc'd, *len its size. */
+char *cg_module_emit(CgModule *m, bool object, size_t *len, char *err, size_t errlen);
+/* Every kernel of lp for t, as symbols prefix + kernel name, verified and
+ * (optimize) optimised. */
+CgModule *cg_kernels_module(const LoopProgram *lp, const CgTarget *t, const char *prefix,
+                            bool optimize, char *err, size_t errlen);
+/* prefix + name with every character that is not a letter or digit made
+ * '_' (malloc'd): a symbol. */
+char *cg_symbol(const char *prefix, const char *name);
+LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen);
 
 /* ---- codegen/nvptx.c: kernels as PTX ----
  *
@@ -110,23 +161,17 @@ const CgTarget *cg_target_cpu(void);
  *     NAME(i64 dim..., ptr addrspace(1) buf...)
  *
  * every dim of the TE program in declaration order (d->pos), then one
- * global pointer per *materialised* tensor (lp->materialized[id]) in
- * tensor id order; inlined tensors get no parameter. Buffers are row-major
- * f32, 16-byte aligned (cuMemAlloc's 256 is enough), and never overlap;
- * a buffer the kernel does not write is read through the non-coherent
- * cache (ld.global.nc), so it must not change while the kernel runs.
- * Launch: grid (nblocks, 1, 1), nblocks = the FK_BLOCK loop's extent
- * evaluated over the dims (extra blocks exit at once); block
+ * global pointer per *materialised* buffer of the LoopProgram
+ * (lp->materialized[id]: inputs, outputs, intermediates, scratch buffers)
+ * in id order; inlined tensors get no parameter. Buffers are row-major
+ * f32, 16-byte aligned (cuMemAlloc's 256 and DCRT_ALIGN are enough), and
+ * never overlap; a buffer the kernel does not write is read through the
+ * non-coherent cache (ld.global.nc), so it must not change while the
+ * kernel runs. Launch: grid (nblocks, 1, 1), nblocks = the FK_BLOCK loop's
+ * extent evaluated over the dims (extra blocks exit at once); block
  * (k->nthreads, 1, 1), exactly (PTX .maxntid says so); static shared
  * memory only, no dynamic shared memory. Index arithmetic is i64.
  */
-
-/* The argument array cuLaunchKernel takes for any kernel of lp under this
- * ABI: pointers to the dims' values (dims by Var.pos) and to the device
- * buffers (dbufs per tensor id, read for materialised tensors). One
- * malloc'd block that holds the dim values too: free() it; NULL when out
- * of memory. */
-void **cg_nvptx_launch_args(const LoopProgram *lp, const int64_t *dims, const uint64_t *dbufs);
 
 /* The accepted --arch values: sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a. */
 bool cg_nvptx_arch_valid(const char *arch);
@@ -136,14 +181,13 @@ bool cg_nvptx_have_libdevice(void);
  * libdevice (and the file present) math calls __nv_* functions that must be
  * linked in; otherwise it uses approximate ex2/lg2-based expansions. */
 const CgTarget *cg_target_nvptx(const char *arch, bool libdevice);
-/* The NVPTX module of lp (libdevice linked when used) as LLVM assembly. */
-char *cg_emit_nvptx_llvm_text(const LoopProgram *lp, const char *arch, bool optimize, char *err,
-                              size_t errlen);
-/* The PTX text of every kernel of lp for arch (NULL: sm_80), malloc'd. */
-char *cg_emit_ptx_text(const LoopProgram *lp, const char *arch, char *err, size_t errlen);
-/* The same with libdevice off (approximate math) when libdevice is false. */
-char *cg_emit_ptx_text_ex(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
-                          size_t errlen);
+/* The NVPTX module of lp's kernels for arch (NULL: sm_80), libdevice
+ * linked when used (and wanted), optimised when optimize. */
+CgModule *cg_nvptx_module(const LoopProgram *lp, const char *arch, bool libdevice, bool optimize,
+                          char *err, size_t errlen);
+/* The PTX text of every kernel of lp (malloc'd). */
+char *cg_emit_ptx(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
+                  size_t errlen);
 /* The math hook used without libdevice. On a target not named "nvptx" it
  * builds the same expansions over exact llvm.exp2/log2, so tests can run
  * them on the host (tests/unit/test_nvptx.c). */
@@ -155,21 +199,6 @@ LLVMValueRef cg_nvptx_approx_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRe
  * no EX_REDUCE and, on targets without barriers, no ST_BARRIER. */
 void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
                     const Kernel *k, const char *sym);
-/* A module of every kernel of lp (named as the kernels are), verified and,
- * if optimize, run through default<O3> for t. NULL and err on failure. */
-LLVMModuleRef cg_build_module(LLVMContextRef cx, const CgTarget *t, const LoopProgram *lp,
-                              bool optimize, char *err, size_t errlen);
-LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen);
-/* An empty module with t's triple and tm's data layout. */
-LLVMModuleRef cg_module_new(LLVMContextRef cx, const char *name, const CgTarget *t,
-                            LLVMTargetMachineRef tm);
-/* LLVMVerifyModule, then LLVMRunPasses("default<O3>") with t's machine. */
-int cg_verify_module(LLVMModuleRef mod, char *err, size_t errlen);
-int cg_optimize_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, char *err, size_t errlen);
-/* The host CPU module of lp as LLVM assembly text (malloc'd). */
-char *cg_emit_llvm_text(const LoopProgram *lp, bool optimize, char *err, size_t errlen);
-/* The optimised host CPU module of lp as host assembly (malloc'd). */
-char *cg_emit_asm_text(const LoopProgram *lp, char *err, size_t errlen);
 
 /* Helpers for hooks. */
 LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int nover,
@@ -181,68 +210,7 @@ LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
  * with ir/semantics.c's rules for 0 and -1 divisors. */
 LLVMValueRef cg_floordivmod(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, bool mod);
 
-/* ---- codegen/jit.c: compiling and running on the host ---- */
-
-typedef void (*CgKernelFn)(const int64_t *dims, float *const *bufs, int64_t block_begin,
-                           int64_t block_end);
-typedef struct CgProgram CgProgram; /* the compiled kernels of one LoopProgram */
-
-/* JIT-compiles every kernel of lp for the host CPU. A kernel compiled before
- * in this process (same printed loop IR, tensors and dims) is reused. The
- * result refers to lp (block counts are lp's expressions): destroy it
- * first. */
-CgProgram *cg_jit_compile(const LoopProgram *lp, char *err, size_t errlen);
-/* Runs the stages in order over dims (checked against the declared
- * ranges) and bufs (bufs[t->id]: every materialised tensor), for each the
- * kernel its dispatch picks (ir_stage_kernel), splitting the kernel's
- * blocks over the process-wide pool. */
-int cg_program_run(CgProgram *p, const int64_t *dims, float *const *bufs, char *err,
-                   size_t errlen);
-/* The same on a given pool (NULL: the process-wide one). */
-int cg_program_run_on(CgProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
-                      char *err, size_t errlen);
-/* Runs kernel i alone (all its blocks, over pool; NULL: the process-wide
- * one) with the same checks: to time one variant. */
-int cg_program_run_kernel(CgProgram *p, RtPool *pool, int i, const int64_t *dims,
-                          float *const *bufs, char *err, size_t errlen);
-int cg_program_nkernels(const CgProgram *p);
-/* Kernel i's entry point and its number of blocks for dims. */
-CgKernelFn cg_program_kernel(const CgProgram *p, int i);
-int64_t cg_program_nblocks(const CgProgram *p, int i, const int64_t *dims);
-void cg_program_destroy(CgProgram *p);
-/* Number of kernels compiled (cache misses) so far in this process. */
-int64_t cg_jit_compile_count(void);
-/* Releases the JIT, its cache and the default pool (all code compiled so
- * far dies with them). For tests and leak checkers; later compiles start
- * a new JIT. No CgProgram may be used across this call. */
-void cg_jit_shutdown(void);
-/* The cached host entry point of kernel k compiled for a host target t
- * (cg_target_cpu: a CgKernelFn; cg_target_emu: a CgEmuKernelFn), compiling
- * it on a miss; NULL and err on failure (also for a kernel that does not
- * start with its block loop). */
-void *cg_jit_kernel(const CgTarget *t, const LoopProgram *lp, const Kernel *k, char *err,
-                    size_t errlen);
-
-/* ---- codegen/host.c: ahead-of-time output for the CPU ---- */
-
-/* The CPU hooks for a portable object: triple x86_64-pc-linux-gnu, cpu
- * x86-64, no extra features (the JIT's cg_target_cpu uses the build host's). */
-const CgTarget *cg_target_cpu_portable(void);
-/* An x86-64 ELF relocatable object (PIC), *out malloc'd. ptx NULL: every
- * kernel of lp (CPU-lowered; internal) and the exported
- *     int NAME_run(int64_t DIM..., float *PTR...);
- * otherwise ptx (the PTX of the GPU-lowered lp) embedded and
- *     int NAME_launch(int64_t DIM..., uint64_t PTR..., void *stream);
- * dims in declaration order, then inputs, then outputs, each in
- * declaration order; returns DCRT_OK or a DCRT_ERR_* code (runtime.h).
- * Both run one kernel per stage, picked by its dispatch tree (compiled to
- * compares on the dims) as ir_stage_kernel picks it. */
-int cg_emit_object(const LoopProgram *lp, const char *ptx, char **out, size_t *len, char *err,
-                   size_t errlen);
-/* The self-contained C header of that object (malloc'd text). */
-char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen);
-
-/* ---- codegen/emu.c: device-form kernels on the SIMT emulator ----
+/* ---- codegen/emu.c: device-form kernels for the SIMT emulator ----
  *
  * Emu kernel ABI, one host function per Kernel of a LoopProgram lowered
  * for PT_GPU (barriers and shared buffers kept), run once per GPU thread:
@@ -252,25 +220,89 @@ char *cg_emit_header(const LoopProgram *lp, bool gpu, char *err, size_t errlen);
  *
  * dims and bufs as for the CPU; block and thread are the GPU indices;
  * shared is the block's shared buffer (cg_emu_shared_bytes(k) bytes). A
- * barrier calls rt_simt_barrier_at (runtime/simt.c). For tests: it runs the
- * kernels as structured for the GPU on a machine without one.
+ * barrier calls rt_simt_barrier_at (runtime/simt.c), which the JIT must
+ * resolve (exec/ defines it). For tests: exec/emu.c runs the kernels as
+ * structured for the GPU on a machine without one.
  */
 typedef void (*CgEmuKernelFn)(const int64_t *dims, float *const *bufs, int64_t block,
                               int64_t thread, char *shared);
-typedef struct CgEmuProgram CgEmuProgram;
 const CgTarget *cg_target_emu(void);
 /* Bytes of k's shared buffers, each at a 64-byte aligned offset in the
  * order the kernel allocates them. */
 int64_t cg_emu_shared_bytes(const Kernel *k);
-/* JIT-compiles every kernel of lp (lowered for PT_GPU) for the emulator;
- * the result refers to lp: destroy it first. */
-CgEmuProgram *cg_emu_compile(const LoopProgram *lp, char *err, size_t errlen);
-/* Runs the stages in order, each the kernel its dispatch picks for dims
- * (ir_stage_kernel), each block as k->nthreads fibers, blocks
- * spread over pool (NULL: one after another on the calling thread). -1 and
- * err on bad dims or buffers, or barrier divergence. */
-int cg_emu_program_run(CgEmuProgram *p, RtPool *pool, const int64_t *dims, float *const *bufs,
-                       char *err, size_t errlen);
-void cg_emu_program_destroy(CgEmuProgram *p); /* NULL is fine */
+/* A fiber stack for one of k's threads: room for its per-thread buffers. */
+size_t cg_emu_stack_bytes(const Kernel *k);
+
+/* ---- codegen/table.c: the program table (dietcode/abi.h) of a LoopProgram ----
+ *
+ * The one description of a lowered program that both the object of
+ * --emit=obj (codegen/host.c serialises it) and dcc's executors (exec/plan.c
+ * evaluates it, through runtime/plan.c) plan their launches from. Size
+ * expression i is sizes[i]: first every buffer's extents, then the
+ * kernels' grids (one expression once). prog.size,
+ * size_ctx, the instruction sets, fns and ptx are left for the user to
+ * fill. */
+typedef struct CgTable {
+    DcrtProgram prog;
+    int nsizes;
+    Expr **sizes;
+    void *mem;  /* everything the arrays hold */
+} CgTable;
+
+CgTable *cg_table_new(const LoopProgram *lp);
+void cg_table_free(CgTable *t); /* NULL is fine */
+
+/* ---- codegen/host.c: the object and header of --emit=obj,header ---- */
+
+typedef struct CgHostOpts {
+    const char *symbol;          /* exported names: SYMBOL_run ... (NULL: the program's name) */
+    /* CPU: the instruction sets to hold kernels for, in the order an
+     * object prefers them (cg_cpu_arch_list); at least one */
+    int nisas;
+    const CgTarget *const *isas;
+    const char *ptx;             /* GPU: the PTX of lp (lowered for PT_GPU); NULL for a CPU object */
+} CgHostOpts;
+
+/* The object's module for the portable x86-64 host, optimised: the table
+ * and the exported functions
+ *     int NAME_run(int64_t DIM..., const float *IN..., float *OUT..., void *workspace);
+ *     int NAME_run_packed(const int64_t *dims, void *const *tensors, void *workspace);
+ *     size_t NAME_workspace_size(int64_t DIM...);
+ * with the kernels for every instruction set (CPU), or
+ *     int NAME_launch(int64_t DIM..., uint64_t IN..., uint64_t OUT..., uint64_t workspace,
+ *                     void *stream);
+ *     int NAME_launch_packed(const int64_t *dims, const uint64_t *tensors,
+ *                            uint64_t workspace, void *stream);
+ *     size_t NAME_workspace_size(int64_t DIM...);
+ * with the PTX embedded (GPU). Dims in declaration order, then inputs,
+ * then outputs, each in declaration order; the packed forms take them as
+ * arrays. They return what dcrt_run / dcrt_cuda_run return. */
+CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen);
+/* The self-contained C header of that object (malloc'd text). */
+char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen);
+
+/* ---- codegen/jit.c: machine code in this process (ORC LLJIT) ----
+ *
+ * One process-wide JIT for the host CPU. A module added to it becomes
+ * machine code whose symbols can be looked up, until released. Symbols of
+ * different modules must differ (cg_jit_prefix gives a fresh prefix). What
+ * JIT-compiled code calls resolves against the symbols defined with
+ * cg_jit_define (the runtime's functions: libdcrt is linked into the
+ * executable, not loaded) and then the process's libraries (libm). */
+typedef struct CgJitCode CgJitCode;
+/* Makes name resolve to addr in JIT-compiled code (before or after the
+ * first module; the same name twice keeps the first). */
+void cg_jit_define(const char *name, const void *addr);
+/* A prefix no other module of this process uses ("dcN_"), malloc'd. */
+char *cg_jit_prefix(void);
+/* Takes over m (destroyed, whatever the outcome) and compiles it. */
+CgJitCode *cg_jit_add(CgModule *m, char *err, size_t errlen);
+/* The address of a symbol of c, or NULL and err. */
+void *cg_jit_lookup(CgJitCode *c, const char *name, char *err, size_t errlen);
+/* Frees c's machine code; its addresses die with it. NULL is fine. */
+void cg_jit_release(CgJitCode *c);
+/* Releases the JIT itself (everything compiled so far dies with it), for
+ * leak checkers; a later add starts a new one. */
+void cg_jit_shutdown(void);
 
 #endif

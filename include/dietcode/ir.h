@@ -146,8 +146,12 @@ struct Stmt {
  * shared memory / packing buffers when stage is set, and unrolls by unroll.
  * vec is the vector width along the innermost spatial axis (vaxis
  * MK_VEC_SPATIAL, broadcast FMAs) or along the reduction (MK_VEC_REDUCE,
- * a horizontal sum at the end). */
-enum { MK_MAX_AXES = 8 };
+ * a horizontal sum at the end). split > 1 divides the reduction's
+ * outermost axis into that many parts, each a grid of its own writing
+ * partial results to a scratch buffer, and a second launch combines them
+ * in a fixed order (split-K: more parallelism for a long reduction over
+ * few outputs, deterministic results). */
+enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
     int threads[MK_MAX_AXES];
@@ -157,13 +161,15 @@ typedef struct MicroKernel {
     int vec;
     VecAxis vaxis;
     bool stage;
+    int split;      /* 1: the reduction in one launch */
 } MicroKernel;
 
-/* One kernel: a block loop over a grid of independent blocks. */
+/* One kernel: a block loop over a grid of independent blocks. Its grid is
+ * the block loop's extent, its block k->nthreads threads. */
 typedef struct Kernel {
     const char *name;
-    const Tensor *out;  /* the TE tensor it computes */
-    MicroKernel mk;
+    const Tensor *out;  /* the buffer it computes: its stage's tensor, or a scratch buffer */
+    MicroKernel mk;     /* the micro-kernel this kernel was tiled with */
     int stage;          /* index into LoopProgram.stages */
     int variant;        /* which of the stage's variants (0 .. nvariants-1) */
     Stmt *body;         /* an FK_BLOCK loop */
@@ -194,28 +200,43 @@ typedef struct Dispatch {
     const DispatchNode *nodes;
 } Dispatch;
 
-/* One computed, materialised tensor: kernels[first .. first+nvariants-1]
- * each compute it in full (variant v from the stage's micro-kernel v);
- * exactly one of them runs, the one dispatch picks for the dims (variant 0
- * when dispatch is NULL). */
+/* One way of computing a stage: the micro-kernel it was lowered from and
+ * its kernels, launched in order: one, or with mk.split > 1 the partial
+ * results into a scratch buffer and then their combination. Scratch
+ * buffers are global buffers of the LoopProgram (ids from te->ntensors on)
+ * that only this variant's kernels use. */
+typedef struct Variant {
+    MicroKernel mk;
+    int first, nkernels;   /* lp->kernels[first .. first + nkernels - 1] */
+    int nscratch;
+    Tensor **scratch;
+} Variant;
+
+/* One computed, materialised tensor: each variant computes it in full and
+ * exactly one runs, the one dispatch picks for the dims (variant 0 when
+ * dispatch is NULL). */
 typedef struct Stage {
     const Tensor *out;
-    int first, nvariants;
+    int nvariants;
+    Variant *variants;
     const Dispatch *dispatch;
 } Stage;
 
-/* The lowered program: stages in execution order over the TE program's
- * global tensors (a buffer per tensor id; inlined tensors get none). Its
- * kernels are every variant of every stage, stage by stage; a run runs one
- * kernel per stage (ir_stage_kernel). Without tuning each stage has one
- * variant and nkernels == nstages. */
+/* The lowered program: stages in execution order over global buffers. The
+ * buffers are the TE program's tensors (buffer id = tensor id; inlined
+ * intermediates get no memory) followed by the variants' scratch buffers.
+ * Its kernels are every variant's, stage by stage and variant by variant;
+ * a run launches the kernels of one variant per stage (exec/plan.c).
+ * Without tuning each stage has one variant of one kernel. */
 typedef struct LoopProgram {
     TeProgram *te;
     int nkernels;
     Kernel **kernels;
     int nstages;
     Stage *stages;
-    bool *materialized;  /* per tensor id: needs a global buffer */
+    int nbuffers;
+    Tensor **buffers;    /* by id */
+    bool *materialized;  /* per buffer id: needs global memory */
 } LoopProgram;
 
 /* Numeric interval; INT64_MIN / INT64_MAX stand for unbounded. */
@@ -235,6 +256,8 @@ Arena *ir_ctx_arena(ExprCtx *c);
 Var *ir_var(ExprCtx *c, const char *name, VarKind kind, Expr *extent);
 Var *ir_dim(ExprCtx *c, const char *name, int64_t lo, int64_t hi);
 int ir_var_count(const ExprCtx *c);
+/* Expression ids so far (Expr.id < ir_expr_count). */
+uint32_t ir_expr_count(const ExprCtx *c);
 Expr *ir_int(ExprCtx *c, int64_t v);
 Expr *ir_bool(ExprCtx *c, bool v);
 Expr *ir_float(ExprCtx *c, double v);
@@ -316,8 +339,21 @@ Tensor *ir_te_find(const TeProgram *p, const char *name);
 Var *ir_te_find_dim(const TeProgram *p, const char *name);
 /* Evaluates an integer expression over dims only (extents). */
 int64_t ir_eval_dims(const Expr *e, const int64_t *dim_values);
+/* The same in exact arithmetic: false when a step overflows int64. */
+bool ir_eval_dims_checked(const Expr *e, const int64_t *dim_values, int64_t *out);
 /* Checks structural invariants; returns false and a message on failure. */
 bool ir_verify_te(const TeProgram *p, char *err, size_t errlen);
+
+/* ir/extract.c: a stage as a program of its own */
+/* Computed tensor t of p as the output of a new program (own arena and
+ * context): the materialised tensors it reads, directly or through inlined
+ * intermediates (materialized[id] false), as inputs; those intermediates
+ * as they are. Plain: every dim of p at its position, names kept.
+ * canonical: only the dims used, everything renamed by first use (d0 a0
+ * t0 ...), program "stage": its printed text identifies the workload.
+ * map (optional, p->ntensors entries): each of p's tensors' copy or NULL. */
+TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materialized,
+                         bool canonical, Tensor **map);
 
 /* ir/interp.c: the reference interpreter, the ground truth of all tests.
  * dims: a value per dim (by Var.id order of p->dims). bufs: one buffer per
@@ -350,14 +386,19 @@ Stmt *ir_stmt_clone(Arena *a, const Stmt *s);
 bool ir_stmt_has_barrier(const Stmt *s);
 Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body);
 LoopProgram *ir_loop_program_new(TeProgram *te);
-/* Appends a stage computing out whose variants are the n kernels ks (variant
- * v is ks[v]), picked by d (NULL: variant 0); sets their stage and variant. */
-void ir_loop_program_add_stage(LoopProgram *lp, const Tensor *out, int n, Kernel *const *ks,
-                               const Dispatch *d);
-/* The variant a dispatch tree picks for dims (indexed by Var.pos); 0 for NULL. */
-int ir_dispatch_eval(const Dispatch *d, const int64_t *dims);
-/* The index into lp->kernels of the kernel stage s runs for dims. */
-int ir_stage_kernel(const LoopProgram *lp, int s, const int64_t *dims);
+/* A new global f32 buffer of lp (id lp->nbuffers), materialised. */
+Tensor *ir_loop_program_add_scratch(LoopProgram *lp, const char *name, int rank, Expr **shape);
+/* Appends a stage computing out, its variants picked by d (NULL: variant
+ * 0); returns its index. Its variants follow, before the next stage. */
+int ir_loop_program_add_stage(LoopProgram *lp, const Tensor *out, const Dispatch *d);
+/* Appends a variant to the last stage: micro-kernel mk, its n kernels ks
+ * in launch order (their stage and variant set here) and the scratch
+ * buffers they share. */
+void ir_loop_program_add_variant(LoopProgram *lp, const MicroKernel *mk, int n, Kernel *const *ks,
+                                 int nscratch, Tensor *const *scratch);
+/* A total order on micro-kernels, field by field (0: the same schedule). */
+int ir_microkernel_cmp(const MicroKernel *a, const MicroKernel *b);
+
 
 /* ir/print_loops.c */
 void ir_print_stmt(FILE *out, const Stmt *s, int indent);
@@ -365,11 +406,12 @@ void ir_print_kernel(FILE *out, const Kernel *k);
 void ir_print_loops(FILE *out, const LoopProgram *lp);
 void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial);
 
-/* ir/interp_loops.c: runs CPU-form loop IR directly (tests, debugging),
- * per stage the kernel ir_stage_kernel picks; bufs as for ir_interp, only
- * materialized tensors used. */
-int ir_run_loops(const LoopProgram *lp, const int64_t *dims, float **bufs, char *err,
-                 size_t errlen);
+/* ir/interp_loops.c: runs one kernel of CPU-form loop IR directly, all its
+ * blocks (tests, debugging; exec/loops.c runs a program's plan with it).
+ * bufs[id]: every materialised buffer of lp. -1 and err when an access
+ * falls outside its buffer. */
+int ir_run_kernel_loops(const LoopProgram *lp, const Kernel *k, const int64_t *dims,
+                        float *const *bufs, char *err, size_t errlen);
 
 /* ir/verify_loops.c */
 bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen);

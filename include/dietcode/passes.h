@@ -53,16 +53,22 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
                                      const TargetInfo *ti);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
+/* The micro-kernels of a variant of t that splits its reduction (mk.split
+ * > 1): the partial results' (mk over the parts as a new outermost axis,
+ * one part per block) and their combination's (elementwise shaped). */
+void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
+                             MicroKernel *partial, MicroKernel *combine);
 /* Reads the form ir_print_microkernel writes: "threads [4, 8] tile [6, 32]
- * rchunk 256 unroll 1 vec 16 [along reduction] [staged]". The lists give
- * the spatial axes in order; *nspatial gets their number. */
+ * rchunk 256 unroll 1 vec 16 [along reduction] [staged] [split 4]". The
+ * lists give the spatial axes in order; *nspatial gets their number. */
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial);
 
 /* passes/lower.c */
 /* sched[t->id] for every computed, materialised tensor: at least one
- * variant, each a kernel. */
+ * variant, each one kernel, or two and a scratch buffer when it splits its
+ * reduction. */
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
-                        const StageSchedule *sched);
+                        const StageSchedule *sched, const TargetInfo *ti);
 
 /* passes/tile.c */
 void pass_tile(LoopProgram *lp, const TargetInfo *ti);

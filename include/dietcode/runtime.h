@@ -3,8 +3,9 @@
  * The runtime is what compiled programs and their drivers link with: file
  * I/O for tensors, input generation, and (in later sections) the hooks that
  * load and launch kernels. It stands alone: it includes only the C library
- * and no other header of the project, so a user can link libdcrt.a without
- * the compiler. Public names carry the rt_ prefix. Functions that can fail
+ * and dietcode/abi.h (the contract with generated code), so a user can link
+ * libdcrt.a without the compiler. Public names carry the rt_ prefix (dcrt_
+ * for what generated objects call). Functions that can fail
  * return 0 or -1 and write a one-line message to a caller's buffer; they
  * never print and never exit.
  */
@@ -14,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "dietcode/abi.h"
 
 /* runtime/npy.c */
 #define RT_NPY_MAX_RANK 8
@@ -68,19 +71,8 @@ void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int6
                  void *ctx);
 void rt_pool_destroy(RtPool *p); /* joins the workers; NULL is fine */
 
-/* runtime/dcrt.c: what dcc-generated objects call (AOT output).
- * Error codes returned by a generated prog_run / prog_launch; a generated
- * prog.h repeats these #defines token for token, so both may be included. */
-#define DCRT_OK 0
-#define DCRT_ERR_DIM_RANGE 1     /* a dim < LO or > the largest accepted value */
-#define DCRT_ERR_TOO_LARGE 2     /* a tensor over INT32_MAX elements (32-bit indices) */
-#define DCRT_ERR_NULL_POINTER 3  /* a tensor pointer is NULL */
-#define DCRT_ERR_OUT_OF_MEMORY 4 /* intermediates could not be allocated */
-#define DCRT_ERR_THREADS 5       /* the thread pool could not start */
-#define DCRT_ERR_NO_DRIVER 6     /* no libcuda.so.1 */
-#define DCRT_ERR_NO_DEVICE 7     /* a driver, but no usable device */
-#define DCRT_ERR_CUDA 8          /* another CUDA driver error */
-#define DCRT_ERR_MODULE 9        /* the driver rejected the PTX */
+/* runtime/dcrt.c: what dcc-generated objects call (AOT output); the error
+ * codes and the program table are in dietcode/abi.h. */
 /* A static, one-line description of a code (never NULL). */
 const char *dcrt_error_string(int code);
 /* Which failure it was: the message of the calling thread's most recent
@@ -91,17 +83,41 @@ const char *dcrt_error_string(int code);
  * returned a code other than DCRT_OK. Valid until the thread's next call. */
 const char *dcrt_last_error(void);
 /* Records msg (NULL: dcrt_error_string(code)) as the calling thread's last
- * error and returns code; generated objects call it on a failed check. */
+ * error and returns code. */
 int dcrt_fail(int code, const char *msg);
-/* 64-byte aligned storage for an intermediate tensor; NULL on failure. */
-void *dcrt_alloc(int64_t bytes);
-void dcrt_free(void *p); /* NULL is fine */
-/* The CPU kernel ABI (see dietcode/codegen.h). */
-typedef void (*DcrtKernelFn)(const int64_t *dims, float *const *bufs, int64_t block_begin,
-                             int64_t block_end);
-/* Runs blocks [0, nblocks) of fn over a process-wide pool (one thread per
- * online core, started on first use); DCRT_OK or DCRT_ERR_THREADS. */
-int dcrt_parallel_for(int64_t nblocks, DcrtKernelFn fn, const int64_t *dims, float *const *bufs);
+/* Runs a CPU program: the plan for dims, the object's best instruction set
+ * this CPU has, each launch's blocks over a process-wide pool (one thread
+ * per online core). tensors: the entry's arguments (p->params: inputs, then
+ * outputs); workspace: at least dcrt_workspace_size bytes, DCRT_ALIGN
+ * aligned, or NULL for one libdcrt keeps per thread. DCRT_OK or a code. */
+int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace);
+/* The workspace a call with these dims needs (0 also when it would fail). */
+size_t dcrt_workspace_size(const DcrtProgram *p, const int64_t *dims);
+/* The calling thread's workspace of at least bytes (kept and grown from
+ * call to call, freed at thread exit); NULL when out of memory. */
+void *dcrt_thread_workspace(size_t bytes);
+/* The x86-64 microarchitecture level of this CPU: 1 (baseline) to 4
+ * (AVX-512), as -march=x86-64-vN names them; OS support included. */
+int dcrt_cpu_level(void);
+/* DCRT_ERR_NULL_POINTER unless every tensor argument is set. */
+int dcrt_check_params(const DcrtProgram *p, const void *const *tensors);
+/* The buffer pointers of a planned call (malloc'd, per buffer id): the
+ * arguments, and slices of workspace for intermediates and scratch. */
+float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const *tensors,
+                          char *workspace);
+/* Called after every launch of dcrt_run (with its time) and dcrt_cuda_run
+ * (time NAN) while set: for profiles and tests. NULL unsets it. */
+typedef void (*DcrtLaunchHook)(void *ud, const DcrtProgram *p, const DcrtLaunch *l, double ms);
+void dcrt_set_launch_hook(DcrtLaunchHook hook, void *ud);
+DcrtLaunchHook dcrt_launch_hook(void **ud);
+
+/* runtime/plan.c: one call's launches (see dietcode/abi.h). */
+/* A plan with room for p's launches and buffers; NULL when out of memory. */
+DcrtPlan *dcrt_plan_new(const DcrtProgram *p);
+/* Fills pl for dims with every check; DCRT_OK, or a code and
+ * dcrt_last_error's message. */
+int dcrt_plan(const DcrtProgram *p, const int64_t *dims, DcrtPlan *pl);
+void dcrt_plan_free(DcrtPlan *pl); /* NULL is fine */
 
 /* runtime/simt.c */
 /* A SIMT emulator for testing device-form kernels on the host: one block
@@ -170,16 +186,13 @@ int rt_cuda_timer_start(RtCuTimer *t, void *stream, char *err, size_t errlen);
 int rt_cuda_timer_stop(RtCuTimer *t, void *stream, float *ms, char *err, size_t errlen);
 void rt_cuda_timer_destroy(RtCuTimer *t); /* NULL is fine */
 
-/* What dcc-generated GPU objects call (prog_launch); DCRT_* codes, each
- * failure also recorded for dcrt_last_error. */
-/* Loads ptx once per *cache (a NULL-initialised pointer in the object)
- * and gives kernel i's CUfunction in fns[i]; thread-safe. */
-int dcrt_cuda_kernels(void **cache, const char *ptx, int nkernels, const char *const *names,
-                      void **fns);
-/* Grid (nblocks), block (nthreads); args as cuLaunchKernel's. */
-int dcrt_cuda_launch(void *fn, int64_t nblocks, int64_t nthreads, void *stream, void **args);
-int dcrt_cuda_alloc(int64_t bytes, uint64_t *ptr);
-void dcrt_cuda_free(uint64_t ptr);
-int dcrt_cuda_sync(void);
+/* Runs a GPU program (dcc-generated prog_launch): the plan for dims, the
+ * PTX loaded on first use (cached in the object), each launch on stream
+ * with the NVPTX kernel ABI. tensors: device pointers (p->params order);
+ * workspace: a device buffer of at least dcrt_workspace_size bytes, or 0
+ * for one libdcrt keeps per thread (then the call waits for its kernels
+ * before returning). DCRT_OK or a code. */
+int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *tensors,
+                  uint64_t workspace, void *stream);
 
 #endif

@@ -10,8 +10,9 @@
  *                        names the failure
  *
  * Built once per program: -DPROG_SOFTMAX (examples/softmax.tex, whose M
- * and Z are intermediates the object allocates) or -DPROG_LINEAR
- * (tests/golden/accept/linear_bias.tex, a dense layer with bias).
+ * and Z are intermediates in the workspace: the client's own for odd T,
+ * libdcrt's for even T) or -DPROG_LINEAR (tests/golden/accept/linear_bias.tex,
+ * a dense layer with bias).
  */
 #include "dietcode/runtime.h"
 
@@ -44,13 +45,20 @@ static int run(int64_t T, float **out, int64_t *n)
     *n = T * 1000;
     float *X = input("X", T * 1000);
     *out = calloc((size_t)*n, sizeof **out);
-    int rc = softmax_run(T, X, *out);
+    size_t bytes = softmax_workspace_size(T);
+    void *ws = T % 2 ? aligned_alloc(256, (bytes + 255) / 256 * 256) : NULL;
+    if (bytes < (size_t)T * 2 * sizeof(float)) {
+        fprintf(stderr, "T=%lld: a workspace of %zu bytes cannot hold M and Z\n", (long long)T, bytes);
+        exit(1);
+    }
+    int rc = softmax_run(T, X, *out, ws);
+    free(ws);
     free(X);
 #else
     *n = T * 192;
     float *X = input("X", T * 64), *W = input("W", 192 * 64), *b = input("b", 192);
     *out = calloc((size_t)*n, sizeof **out);
-    int rc = linear_bias_run(T, X, W, b, *out);
+    int rc = linear_bias_run(T, X, W, b, *out, NULL);
     free(X);
     free(W);
     free(b);
@@ -67,22 +75,27 @@ static int check_errors(void)
     }
 #if defined(PROG_SOFTMAX)
     float x[1000] = {0}, p[1000];
-    int rc0 = softmax_run(0, x, p);
-    bad |= !last_error_has("T=0", "softmax_run: dim T is out of its range 1..");
-    int rcn = softmax_run(1, x, NULL);
-    bad |= !last_error_has("a NULL pointer", dcrt_error_string(DCRT_ERR_NULL_POINTER));
-    int rc1 = softmax_run(1, x, p);
-    int rcbig = softmax_run(5000000, x, p); /* 5e9 elements: over INT32_MAX */
-    bad |= !last_error_has("a huge T", dcrt_error_string(DCRT_ERR_TOO_LARGE));
+    int rc0 = softmax_run(0, x, p, NULL);
+    bad |= !last_error_has("T=0", "softmax: T = 0 is below the declared range 1..128");
+    int rcn = softmax_run(1, x, NULL, NULL);
+    bad |= !last_error_has("a NULL pointer", "softmax: the pointer to tensor P is NULL");
+    int rc1 = softmax_run(1, x, p, NULL);
+    int rcbig = softmax_run(5000000, x, p, NULL); /* 5e9 elements: over INT32_MAX */
+    bad |= !last_error_has("a huge T", "sizes too large: tensor X would have 5000000000 elements");
+    if (softmax_workspace_size(0) != 0 || softmax_workspace_size(1) != 512) {
+        fprintf(stderr, "softmax_workspace_size: %zu at T=0, %zu at T=1 (M and Z: 256 bytes each)\n",
+                softmax_workspace_size(0), softmax_workspace_size(1));
+        bad = 1;
+    }
 #else
     static float x[64], w[192 * 64], b[192], y[192];
-    int rc0 = linear_bias_run(0, x, w, b, y);
-    bad |= !last_error_has("T=0", "linear_bias_run: dim T is out of its range 1..");
-    int rcn = linear_bias_run(1, NULL, w, b, y);
-    bad |= !last_error_has("a NULL pointer", dcrt_error_string(DCRT_ERR_NULL_POINTER));
-    int rc1 = linear_bias_run(1, x, w, b, y);
-    int rcbig = linear_bias_run(20000000, x, w, b, y); /* 3.84e9 elements of Y */
-    bad |= !last_error_has("a huge T", dcrt_error_string(DCRT_ERR_TOO_LARGE));
+    int rc0 = linear_bias_run(0, x, w, b, y, NULL);
+    bad |= !last_error_has("T=0", "linear_bias: T = 0 is below the declared range 1..");
+    int rcn = linear_bias_run(1, NULL, w, b, y, NULL);
+    bad |= !last_error_has("a NULL pointer", "linear_bias: the pointer to tensor X is NULL");
+    int rc1 = linear_bias_run(1, x, w, b, y, NULL);
+    int rcbig = linear_bias_run(20000000, x, w, b, y, NULL); /* 3.84e9 elements of Y */
+    bad |= !last_error_has("a huge T", "sizes too large: tensor");
 #endif
     if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER || rc1 != DCRT_OK ||
         rcbig != DCRT_ERR_TOO_LARGE) {

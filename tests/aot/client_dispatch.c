@@ -53,7 +53,7 @@ int main(int argc, char **argv)
         float *X = input((uint64_t)T, 0, T * K), *W = input((uint64_t)T, 1, N * K),
               *b = input((uint64_t)T, 2, N);
         float *y = calloc((size_t)(T * N), sizeof *y), *ym = calloc((size_t)(T * N), sizeof *ym);
-        int rc = dense_dispatch_run(T, X, W, b, y), rcm = dense_dispatch_marked_run(T, X, W, b, ym);
+        int rc = dense_dispatch_run(T, X, W, b, y, NULL), rcm = dense_dispatch_marked_run(T, X, W, b, ym, NULL);
         if (rc != DCRT_OK || rcm != DCRT_OK) {
             fprintf(stderr, "T=%lld: %s / %s\n", (long long)T, dcrt_error_string(rc),
                     dcrt_error_string(rcm));

@@ -30,11 +30,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "dcrt_last_error() before any failure: \"%s\"\n", dcrt_last_error());
         return 1;
     }
-    int rc0 = softmax_launch(0, 1, 1, NULL);
-    if (!last_error_has("T=0", "softmax_launch: dim T is out of its range 1.."))
+    int rc0 = softmax_launch(0, 1, 1, 0, NULL);
+    if (!last_error_has("T=0", "softmax: T = 0 is below the declared range 1..128"))
         return 1;
-    int rcn = softmax_launch(T, 0, 1, NULL);
-    if (!last_error_has("a 0 pointer", dcrt_error_string(DCRT_ERR_NULL_POINTER)))
+    int rcn = softmax_launch(T, 0, 1, 0, NULL);
+    if (!last_error_has("a 0 pointer", "softmax: the pointer to tensor X is 0"))
         return 1;
     if (rc0 != DCRT_ERR_DIM_RANGE || rcn != DCRT_ERR_NULL_POINTER) {
         fprintf(stderr, "error codes: T=0 gave %d, a 0 pointer gave %d\n", rc0, rcn);
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     char err[512];
     int rc = rt_cuda_init(err, sizeof err);
     if (rt_cuda_is_no_gpu(rc)) {
-        int rl = softmax_launch(T, 1, 1, NULL);
+        int rl = softmax_launch(T, 1, 1, 0, NULL);
         if (rl != rc) {
             fprintf(stderr, "without a GPU softmax_launch gave %d (%s), expected %d\n", rl,
                     dcrt_error_string(rl), rc);
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    if ((rc = softmax_launch(T, dx, dp, NULL)) != DCRT_OK) {
+    if ((rc = softmax_launch(T, dx, dp, 0, NULL)) != DCRT_OK) {
         fprintf(stderr, "softmax_launch: %s: %s\n", dcrt_error_string(rc), dcrt_last_error());
         return 1;
     }
@@ -88,12 +88,14 @@ int main(int argc, char **argv)
     printf("T=%lld on the GPU: %lld mismatches of %lld\n", (long long)T, (long long)nbad, (long long)n);
 
     /* PTX the driver rejects: DCRT_ERR_MODULE, and the JIT's log in dcrt_last_error */
-    void *cache = NULL, *fn = NULL;
-    const char *names[1] = {"k"};
-    rc = dcrt_cuda_kernels(&cache,
-                           ".version 7.0\n.target sm_75\n.address_size 64\n"
-                           ".visible .entry k() { bogus.instr; ret; }\n",
-                           1, names, &fn);
+    static void *cache;
+    static const DcrtProgram bad = {
+        .abi = DCRT_ABI_VERSION, .name = "bad",
+        .ptx = ".version 7.0\n.target sm_75\n.address_size 64\n"
+               ".visible .entry k() { bogus.instr; ret; }\n",
+        .module_cache = &cache,
+    };
+    rc = dcrt_cuda_run(&bad, NULL, NULL, 0, NULL);
     if (rc != DCRT_ERR_MODULE || !last_error_has("bad PTX", "JIT log")) {
         fprintf(stderr, "bad PTX gave %d, expected DCRT_ERR_MODULE\n", rc);
         return 1;

@@ -16,7 +16,7 @@ static const char tex[] =
 
 const char *const dispatch_variants[DISPATCH_NVARIANTS] = {
     "threads [1, 4] tile [1, 5] rchunk 8 unroll 1 vec 1",
-    "threads [2, 4] tile [3, 5] rchunk 6 unroll 2 vec 1 staged",
+    "threads [2, 4] tile [3, 5] rchunk 6 unroll 2 vec 1 staged split 3",
     "threads [4, 2] tile [2, 4] rchunk 8 unroll 1 vec 8 along reduction",
 };
 
@@ -45,13 +45,14 @@ TeProgram *dispatch_program(const char *name)
 
 typedef struct Mark {
     ExprCtx *c;
+    const Tensor *out;
     int variant;
 } Mark;
 
 static void mark_store(Stmt *s, void *ud)
 {
     Mark *m = ud;
-    if (s->kind == ST_STORE && s->store.buf->scope == MS_GLOBAL)
+    if (s->kind == ST_STORE && s->store.buf == m->out)
         s->store.value = ir_binop(m->c, EX_ADD, s->store.value,
                                   ir_float(m->c, DISPATCH_MARK * m->variant));
 }
@@ -74,7 +75,7 @@ LoopProgram *dispatch_lower(TeProgram *p, PassTarget kind, bool mark, char *err,
     for (int i = 0; lp && mark && i < lp->nkernels; i++) {
         if (lp->kernels[i]->variant == 0)
             continue;
-        Mark m = {p->ctx, lp->kernels[i]->variant};
+        Mark m = {p->ctx, lp->stages[0].out, lp->kernels[i]->variant};
         ir_stmt_visit(lp->kernels[i]->body, mark_store, &m);
     }
     return lp;

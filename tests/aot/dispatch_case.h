@@ -5,9 +5,11 @@
  *
  *     T <= 5: variant 0;  T <= 40: variant 1;  else variant 2
  *
- * on T declared 1..48 (so T above 48 takes the last leaf). A marked
- * lowering adds DISPATCH_MARK * v to every value variant v stores, so a
- * run shows which variant computed each output. The top part is plain C
+ * on T declared 1..48 (so T above 48 takes the last leaf). Variant 1
+ * splits its reduction in three (two launches and a scratch buffer in the
+ * workspace). A marked lowering adds DISPATCH_MARK * v to every value
+ * variant v stores into Y, so a run shows which variant computed each
+ * output. The top part is plain C
  * for the AOT client, which links no compiler library.
  */
 #ifndef DC_TESTS_DISPATCH_CASE_H

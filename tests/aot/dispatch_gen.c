@@ -1,7 +1,7 @@
 /* The generator of the AOT dispatch test (tests/aot/run_dispatch.sh): the
- * case of dispatch_case.h lowered for the CPU with its three variants and
- * dispatch tree, written as objects and headers the way dcc --emit=obj,header
- * writes them (dcc has no way to take a schedule yet):
+ * case of dispatch_case.h lowered for the CPU with its three variants
+ * (one of two launches) and dispatch tree, written as objects and headers
+ * the way dcc --emit=obj,header writes them, for two instruction sets:
  *
  *     dispatch_gen DIR   DIR/dense_dispatch.{o,h}: the plain program;
  *                        DIR/dense_dispatch_marked.{o,h}: the marked one
@@ -35,9 +35,13 @@ static int emit(const char *dir, const char *name, bool mark)
     char *obj = NULL, *hdr = NULL;
     size_t len = 0;
     LoopProgram *lp = dispatch_lower(p, PT_CPU, mark, err, sizeof err);
+    const CgTarget *isas[2];
+    int nisas = cg_cpu_arch_list("x86-64-v3,x86-64", isas, 2, err, sizeof err);
+    CgHostOpts o = {.nisas = nisas, .isas = isas};
+    CgModule *m = lp && nisas == 2 ? cg_host_module(lp, &o, err, sizeof err) : NULL;
     int rc = -1;
-    if (lp && cg_emit_object(lp, NULL, &obj, &len, err, sizeof err) == 0 &&
-        (hdr = cg_emit_header(lp, false, err, sizeof err))) {
+    if (m && (obj = cg_module_emit(m, true, &len, err, sizeof err)) &&
+        (hdr = cg_emit_header(lp, &o, err, sizeof err))) {
         snprintf(path, sizeof path, "%s/%s.o", dir, name);
         rc = write_file(path, obj, len);
         snprintf(path, sizeof path, "%s/%s.h", dir, name);
@@ -47,6 +51,7 @@ static int emit(const char *dir, const char *name, bool mark)
     }
     free(obj);
     free(hdr);
+    cg_module_destroy(m);
     ir_te_destroy(p);
     return rc;
 }

@@ -10,7 +10,8 @@ prog=$src/examples/softmax.tex
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$dcc" "$prog" --target=nvptx --emit=obj,header -o "$work/softmax"
-grep -q 'int softmax_launch(int64_t T, uint64_t X, uint64_t P, void \*stream);' "$work/softmax.h"
+grep -q 'int softmax_launch(int64_t T, uint64_t X, uint64_t P, uint64_t workspace, void \*stream);' "$work/softmax.h"
+grep -q 'size_t softmax_workspace_size(int64_t T);' "$work/softmax.h"
 "$cc" ${DC_CLIENT_FLAGS:-} -std=c11 -Wall -Wextra -Werror -I"$work" -I"$src/include" "$src/tests/aot/client_gpu.c" \
     "$work/softmax.o" "$lib" -lpthread -lm -ldl -o "$work/client"
 if [ -n "$stub" ] && [ -f "$stub" ]; then

@@ -7,16 +7,18 @@
  * multiples of no tile, and values above the range when the program
  * accepts them), the program is lowered with several micro-kernels (the
  * defaults, and ragged ones such as 7x5 register tiles with a reduction
- * chunk of 3, staged and not, vectors along the reduction), run on each
- * target with seeded inputs and compared element by element with the
- * reference interpreter. Ends with "N passed, N failed"; exit 1 on any
+ * chunk of 3, staged and not, vectors along the reduction, the reduction
+ * split in three launches), run on each target through its executor
+ * (exec/: the CPU object JIT-compiled, the loop interpreter, the emulator)
+ * with seeded inputs and compared element by element with the reference
+ * interpreter. Ends with "N passed, N failed"; exit 1 on any
  * failure. The emu target (the GPU lowering on the SIMT emulator) is slow:
  * when it is the only target, each dim takes only lo, lo + 1, a value that
  * is a multiple of no tile, and hi + 1 when accepted; with --quick, shapes
  * whose tensors exceed those at lo by over 2^19 elements are skipped (the
  * reference interpreter takes longest).
  */
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
@@ -25,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 4 };
+enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 5 };
 
 typedef struct Shapes {
     int n, ndims;
@@ -129,11 +131,16 @@ static MicroKernel *variant(const TeProgram *p, int v)
             if (n >= 2) { m->tile[n - 2] = 3; }
             m->rchunk = 5;
             m->vec = 4;
-        } else { /* vectors of 8 along the reduction, chunk 24 */
+        } else if (v == 3) { /* vectors of 8 along the reduction, chunk 24 */
             if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 5; }
             m->rchunk = 24;
             m->vec = 8;
             m->vaxis = MK_VEC_REDUCE;
+        } else { /* the reduction split three ways, 2x3 tiles, chunks of 5 */
+            if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 2; }
+            if (n >= 2) m->tile[n - 2] = 2;
+            m->rchunk = 5;
+            m->split = 3;
         }
     }
     return mks;
@@ -190,11 +197,11 @@ static void check_shape(const char *file, const char *target, int v, const TePro
     }
     int rc;
     if (strcmp(target, "loops") == 0)
-        rc = ir_run_loops(lp, dims, bufs, err, sizeof err);
+        rc = ex_loops_run(lp, dims, bufs, err, sizeof err);
     else if (strcmp(target, "emu") == 0)
-        rc = cg_emu_program_run(compiled, emu_pool, dims, bufs, err, sizeof err);
+        rc = ex_emu_run(compiled, emu_pool, dims, bufs, err, sizeof err);
     else
-        rc = cg_program_run(compiled, dims, bufs, err, sizeof err);
+        rc = ex_cpu_run(compiled, dims, bufs, NULL, err, sizeof err);
     if (rc != 0) {
         report(false, file, target, v, p, dims, err);
     } else {
@@ -259,20 +266,17 @@ int main(int argc, char **argv)
     }
     if (getenv("DC_E2E_QUICK") && strcmp(getenv("DC_E2E_QUICK"), "0") != 0)
         quick = true; /* the sanitizer build runs the short sweep */
-    Arena *a = ir_arena_new();
-    Source src;
+    FeUnit u;
     char err[512];
-    DiagList diags;
-    if (fe_read_source(a, file, &src, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
+    int lrc = fe_load(file, &u, err, sizeof err);
+    if (lrc != 0) {
+        if (lrc < 0)
+            fprintf(stderr, "%s\n", err);
+        else
+            ir_diags_print(&u.diags, stderr);
         return 1;
     }
-    ir_diags_init(&diags, a, &src);
-    TeProgram *p = fe_compile(&src, fe_program_name(a, file), &diags);
-    if (!p) {
-        ir_diags_print(&diags, stderr);
-        return 1;
-    }
+    TeProgram *p = u.prog;
     bool want_cpu = strstr(targets, "cpu") != NULL, want_loops = strstr(targets, "loops") != NULL;
     bool want_emu = strstr(targets, "emu") != NULL;
     small = want_emu && !want_cpu && !want_loops;
@@ -280,14 +284,14 @@ int main(int argc, char **argv)
     make_shapes(p, &shapes);
     TargetInfo gpu = pass_target_info(PT_GPU);
     LoopProgram *glps[NVARIANTS] = {0};
-    CgEmuProgram *eps[NVARIANTS] = {0};
+    ExEmu *eps[NVARIANTS] = {0};
     if (want_emu && !(emu_pool = rt_pool_new(0))) {
         fprintf(stderr, "cannot start the thread pool\n");
         return 1;
     }
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lps[NVARIANTS];
-    CgProgram *cps[NVARIANTS] = {0};
+    ExCpu *cps[NVARIANTS] = {0};
     for (int v = 0; v < NVARIANTS; v++) {
         MicroKernel *mks = variant(p, v);
         lps[v] = pass_run_pipeline(p, mks, &ti, &(PipelineOpts){.verify_each = true}, err, sizeof err);
@@ -296,7 +300,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "FAIL %s variant=%d: %s\n", file, v, err);
             return 1;
         }
-        if (want_cpu && !(cps[v] = cg_jit_compile(lps[v], err, sizeof err))) {
+        if (want_cpu && !(cps[v] = ex_cpu_compile(lps[v], err, sizeof err))) {
             fprintf(stderr, "FAIL %s variant=%d: %s\n", file, v, err);
             return 1;
         }
@@ -306,7 +310,7 @@ int main(int argc, char **argv)
         glps[v] = pass_run_pipeline(p, mks, &gpu, &(PipelineOpts){.verify_each = true}, err,
                                     sizeof err);
         free(mks);
-        if (!glps[v] || !(eps[v] = cg_emu_compile(glps[v], err, sizeof err))) {
+        if (!glps[v] || !(eps[v] = ex_emu_compile(glps[v], err, sizeof err))) {
             fprintf(stderr, "FAIL %s target=emu variant=%d: %s\n", file, v, err);
             return 1;
         }
@@ -337,12 +341,11 @@ int main(int argc, char **argv)
         free(ref);
     }
     for (int v = 0; v < NVARIANTS; v++) {
-        cg_program_destroy(cps[v]);
-        cg_emu_program_destroy(eps[v]);
+        ex_cpu_destroy(cps[v]);
+        ex_emu_destroy(eps[v]);
     }
     rt_pool_destroy(emu_pool);
-    ir_te_destroy(p);
-    ir_arena_destroy(a);
+    fe_unload(&u);
     printf("%s: %d passed, %d failed\n", file, npassed, nfailed);
     return nfailed ? 1 : 0;
 }

@@ -11,7 +11,8 @@
  *   over several sizes;
  * - the register-tile kernel compiles to vector FMAs, and its speed on a
  *   128 x 768 x 2304 matmul (printed, as an early performance signal);
- * - the kernel cache, --emit=llvm text, error paths, the thread pool.
+ * - --emit=llvm text, the checks of a call (through exec/cpu.c), the
+ *   thread pool.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -61,7 +63,8 @@ static Var *loopvar(ExprCtx *c, const char *name, Expr *extent)
 
 static void add_kernel(LoopProgram *lp, Kernel *k)
 {
-    ir_loop_program_add_stage(lp, k->out, 1, &k, NULL);
+    ir_loop_program_add_stage(lp, k->out, NULL);
+    ir_loop_program_add_variant(lp, &k->mk, 1, &k, 0, NULL);
 }
 
 static double now_s(void)
@@ -85,19 +88,90 @@ static bool close_enough(float got, float ref)
     return fabsf(got - ref) <= 1e-5f * fmaxf(1.0f, fabsf(ref));
 }
 
+/* Runs lp as `dcc run` does: its object JIT-compiled (exec/cpu.c). */
 static int run_lp(LoopProgram *lp, const int64_t *dims, float **bufs)
 {
     char err[256] = "";
-    CgProgram *p = cg_jit_compile(lp, err, sizeof err);
+    ExCpu *p = ex_cpu_compile(lp, err, sizeof err);
     if (!p) {
         print_error("compile: %s\n", err);
         return -1;
     }
-    int rc = cg_program_run(p, dims, bufs, err, sizeof err);
+    int rc = ex_cpu_run(p, dims, bufs, NULL, err, sizeof err);
     if (rc)
         print_error("run: %s\n", err);
-    cg_program_destroy(p);
+    ex_cpu_destroy(p);
     return rc;
+}
+
+/* lp's kernels alone, JIT-compiled (codegen without the object around
+ * them), to run on a pool of a chosen size. */
+typedef struct Kernels {
+    CgJitCode *code;
+    const LoopProgram *lp;
+    DcrtKernelFn fn[8];
+} Kernels;
+
+static void compile_kernels(Kernels *k, const LoopProgram *lp)
+{
+    char err[256] = "";
+    char *prefix = cg_jit_prefix();
+    CgModule *m = cg_kernels_module(lp, cg_target_cpu(), prefix, true, err, sizeof err);
+    k->code = m ? cg_jit_add(m, err, sizeof err) : NULL;
+    if (!k->code)
+        fail_msg("compile: %s", err);
+    k->lp = lp;
+    for (int i = 0; i < lp->nkernels && i < 8; i++) {
+        char *sym = cg_symbol(prefix, lp->kernels[i]->name);
+        k->fn[i] = (DcrtKernelFn)(uintptr_t)cg_jit_lookup(k->code, sym, err, sizeof err);
+        free(sym);
+        assert_non_null(k->fn[i]);
+    }
+    free(prefix);
+}
+
+typedef struct Job {
+    DcrtKernelFn fn;
+    const int64_t *dims;
+    float *const *bufs;
+} Job;
+
+static void run_chunk(void *ctx, int64_t b, int64_t e)
+{
+    const Job *j = ctx;
+    j->fn(j->dims, j->bufs, b, e);
+}
+
+/* Every kernel in order, all its blocks over pool. */
+static void run_kernels(const Kernels *k, RtPool *pool, const int64_t *dims, float *const *bufs)
+{
+    for (int i = 0; i < k->lp->nkernels; i++) {
+        Job j = {k->fn[i], dims, bufs};
+        rt_pool_run(pool, ir_eval_dims(k->lp->kernels[i]->body->loop.var->extent, dims), run_chunk, &j);
+    }
+}
+
+static char *asm_text(const LoopProgram *lp)
+{
+    char err[256] = "";
+    size_t len;
+    CgModule *m = cg_kernels_module(lp, cg_target_cpu(), NULL, true, err, sizeof err);
+    assert_non_null(m);
+    char *s = cg_module_emit(m, false, &len, err, sizeof err);
+    assert_non_null(s);
+    cg_module_destroy(m);
+    return s;
+}
+
+static char *module_text(const LoopProgram *lp, bool optimize)
+{
+    char err[256] = "";
+    CgModule *m = cg_kernels_module(lp, cg_target_cpu(), NULL, optimize, err, sizeof err);
+    assert_non_null(m);
+    char *s = cg_module_print(m, err, sizeof err);
+    assert_non_null(s);
+    cg_module_destroy(m);
+    return s;
 }
 
 /* ---- operator semantics ---- */
@@ -332,8 +406,8 @@ static void test_padding_off_the_page(void **state)
     add_kernel(lp, ir_kernel_new(a, "pad", out, ir_for(a, b, FK_BLOCK,
                                  ir_alloc(a, acc, ir_seq(a, 3, steps)))));
     char err[256] = "";
-    CgProgram *p = cg_jit_compile(lp, err, sizeof err);
-    assert_non_null(p);
+    Kernels p;
+    compile_kernels(&p, lp);
     int64_t dims[1] = {64};
     float *ref[2] = {malloc(64 * sizeof(float)), malloc(R * 16 * sizeof(float))};
     float *got[2] = {NULL, malloc(R * 16 * sizeof(float))};
@@ -347,20 +421,20 @@ static void test_padding_off_the_page(void **state)
         double best = 1e30;
         for (int rep = 0; rep < 5; rep++) {
             double t0 = now_s();
-            assert_int_equal(cg_program_run_on(p, pool, dims, got, err, sizeof err), 0);
+            run_kernels(&p, pool, dims, got);
             double t = now_s() - t0;
             best = t < best ? t : best;
         }
         for (int64_t i = 0; i < R * 16; i++)
             assert_true(close_enough(got[1][i], ref[1][i]));
-        if (best > 0.005)
-            print_error("padding next to a guard page (%s): %.1f ms\n", at_end ? "after" : "before",
-                        best * 1e3);
-        assert_true(best <= 0.005); /* about 0.5 ms; 20 ms with an assist per padding vector */
+        /* about 0.5 ms; 20 ms with a microcode assist per padding vector
+         * (printed, not asserted: timing decides no test) */
+        print_message("padding next to a guard page (%s): %.2f ms\n", at_end ? "after" : "before",
+                      best * 1e3);
         munmap(g.map, g.len);
     }
     rt_pool_destroy(pool);
-    cg_program_destroy(p);
+    cg_jit_release(p.code);
     free(ref[0]);
     free(ref[1]);
     free(got[1]);
@@ -629,9 +703,8 @@ static void test_register_tile_asm(void **state)
 {
     (void)state;
     Mm m = mm_new(768, 2304, 128);
-    char err[256] = "";
     LoopProgram *lp = mm_program(&m, perf_sched);
-    char *s = cg_emit_asm_text(lp, err, sizeof err);
+    char *s = asm_text(lp);
     assert_non_null(s);
     const char *dump = getenv("DC_CODEGEN_ASM"); /* for reading the code by eye */
     FILE *f = dump ? fopen(dump, "w") : NULL;
@@ -646,7 +719,7 @@ static void test_register_tile_asm(void **state)
     ymm.V = 8;
     ymm.NR = 16;
     lp = mm_program(&m, ymm);
-    s = cg_emit_asm_text(lp, err, sizeof err);
+    s = asm_text(lp);
     assert_non_null(s);
     assert_true(count_vfma(s, "ymm") >= 16);
     free(s);
@@ -661,9 +734,8 @@ static void test_register_tile_speed(void **state)
     Mm m = mm_new(K, N, 128);
     LoopProgram *lp = mm_program(&m, perf_sched);
     assert_int_equal(check_matmul(&m, lp, T), 0);
-    char err[256] = "";
-    CgProgram *p = cg_jit_compile(lp, err, sizeof err);
-    assert_non_null(p);
+    Kernels p;
+    compile_kernels(&p, lp);
     float *X = malloc(sizeof(float) * (size_t)(T * K)), *W = malloc(sizeof(float) * (size_t)(K * N)),
           *Y = malloc(sizeof(float) * (size_t)(T * N));
     fill(X, T * K, 1);
@@ -674,11 +746,11 @@ static void test_register_tile_speed(void **state)
     for (int nt = 1; nt <= 2; nt++) {
         RtPool *pool = rt_pool_new(nt);
         assert_non_null(pool);
-        assert_int_equal(cg_program_run_on(p, pool, dims, bufs, err, sizeof err), 0);
+        run_kernels(&p, pool, dims, bufs);
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now_s();
-            assert_int_equal(cg_program_run_on(p, pool, dims, bufs, err, sizeof err), 0);
+            run_kernels(&p, pool, dims, bufs);
             double t = now_s() - t0;
             best = t < best ? t : best;
         }
@@ -686,59 +758,41 @@ static void test_register_tile_speed(void **state)
                       nt > 1 ? "s" : "", best * 1e3, 2.0 * T * K * N / best * 1e-9);
         rt_pool_destroy(pool);
     }
-    cg_program_destroy(p);
+    cg_jit_release(p.code);
     free(X);
     free(W);
     free(Y);
     ir_te_destroy(m.te);
 }
 
-/* ---- cache, text, errors ---- */
+/* ---- text, errors ---- */
 
-static void test_cache_and_text(void **state)
+static void test_text_and_checks(void **state)
 {
     (void)state;
     Mm m = mm_new(19, 37, 128);
     Sched s = {.MB = 4, .NB = 16, .KC = 8, .MR = 2, .NR = 16, .V = 8};
     LoopProgram *lp1 = mm_program(&m, s);
-    LoopProgram *lp2 = mm_program(&m, s); /* same text, new objects */
     char err[256] = "";
-    CgProgram *p1 = cg_jit_compile(lp1, err, sizeof err);
+    ExCpu *p1 = ex_cpu_compile(lp1, err, sizeof err);
     assert_non_null(p1);
-    int64_t n = cg_jit_compile_count();
-    CgProgram *p2 = cg_jit_compile(lp2, err, sizeof err);
-    assert_non_null(p2);
-    assert_int_equal(cg_jit_compile_count(), n);
-    assert_ptr_equal(cg_program_kernel(p1, 0), cg_program_kernel(p2, 0));
-    int64_t d5[1] = {5};
-    assert_int_equal(cg_program_nblocks(p1, 0, d5), 2 * 3);
-    /* a different schedule is a different kernel */
-    s.MR = 4;
-    CgProgram *p3 = cg_jit_compile(mm_program(&m, s), err, sizeof err);
-    assert_non_null(p3);
-    assert_int_equal(cg_jit_compile_count(), n + 1);
-    assert_ptr_not_equal(cg_program_kernel(p1, 0), cg_program_kernel(p3, 0));
 
-    /* sizes outside the accepted range are refused */
-    int64_t d0[1] = {0};
+    /* sizes outside the accepted range are refused, as are missing buffers */
+    int64_t d0[1] = {0}, d5[1] = {5};
     float *bufs[3] = {NULL, NULL, NULL};
-    assert_int_equal(cg_program_run(p1, d0, bufs, err, sizeof err), -1);
+    assert_int_equal(ex_cpu_run(p1, d0, bufs, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "T = 0"));
-    assert_int_equal(cg_program_run(p1, d5, bufs, err, sizeof err), -1);
-    assert_non_null(strstr(err, "no buffer"));
-    cg_program_destroy(p1);
-    cg_program_destroy(p2);
-    cg_program_destroy(p3);
+    assert_int_equal(ex_cpu_run(p1, d5, bufs, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is NULL"));
+    ex_cpu_destroy(p1);
 
-    char *ll = cg_emit_llvm_text(lp1, false, err, sizeof err);
-    assert_non_null(ll);
+    char *ll = module_text(lp1, false);
     assert_non_null(strstr(ll, "define void @matmul(ptr"));
     assert_non_null(strstr(ll, "define internal void @matmul.body("));
     assert_non_null(strstr(ll, "noalias"));
     assert_non_null(strstr(ll, "@llvm.masked.load"));
     free(ll);
-    ll = cg_emit_llvm_text(lp1, true, err, sizeof err);
-    assert_non_null(ll);
+    ll = module_text(lp1, true);
     assert_non_null(strstr(ll, "define void @matmul(ptr"));
     assert_null(strstr(ll, "@matmul.body(")); /* inlined */
     assert_non_null(strstr(ll, "<8 x float>"));
@@ -799,7 +853,7 @@ int main(void)
         cmocka_unit_test(test_padding_off_the_page),
         cmocka_unit_test(test_alloc_per_lane),
         cmocka_unit_test(test_matmul_blocked),
-        cmocka_unit_test(test_cache_and_text),
+        cmocka_unit_test(test_text_and_checks),
         cmocka_unit_test(test_register_tile_asm),
         cmocka_unit_test(test_register_tile_speed),
     };

@@ -35,13 +35,26 @@ static const char add_one_ptx[] =
     "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r5, 4;\n"
     "  add.s64 %rd4, %rd2, %rd3;\n  ld.global.f32 %f1, [%rd4];\n"
     "  add.f32 %f2, %f1, 0f3F800000;\n  st.global.f32 [%rd4], %f2;\n"
-    "DONE:\n  ret;\n}\n";
+    "DONE:\n  ret;\n}\n"
+    /* the same with the NVPTX kernel ABI of generated code: every dim as an
+     * i64, then the buffers */
+    ".visible .entry add_one_abi(.param .u64 n, .param .u64 p)\n"
+    "{\n"
+    "  .reg .pred %p<2>;\n  .reg .b32 %r<6>;\n  .reg .f32 %f<3>;\n  .reg .b64 %rd<7>;\n"
+    "  ld.param.u64 %rd5, [n];\n  ld.param.u64 %rd1, [p];\n"
+    "  mov.u32 %r2, %ctaid.x;\n  mov.u32 %r3, %ntid.x;\n  mov.u32 %r4, %tid.x;\n"
+    "  mad.lo.s32 %r5, %r2, %r3, %r4;\n  cvt.u64.u32 %rd6, %r5;\n"
+    "  setp.ge.u64 %p1, %rd6, %rd5;\n  @%p1 bra DONE2;\n"
+    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r5, 4;\n"
+    "  add.s64 %rd4, %rd2, %rd3;\n  ld.global.f32 %f1, [%rd4];\n"
+    "  add.f32 %f2, %f1, 0f3F800000;\n  st.global.f32 [%rd4], %f2;\n"
+    "DONE2:\n  ret;\n}\n";
 
 static void error_strings(void **state)
 {
     (void)state;
     assert_string_equal(dcrt_error_string(DCRT_OK), "success");
-    for (int c = 1; c <= DCRT_ERR_MODULE; c++) {
+    for (int c = 1; c <= DCRT_ERR_CPU; c++) {
         const char *s = dcrt_error_string(c);
         assert_non_null(s);
         assert_string_not_equal(s, "unknown error code");
@@ -61,13 +74,37 @@ static void last_error(void **state)
     assert_int_equal(dcrt_fail(DCRT_ERR_DIM_RANGE, "p_run: dim T is out of its range 1..9"),
                      DCRT_ERR_DIM_RANGE);
     assert_string_equal(dcrt_last_error(), "p_run: dim T is out of its range 1..9");
-    void *p = dcrt_alloc(64);
+    void *p = dcrt_thread_workspace(64);
     assert_non_null(p);
-    dcrt_free(p);
+    assert_ptr_equal(dcrt_thread_workspace(32), p); /* kept, and big enough */
     assert_string_equal(dcrt_last_error(), "p_run: dim T is out of its range 1..9");
-    assert_null(dcrt_alloc(-1));
-    assert_non_null(strstr(dcrt_last_error(), "cannot allocate -1 bytes"));
+    assert_null(dcrt_thread_workspace(SIZE_MAX / 2));
+    assert_non_null(strstr(dcrt_last_error(), "cannot allocate a workspace"));
 }
+
+/* A one-kernel program around add_one_abi (y[i] += 1), as a GPU object's table:
+ * dim N, output y[N], grid (N + 127) / 128 of 128 threads. */
+static int64_t add_one_size(const void *ctx, int32_t which, const int64_t *dims, int32_t *ovf)
+{
+    (void)ctx;
+    (void)ovf;
+    return which == 0 ? dims[0] : (dims[0] + 127) / 128;
+}
+
+static void *add_one_cache;
+static const DcrtDim add_one_dims[] = {{"N", 1, 1024, 4096}};
+static const DcrtBuffer add_one_bufs[] = {{"y", DCRT_BUF_OUTPUT, 1, 0, -1, -1}};
+static const int32_t add_one_params[] = {0};
+static const DcrtKernel add_one_kernels[] = {{"add_one_abi", 1, 128}};
+static const DcrtVariant add_one_variants[] = {{0, 1}};
+static const DcrtStage add_one_stages[] = {{"y", 0, 1, 0, 0}};
+static const DcrtProgram add_one_prog = {
+    .abi = DCRT_ABI_VERSION, .name = "add_one", .ndims = 1, .nbuffers = 1, .nparams = 1,
+    .nkernels = 1, .nvariants = 1, .nstages = 1, .dims = add_one_dims, .buffers = add_one_bufs,
+    .params = add_one_params, .kernels = add_one_kernels, .variants = add_one_variants,
+    .stages = add_one_stages, .size = add_one_size, .ptx = add_one_ptx,
+    .module_cache = &add_one_cache,
+};
 
 /* Whether a GPU is usable; without one, checks the "no GPU" contract. */
 static bool have_gpu(void)
@@ -92,15 +129,19 @@ static bool have_gpu(void)
     RtCudaDeviceInfo info;
     assert_int_equal(rt_cuda_device_info(&info, NULL, 0), rc);
     /* what generated objects call: the same code, the message in dcrt_last_error */
-    void *cache = NULL, *fn = NULL;
-    const char *names[1] = {"add_one"};
+    int64_t dims[1] = {1000};
+    uint64_t y = 4096;
     dcrt_fail(DCRT_OK, "");
-    assert_int_equal(dcrt_cuda_kernels(&cache, add_one_ptx, 1, names, &fn), rc);
-    assert_null(cache);
+    assert_int_equal(dcrt_cuda_run(&add_one_prog, dims, &y, 0, NULL), rc);
+    assert_null(add_one_cache);
     assert_string_equal(dcrt_last_error(), err);
-    dcrt_fail(DCRT_OK, "");
-    assert_int_equal(dcrt_cuda_alloc(16, &p), rc);
-    assert_string_equal(dcrt_last_error(), err);
+    /* the checks come first */
+    dims[0] = 5000;
+    assert_int_equal(dcrt_cuda_run(&add_one_prog, dims, &y, 0, NULL), DCRT_ERR_DIM_RANGE);
+    assert_string_equal(dcrt_last_error(), "add_one: N = 5000 is too large (at most 4096)");
+    dims[0] = 10;
+    y = 0;
+    assert_int_equal(dcrt_cuda_run(&add_one_prog, dims, &y, 0, NULL), DCRT_ERR_NULL_POINTER);
     return false;
 }
 
@@ -147,8 +188,15 @@ static void run_ptx(void **state)
     for (int i = 0; i < N; i++)
         assert_true(h[i] == (float)i + 1);
     rt_cuda_timer_destroy(t);
-    rt_cuda_free(d);
     rt_cuda_unload_module(m);
+
+    /* the same kernel as a generated object runs it: dcrt_cuda_run */
+    int64_t dims[1] = {N};
+    assert_int_equal(dcrt_cuda_run(&add_one_prog, dims, &d, 0, NULL), DCRT_OK);
+    assert_int_equal(rt_cuda_copy_to_host(h, d, sizeof h, err, sizeof err), DCRT_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(h[i] == (float)i + 2);
+    rt_cuda_free(d);
 
     /* bad PTX: rejected, with the JIT's log in the message */
     RtCuModule *bad = (RtCuModule *)1;

@@ -1,15 +1,19 @@
 /* Stages with several variants and a dispatch tree (tests/aot/dispatch_case.h:
- * a dense layer, three micro-kernels, T <= 5 / T <= 40 / above):
+ * a dense layer, three micro-kernels, T <= 5 / T <= 40 / above, the middle
+ * one splitting its reduction into two launches):
  *
- * - lowering makes one kernel per variant (PROG_Y, PROG_Y_v1, PROG_Y_v2,
- *   with their own micro-kernels) and one stage; ir_stage_kernel picks the
- *   tree's variant for every T from 1 to 70 (above the declared 48 too);
- *   the printer shows the tree; the verifier and the pipeline reject bad
- *   trees and stage tables;
- * - the JIT, the loop interpreter and the SIMT emulator (GPU form) match
- *   the reference interpreter for every T, and on a marked lowering (each
- *   variant adds MARK * v to what it stores) show they ran exactly the
- *   picked variant; cg_program_run_kernel runs the kernel it is given;
+ * - lowering makes the variants' kernels (dd_Y, dd_Y_v1_part + dd_Y_v1,
+ *   dd_Y_v2, with their own micro-kernels), one stage and one scratch
+ *   buffer; the plan (exec/plan.c over runtime/plan.c) picks the tree's
+ *   variant for every T from 1 to 70 (above the declared 48 too), with its
+ *   launches, grids and workspace; the printer shows the tree; the
+ *   verifier and the pipeline reject bad trees and stage tables;
+ * - the object dcc ships (exec/cpu.c: JIT-compiled, its own table and
+ *   dispatch) launches exactly what the plan lists, for every T;
+ * - the object, the loop interpreter and the SIMT emulator (GPU form)
+ *   match the reference interpreter for every T, and on a marked lowering
+ *   (each variant adds MARK * v to what it stores) show they ran exactly
+ *   the picked variant;
  * - the AOT objects (CPU and GPU) build; tests/aot/run_dispatch.sh runs the
  *   CPU one.
  */
@@ -18,7 +22,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 
@@ -32,19 +36,19 @@ enum { TMAX = 70 };
 
 typedef int (*Runner)(void *ctx, const int64_t *dims, float **bufs, char *err, size_t errlen);
 
-static int run_jit(void *ctx, const int64_t *dims, float **bufs, char *err, size_t errlen)
+static int run_cpu(void *ctx, const int64_t *dims, float **bufs, char *err, size_t errlen)
 {
-    return cg_program_run(ctx, dims, bufs, err, errlen);
+    return ex_cpu_run(ctx, dims, bufs, NULL, err, errlen);
 }
 
 static int run_loops(void *ctx, const int64_t *dims, float **bufs, char *err, size_t errlen)
 {
-    return ir_run_loops(ctx, dims, bufs, err, errlen);
+    return ex_loops_run(ctx, dims, bufs, err, errlen);
 }
 
 static int run_emu(void *ctx, const int64_t *dims, float **bufs, char *err, size_t errlen)
 {
-    return cg_emu_program_run(ctx, NULL, dims, bufs, err, errlen);
+    return ex_emu_run(ctx, NULL, dims, bufs, err, errlen);
 }
 
 /* Buffers for every tensor at T = TMAX, inputs seeded per T. */
@@ -134,32 +138,59 @@ static void test_stage_table(void **state)
     Case c = lower("dd", PT_CPU, false);
     const LoopProgram *lp = c.lp;
     assert_int_equal(lp->nstages, 1);
-    assert_int_equal(lp->nkernels, DISPATCH_NVARIANTS);
-    assert_int_equal(lp->stages[0].first, 0);
-    assert_int_equal(lp->stages[0].nvariants, DISPATCH_NVARIANTS);
-    assert_string_equal(lp->kernels[0]->name, "dd_Y");
-    assert_string_equal(lp->kernels[1]->name, "dd_Y_v1");
-    assert_string_equal(lp->kernels[2]->name, "dd_Y_v2");
+    assert_int_equal(lp->nkernels, DISPATCH_NVARIANTS + 1);
+    assert_int_equal(lp->nbuffers, c.p->ntensors + 1);
+    const Stage *st = &lp->stages[0];
+    assert_int_equal(st->nvariants, DISPATCH_NVARIANTS);
+    static const char *const names[] = {"dd_Y", "dd_Y_v1_part", "dd_Y_v1", "dd_Y_v2"};
+    for (int i = 0; i < lp->nkernels; i++)
+        assert_string_equal(lp->kernels[i]->name, names[i]);
+    assert_int_equal(st->variants[1].nkernels, 2);
+    assert_int_equal(st->variants[1].nscratch, 1);
+    assert_string_equal(st->variants[1].scratch[0]->name, "Y_v1_part");
+    assert_ptr_equal(lp->kernels[1]->out, st->variants[1].scratch[0]);
     for (int v = 0; v < DISPATCH_NVARIANTS; v++) {
         MicroKernel mk;
         assert_true(pass_parse_microkernel(dispatch_variants[v], &mk, NULL));
-        assert_int_equal(lp->kernels[v]->variant, v);
-        assert_int_equal(lp->kernels[v]->stage, 0);
-        assert_memory_equal(lp->kernels[v]->mk.threads, mk.threads, sizeof mk.threads);
-        assert_memory_equal(lp->kernels[v]->mk.tile, mk.tile, sizeof mk.tile);
+        assert_int_equal(ir_microkernel_cmp(&st->variants[v].mk, &mk), 0);
+        const Kernel *k = lp->kernels[st->variants[v].first + st->variants[v].nkernels - 1];
+        assert_int_equal(k->variant, v);
+        assert_int_equal(k->stage, 0);
+        assert_ptr_equal(k->out, st->out);
     }
+
+    /* the plan: the tree's variant for every T, its launches and grids */
+    ExProgram *x = ex_program_new(lp);
+    char err[512] = "";
     int seen[DISPATCH_NVARIANTS] = {0};
     for (int64_t T = 1; T <= TMAX; T++) {
-        int k = ir_stage_kernel(lp, 0, &T);
-        assert_int_equal(lp->kernels[k]->variant, dispatch_expected(T));
-        seen[k]++;
+        DcrtPlan *pl = ex_plan(x, &T, err, sizeof err);
+        assert_non_null(pl);
+        int v = dispatch_expected(T);
+        assert_int_equal(pl->variant[0], v);
+        assert_int_equal(pl->nlaunches, st->variants[v].nkernels);
+        for (int i = 0; i < pl->nlaunches; i++) {
+            const Kernel *k = lp->kernels[pl->launches[i].kernel];
+            assert_int_equal(pl->launches[i].kernel, st->variants[v].first + i);
+            assert_int_equal(pl->launches[i].blocks, ir_eval_dims(k->body->loop.var->extent, &T));
+            assert_int_equal(pl->launches[i].threads, k->nthreads);
+        }
+        /* the scratch buffer of the split variant, [3, T, 20], only when it runs */
+        int scratch = c.p->ntensors;
+        assert_int_equal(pl->numel[scratch], v == 1 ? 3 * T * DISPATCH_N : 0);
+        assert_int_equal(pl->workspace_bytes, v == 1 ? (3 * T * DISPATCH_N * 4 + 255) / 256 * 256 : 0);
+        assert_int_equal(pl->offset[scratch], v == 1 ? 0 : -1);
+        seen[v]++;
+        dcrt_plan_free(pl);
     }
     assert_int_equal(seen[0], DISPATCH_LE0);
     assert_int_equal(seen[1], DISPATCH_LE1 - DISPATCH_LE0);
     assert_int_equal(seen[2], TMAX - DISPATCH_LE1);
-    assert_int_equal(ir_dispatch_eval(NULL, (int64_t[]){3}), 0);
+    int64_t zero = 0;
+    assert_null(ex_plan(x, &zero, err, sizeof err));
+    assert_non_null(strstr(err, "T = 0 is below the declared range 1..48"));
+    ex_program_free(x);
 
-    char err[512] = "";
     assert_true(ir_verify_loops(lp, err, sizeof err));
     char *text = NULL;
     size_t len = 0;
@@ -168,11 +199,13 @@ static void test_stage_table(void **state)
     fclose(f);
     assert_non_null(strstr(text, "# stage 0 computes Y: 3 variants, dispatch:\n"
                                  "#  if T <= 5:\n#    variant 0\n#  else:\n#    if T <= 40:\n"));
+    assert_non_null(strstr(text, "# stage 0 variant 1\n# launch 1 of 2 of stage Y; scratch "
+                                 "Y_v1_part[3, T, 20]\nkernel dd_Y_v1_part "));
     assert_non_null(strstr(text, "# stage 0 variant 2\nkernel dd_Y_v2 "));
     free(text);
 
     /* a broken stage table */
-    Kernel *k1 = lp->kernels[1];
+    Kernel *k1 = lp->kernels[2];
     k1->variant = 2;
     assert_false(ir_verify_loops(lp, err, sizeof err));
     assert_non_null(strstr(err, "dd_Y_v1"));
@@ -222,26 +255,25 @@ static void test_bad_trees(void **state)
     ir_te_destroy(p);
 }
 
-/* Every runner of kind's lowering, plain and marked: the JIT and the loop
- * interpreter for the CPU form, the SIMT emulator for the GPU form. */
+/* Every runner of kind's lowering, plain and marked: the object and the
+ * loop interpreter for the CPU form, the SIMT emulator for the GPU form. */
 static void check_runners(PassTarget kind)
 {
     for (int mark = 0; mark < 2; mark++) {
         Case c = lower(mark ? "ddm" : "dd", kind, mark);
         char err[512] = "";
-        CgProgram *cp = kind == PT_CPU ? cg_jit_compile(c.lp, err, sizeof err) : NULL;
-        CgEmuProgram *ep = kind == PT_GPU ? cg_emu_compile(c.lp, err, sizeof err) : NULL;
-        if (!cp && !ep)
+        ExCpu *cpu = kind == PT_CPU ? ex_cpu_compile(c.lp, err, sizeof err) : NULL;
+        ExEmu *emu = kind == PT_GPU ? ex_emu_compile(c.lp, err, sizeof err) : NULL;
+        if (!cpu && !emu)
             fail_msg("%s", err);
-        if (cp) {
-            assert_int_equal(cg_program_nkernels(cp), DISPATCH_NVARIANTS);
-            check_runner(c.p, run_jit, cp, mark, "jit");
+        if (cpu) {
+            check_runner(c.p, run_cpu, cpu, mark, "cpu");
             check_runner(c.p, run_loops, c.lp, mark, "loops");
         } else {
-            check_runner(c.p, run_emu, ep, mark, "emu");
+            check_runner(c.p, run_emu, emu, mark, "emu");
         }
-        cg_program_destroy(cp);
-        cg_emu_program_destroy(ep);
+        ex_cpu_destroy(cpu);
+        ex_emu_destroy(emu);
         ir_te_destroy(c.p);
     }
 }
@@ -253,55 +285,98 @@ static void test_runners(void **state)
     check_runners(PT_GPU);
 }
 
-/* cg_program_run_kernel runs the kernel it is given, whatever the tree says. */
-static void test_run_kernel(void **state)
+/* The launches the compiled object makes, as libdcrt reports them. */
+typedef struct Seen {
+    int n;
+    DcrtLaunch l[8];
+} Seen;
+
+static void record(void *ud, const DcrtProgram *p, const DcrtLaunch *l, double ms)
+{
+    (void)p;
+    (void)ms;
+    Seen *s = ud;
+    if (s->n < 8)
+        s->l[s->n] = *l;
+    s->n++;
+}
+
+/* The object's own dispatch (its table, compiled in) launches for every T
+ * exactly what exec/plan.c plans from the LoopProgram. */
+static void test_object_follows_plan(void **state)
 {
     (void)state;
-    Case c = lower("ddm", PT_CPU, true);
+    Case c = lower("dd", PT_CPU, false);
     char err[512] = "";
-    CgProgram *cp = cg_jit_compile(c.lp, err, sizeof err);
-    assert_non_null(cp);
+    ExCpu *cpu = ex_cpu_compile(c.lp, err, sizeof err);
+    assert_non_null(cpu);
+    ExProgram *x = ex_program_new(c.lp);
     Bufs b = bufs_new(c.p), ref = bufs_new(c.p);
-    int64_t dims[1] = {17};
-    int y = ir_te_find(c.p, "Y")->id;
-    prepare(c.p, 17, &b, &ref);
-    for (int k = 0; k < DISPATCH_NVARIANTS; k++) {
-        assert_int_equal(cg_program_run_kernel(cp, NULL, k, dims, b.b, err, sizeof err), 0);
-        for (int64_t j = 0; j < 17 * DISPATCH_N; j++)
-            assert_float_equal(b.b[y][j], ref.b[y][j] + DISPATCH_MARK * k,
-                               1e-4 * (1 + fabs(ref.b[y][j] + DISPATCH_MARK * k)));
+    Seen seen;
+    for (int64_t T = 1; T <= TMAX; T++) {
+        prepare(c.p, T, &b, &ref);
+        memset(&seen, 0, sizeof seen);
+        dcrt_set_launch_hook(record, &seen);
+        assert_int_equal(ex_cpu_run(cpu, &T, b.b, NULL, err, sizeof err), 0);
+        dcrt_set_launch_hook(NULL, NULL);
+        DcrtPlan *pl = ex_plan(x, &T, err, sizeof err);
+        assert_int_equal(seen.n, pl->nlaunches);
+        for (int i = 0; i < pl->nlaunches; i++) {
+            assert_int_equal(seen.l[i].kernel, pl->launches[i].kernel);
+            assert_int_equal(seen.l[i].variant, pl->launches[i].variant);
+            assert_int_equal(seen.l[i].blocks, pl->launches[i].blocks);
+        }
+        dcrt_plan_free(pl);
     }
-    assert_int_equal(cg_program_run_kernel(cp, NULL, 3, dims, b.b, err, sizeof err), -1);
-    assert_int_equal(cg_program_run_kernel(cp, NULL, 0, (int64_t[]){0}, b.b, err, sizeof err), -1);
     bufs_free(&b);
     bufs_free(&ref);
-    cg_program_destroy(cp);
+    ex_program_free(x);
+    ex_cpu_destroy(cpu);
     ir_te_destroy(c.p);
 }
 
-/* Both AOT objects build and verify with the tree compiled in. */
+/* Both AOT objects build with the table compiled in. */
 static void test_objects(void **state)
 {
     (void)state;
     char err[512] = "";
-    char *obj = NULL;
     size_t len = 0;
     Case c = lower("dd", PT_CPU, false);
-    if (cg_emit_object(c.lp, NULL, &obj, &len, err, sizeof err) != 0)
+    const CgTarget *isas[2] = {cg_target_cpu_arch("x86-64-v3", err, sizeof err),
+                               cg_target_cpu_arch("x86-64", err, sizeof err)};
+    CgHostOpts o = {.nisas = 2, .isas = isas};
+    CgModule *m = cg_host_module(c.lp, &o, err, sizeof err);
+    if (!m)
         fail_msg("%s", err);
+    char *obj = cg_module_emit(m, true, &len, err, sizeof err);
+    assert_non_null(obj);
     assert_true(len > 0);
     free(obj);
+    char *ll = cg_module_print(m, err, sizeof err);
+    assert_non_null(strstr(ll, "define i32 @dd_run("));
+    assert_non_null(strstr(ll, "define i32 @dd_run_packed("));
+    assert_non_null(strstr(ll, "define i64 @dd_workspace_size("));
+    assert_non_null(strstr(ll, "@dd__dd_Y_v1_part__x86_64_v3"));
+    assert_non_null(strstr(ll, "@dd__dd_Y_v1_part__x86_64("));
+    free(ll);
+    cg_module_destroy(m);
     ir_te_destroy(c.p);
 
     c = lower("dd", PT_GPU, false);
-    char *ptx = cg_emit_ptx_text(c.lp, NULL, err, sizeof err);
+    char *ptx = cg_emit_ptx(c.lp, NULL, true, err, sizeof err);
     if (!ptx)
         fail_msg("%s", err);
     assert_non_null(strstr(ptx, ".entry dd_Y_v2"));
-    if (cg_emit_object(c.lp, ptx, &obj, &len, err, sizeof err) != 0)
+    assert_non_null(strstr(ptx, ".entry dd_Y_v1_part"));
+    o = (CgHostOpts){.ptx = ptx};
+    m = cg_host_module(c.lp, &o, err, sizeof err);
+    if (!m)
         fail_msg("%s", err);
+    obj = cg_module_emit(m, true, &len, err, sizeof err);
+    assert_non_null(obj);
     assert_true(len > 0);
     free(obj);
+    cg_module_destroy(m);
     free(ptx);
     ir_te_destroy(c.p);
 }
@@ -309,8 +384,8 @@ static void test_objects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stage_table),  cmocka_unit_test(test_bad_trees),
-        cmocka_unit_test(test_runners),      cmocka_unit_test(test_run_kernel),
+        cmocka_unit_test(test_stage_table),         cmocka_unit_test(test_bad_trees),
+        cmocka_unit_test(test_runners),             cmocka_unit_test(test_object_follows_plan),
         cmocka_unit_test(test_objects),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

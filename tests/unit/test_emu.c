@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
@@ -29,11 +29,11 @@ enum { NT = 32, MAXN = 200 };
 #define C(v) ir_int(c, (v))
 #define V(x) ir_varref(c, (x))
 
-typedef enum Variant { GOOD, NO_BARRIER, DIVERGENT } Variant;
+typedef enum Shape { GOOD, NO_BARRIER, DIVERGENT } Shape;
 
 /* Y[i] = X[i] + X[block * NT + (thread + 1) % NT] (0 past the end), the
  * neighbour read from shared memory. */
-static LoopProgram *neighbour_program(TeProgram **tep, Variant var, Tensor **extra)
+static LoopProgram *neighbour_program(TeProgram **tep, Shape var, Tensor **extra)
 {
     TeProgram *te = ir_te_new("neighbour");
     ExprCtx *c = te->ctx;
@@ -70,7 +70,8 @@ static LoopProgram *neighbour_program(TeProgram **tep, Variant var, Tensor **ext
     lp->materialized[X->id] = lp->materialized[Y->id] = true;
     Kernel *k = ir_kernel_new(a, "neighbour", Y, ir_for(a, b, FK_BLOCK, kbody));
     k->nthreads = NT;
-    ir_loop_program_add_stage(lp, Y, 1, &k, NULL);
+    ir_loop_program_add_stage(lp, Y, NULL);
+    ir_loop_program_add_variant(lp, &k->mk, 1, &k, 0, NULL);
     *tep = te;
     if (extra)
         *extra = S2;
@@ -89,7 +90,7 @@ static void test_neighbour(void **state)
     TeProgram *te;
     LoopProgram *lp = neighbour_program(&te, GOOD, NULL);
     char err[512] = "";
-    CgEmuProgram *p = cg_emu_compile(lp, err, sizeof err);
+    ExEmu *p = ex_emu_compile(lp, err, sizeof err);
     assert_non_null(p);
     RtPool *pool = rt_pool_new(2);
     assert_non_null(pool);
@@ -102,7 +103,7 @@ static void test_neighbour(void **state)
             for (int j = 0; j < MAXN; j++)
                 y[j] = NAN;
             float *bufs[2] = {x, y};
-            assert_int_equal(cg_emu_program_run(p, run ? pool : NULL, dims, bufs, err, sizeof err),
+            assert_int_equal(ex_emu_run(p, run ? pool : NULL, dims, bufs, err, sizeof err),
                              0);
             for (int64_t j = 0; j < n; j++) {
                 int64_t nb = j / NT * NT + (j % NT + 1) % NT;
@@ -113,9 +114,9 @@ static void test_neighbour(void **state)
     }
     int64_t bad[1] = {0};
     float *bufs[2] = {NULL, NULL};
-    assert_int_equal(cg_emu_program_run(p, NULL, bad, bufs, err, sizeof err), -1);
+    assert_int_equal(ex_emu_run(p, NULL, bad, bufs, err, sizeof err), -1);
     rt_pool_destroy(pool);
-    cg_emu_program_destroy(p);
+    ex_emu_destroy(p);
     ir_te_destroy(te);
 }
 
@@ -136,15 +137,15 @@ static void test_missing_barrier(void **state)
     TeProgram *te;
     LoopProgram *lp = neighbour_program(&te, NO_BARRIER, NULL);
     char err[512] = "";
-    CgEmuProgram *p = cg_emu_compile(lp, err, sizeof err);
+    ExEmu *p = ex_emu_compile(lp, err, sizeof err);
     assert_non_null(p);
     int64_t dims[1] = {64};
     float x[64], y[64];
     fill(x, 64);
     float *bufs[2] = {x, y};
-    assert_int_equal(cg_emu_program_run(p, NULL, dims, bufs, err, sizeof err), 0);
+    assert_int_equal(ex_emu_run(p, NULL, dims, bufs, err, sizeof err), 0);
     assert_true(isnan(y[0]));
-    cg_emu_program_destroy(p);
+    ex_emu_destroy(p);
     ir_te_destroy(te);
 }
 
@@ -154,16 +155,16 @@ static void test_divergent_barrier(void **state)
     TeProgram *te;
     LoopProgram *lp = neighbour_program(&te, DIVERGENT, NULL);
     char err[512] = "";
-    CgEmuProgram *p = cg_emu_compile(lp, err, sizeof err);
+    ExEmu *p = ex_emu_compile(lp, err, sizeof err);
     assert_non_null(p);
     int64_t dims[1] = {40};
     float x[40], y[40];
     fill(x, 40);
     float *bufs[2] = {x, y};
-    assert_int_equal(cg_emu_program_run(p, NULL, dims, bufs, err, sizeof err), -1);
+    assert_int_equal(ex_emu_run(p, NULL, dims, bufs, err, sizeof err), -1);
     assert_non_null(strstr(err, "barrier divergence"));
     assert_non_null(strstr(err, "neighbour"));
-    cg_emu_program_destroy(p);
+    ex_emu_destroy(p);
     ir_te_destroy(te);
 }
 
@@ -191,14 +192,14 @@ static void test_duplicated_barrier(void **state)
     char err[512] = "";
     LoopProgram *lp = pass_run_pipeline(te, mk, &ti, NULL, err, sizeof err);
     assert_non_null(lp);
-    CgEmuProgram *p = cg_emu_compile(lp, err, sizeof err);
+    ExEmu *p = ex_emu_compile(lp, err, sizeof err);
     assert_non_null(p);
     for (int64_t T = 1; T <= 19; T += 3) {
         int64_t dims[1] = {T};
         float *s = malloc(sizeof(float) * (size_t)(4 * T * T)), *m = malloc(sizeof(float) * (size_t)(4 * T));
         fill(s, 4 * T * T);
         float *bufs[2] = {s, m};
-        if (cg_emu_program_run(p, NULL, dims, bufs, err, sizeof err) != 0)
+        if (ex_emu_run(p, NULL, dims, bufs, err, sizeof err) != 0)
             fail_msg("T=%lld: %s", (long long)T, err);
         for (int64_t h = 0; h < 4; h++)
             for (int64_t i = 0; i < T; i++) {
@@ -210,7 +211,7 @@ static void test_duplicated_barrier(void **state)
         free(s);
         free(m);
     }
-    cg_emu_program_destroy(p);
+    ex_emu_destroy(p);
     ir_te_destroy(te);
     ir_arena_destroy(a);
 }

@@ -3,7 +3,7 @@
  *
  * - the math expansions used without libdevice (exp, log, tanh, erf, pow)
  *   are built by the NVPTX math hook on the host CPU target (where exact
- *   exp2/log2 stand in for ex2.approx/lg2.approx), run through MCJIT and
+ *   exp2/log2 stand in for ex2.approx/lg2.approx), run through the JIT and
  *   compared with the C library over dense ranges;
  * - every example compiles to PTX for sm_80 and sm_90a, one entry per
  *   kernel with its .maxntid, no calls left with approximate math;
@@ -18,28 +18,23 @@
 #include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 
-#include <llvm-c/ExecutionEngine.h>
-
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct Compiled {
-    Arena *a;
+    FeUnit u;
     TeProgram *p;
     LoopProgram *lp;
 } Compiled;
 
 static Compiled compile_text(const char *path, const char *text, PassTarget kind)
 {
-    Compiled c = {.a = ir_arena_new()};
-    Source src = {.path = path, .text = text, .len = strlen(text)};
-    DiagList diags;
-    ir_diags_init(&diags, c.a, &src);
-    c.p = fe_compile(&src, fe_program_name(c.a, path), &diags);
-    if (!c.p)
-        ir_diags_print(&diags, stderr);
+    Compiled c;
+    if (fe_load_text(path, NULL, text, &c.u) != 0)
+        ir_diags_print(&c.u.diags, stderr);
+    c.p = c.u.prog;
     assert_non_null(c.p);
     TargetInfo ti = pass_target_info(kind);
     char err[512];
@@ -50,11 +45,7 @@ static Compiled compile_text(const char *path, const char *text, PassTarget kind
     return c;
 }
 
-static void compiled_free(Compiled *c)
-{
-    ir_te_destroy(c->p);
-    ir_arena_destroy(c->a);
-}
+static void compiled_free(Compiled *c) { fe_unload(&c->u); }
 
 /* ---- the approximations, on the host ---- */
 
@@ -85,20 +76,13 @@ static void test_approx_math_on_host(void **state)
     t.name = "nvptx-math-on-host";
     t.math = cg_nvptx_approx_math;
     char err[512];
-    LLVMContextRef cx = LLVMContextCreate();
-    LLVMModuleRef mod = cg_build_module(cx, &t, c.lp, true, err, sizeof err);
-    if (!mod)
+    char *prefix = cg_jit_prefix();
+    CgModule *m = cg_kernels_module(c.lp, &t, prefix, true, err, sizeof err);
+    if (!m)
         fprintf(stderr, "%s\n", err);
-    assert_non_null(mod);
-    LLVMLinkInMCJIT();
-    struct LLVMMCJITCompilerOptions o;
-    LLVMInitializeMCJITCompilerOptions(&o, sizeof o);
-    LLVMExecutionEngineRef ee;
-    char *msg = NULL;
-    if (LLVMCreateMCJITCompilerForModule(&ee, mod, &o, sizeof o, &msg)) {
-        fprintf(stderr, "MCJIT: %s\n", msg);
-        fail();
-    }
+    assert_non_null(m);
+    CgJitCode *code = cg_jit_add(m, err, sizeof err);
+    assert_non_null(code);
 
     enum { N = 40000 };
     int64_t dims[1] = {N};
@@ -116,7 +100,9 @@ static void test_approx_math_on_host(void **state)
     }
     for (int k = 0; k < c.lp->nkernels; k++) {
         const Kernel *kn = c.lp->kernels[k];
-        CgKernelFn fn = (CgKernelFn)(uintptr_t)LLVMGetFunctionAddress(ee, kn->name);
+        char *sym = cg_symbol(prefix, kn->name);
+        DcrtKernelFn fn = (DcrtKernelFn)(uintptr_t)cg_jit_lookup(code, sym, err, sizeof err);
+        free(sym);
         assert_non_null(fn);
         int64_t nb = ir_eval_dims(kn->body->loop.var->extent, dims);
         fn(dims, bufs, 0, nb);
@@ -152,8 +138,8 @@ static void test_approx_math_on_host(void **state)
     for (int i = 0; i < p->ntensors; i++)
         free(bufs[i]);
     free(bufs);
-    LLVMDisposeExecutionEngine(ee);
-    LLVMContextDispose(cx);
+    cg_jit_release(code);
+    free(prefix);
     compiled_free(&c);
 }
 
@@ -203,7 +189,7 @@ static void test_examples_to_ptx(void **state)
         for (int a = 0; a < 2; a++) {
             for (int lib = 0; lib < 2; lib++) {
                 char err[512];
-                char *ptx = cg_emit_ptx_text_ex(c.lp, archs[a], lib, err, sizeof err);
+                char *ptx = cg_emit_ptx(c.lp, archs[a], lib, err, sizeof err);
                 if (!ptx)
                     fprintf(stderr, "%s: %s\n", path, err);
                 assert_non_null(ptx);
@@ -217,7 +203,10 @@ static void test_examples_to_ptx(void **state)
             }
         }
         char err[512];
-        char *ll = cg_emit_nvptx_llvm_text(c.lp, "sm_80", false, err, sizeof err);
+        CgModule *m = cg_nvptx_module(c.lp, "sm_80", true, false, err, sizeof err);
+        assert_non_null(m);
+        char *ll = cg_module_print(m, err, sizeof err);
+        cg_module_destroy(m);
         assert_non_null(ll);
         assert_int_equal(count(ll, "define ptx_kernel void @"), c.lp->nkernels);
         free(ll);
@@ -244,7 +233,7 @@ static void test_arch_checks(void **state)
     Compiled c = compile_text("a.tex", "dim N in 1..8\ninput X[N] f32\noutput Y[i: N] = X[i] * 2.0\n",
                               PT_GPU);
     char err[512] = "";
-    assert_null(cg_emit_ptx_text(c.lp, "sm_70", err, sizeof err));
+    assert_null(cg_emit_ptx(c.lp, "sm_70", true, err, sizeof err));
     assert_non_null(strstr(err, "sm_70"));
     compiled_free(&c);
 }

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
 #include "dietcode/passes.h"
@@ -193,20 +193,18 @@ static Expr *to_divmod(ExprCtx *c, Expr *e, void *ud)
 }
 
 typedef struct Run {
-    Arena *arena;
+    FeUnit u;
     TeProgram *p;
     float **bufs;
 } Run;
 
 static Run prepare(const char *text)
 {
-    Run r = {ir_arena_new(), NULL, NULL};
-    Source s = {"corners.tex", text, strlen(text)};
-    DiagList d;
-    ir_diags_init(&d, r.arena, &s);
-    r.p = fe_compile(&s, "corners", &d);
-    if (!r.p)
-        ir_diags_print(&d, stderr);
+    Run r;
+    if (fe_load_text("corners.tex", "corners", text, &r.u) != 0)
+        ir_diags_print(&r.u.diags, stderr);
+    r.p = r.u.prog;
+    r.bufs = NULL;
     assert_non_null(r.p);
     static const ExprKind ops[2] = {EX_DIV, EX_MOD};
     for (int i = 0; i < 2; i++) {
@@ -229,8 +227,7 @@ static void release(Run *r)
     for (int i = 0; i < r->p->ntensors; i++)
         free(r->bufs[i]);
     free(r->bufs);
-    ir_te_destroy(r->p);
-    ir_arena_destroy(r->arena);
+    fe_unload(&r->u);
 }
 
 static bool same(float x, float y)
@@ -331,19 +328,19 @@ static void test_every_evaluator(void **state)
             free(mks);
             assert_non_null(lp);
             if (gpu) {
-                CgEmuProgram *ep = cg_emu_compile(lp, err, sizeof err);
+                ExEmu *ep = ex_emu_compile(lp, err, sizeof err);
                 assert_non_null(ep);
-                assert_int_equal(cg_emu_program_run(ep, NULL, dims, r.bufs, err, sizeof err), 0);
+                assert_int_equal(ex_emu_run(ep, NULL, dims, r.bufs, err, sizeof err), 0);
                 compare(&ref, &r, variant ? "emu, vectors along the reduction" : "emu");
-                cg_emu_program_destroy(ep);
+                ex_emu_destroy(ep);
             } else {
-                CgProgram *cp = cg_jit_compile(lp, err, sizeof err);
+                ExCpu *cp = ex_cpu_compile(lp, err, sizeof err);
                 assert_non_null(cp);
-                assert_int_equal(cg_program_run(cp, dims, r.bufs, err, sizeof err), 0);
+                assert_int_equal(ex_cpu_run(cp, dims, r.bufs, NULL, err, sizeof err), 0);
                 compare(&ref, &r, variant ? "cpu, vectors along the reduction" : "cpu");
-                cg_program_destroy(cp);
+                ex_cpu_destroy(cp);
                 Run l = prepare(text);
-                assert_int_equal(ir_run_loops(lp, dims, l.bufs, err, sizeof err), 0);
+                assert_int_equal(ex_loops_run(lp, dims, l.bufs, err, sizeof err), 0);
                 compare(&ref, &l, "loops");
                 release(&l);
             }

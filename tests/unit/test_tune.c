@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dietcode/codegen.h"
+#include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 #include "dietcode/search.h"
@@ -222,7 +222,7 @@ static void test_tune_cpu(void **state)
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lp = pass_run_pipeline_sched(g.p, sched, &ti, NULL, err, sizeof err);
     assert_non_null(lp);
-    CgProgram *cp = cg_jit_compile(lp, err, sizeof err);
+    ExCpu *cp = ex_cpu_compile(lp, err, sizeof err);
     assert_non_null(cp);
     enum { TOP = 97 };
     float *bufs[8] = {0}, *ref[8] = {0};
@@ -239,7 +239,7 @@ static void test_tune_cpu(void **state)
     const Tensor *y = ir_te_find(g.p, "Y");
     for (int64_t T = 1; T <= TOP; T += T < 40 ? 1 : 19) {
         int64_t dims[1] = {T};
-        assert_int_equal(cg_program_run(cp, dims, bufs, err, sizeof err), 0);
+        assert_int_equal(ex_cpu_run(cp, dims, bufs, NULL, err, sizeof err), 0);
         assert_int_equal(ir_interp(g.p, dims, ref, err, sizeof err), 0);
         int64_t n = ir_te_numel(y, dims);
         for (int64_t k = 0; k < n; k++) {
@@ -252,7 +252,7 @@ static void test_tune_cpu(void **state)
         free(bufs[i]);
         free(ref[i]);
     }
-    cg_program_destroy(cp);
+    ex_cpu_destroy(cp);
     unlink(path);
     prog_free(&g);
 }

@@ -1,0 +1,131 @@
+/* The program table of dietcode/abi.h for a lowered program: its dims,
+ * buffers, kernels, each stage's variants and dispatch tree, and the size
+ * expressions (extents and grids) by number.
+ *
+ * This is the only translation from a LoopProgram to what the plan of a
+ * call is made from. codegen/host.c writes it into objects as constants
+ * (the sizes as one compiled function); exec/plan.c hands it, with an
+ * evaluator of the sizes, to the same runtime/plan.c those objects call.
+ */
+#include "dietcode/codegen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The index of e among the sizes, added when new (a grid; a buffer's
+ * extents are added in a row of their own). */
+static int32_t size_index(CgTable *t, Expr *e)
+{
+    for (int i = 0; i < t->nsizes; i++)
+        if (t->sizes[i] == e)
+            return i;
+    t->sizes[t->nsizes] = e;
+    return t->nsizes++;
+}
+
+static int32_t buffer_kind(const LoopProgram *lp, const Tensor *b)
+{
+    if (b->id >= lp->te->ntensors)
+        return DCRT_BUF_SCRATCH;
+    switch (b->kind) {
+    case TK_INPUT: return DCRT_BUF_INPUT;
+    case TK_OUTPUT: return DCRT_BUF_OUTPUT;
+    case TK_TEMP: return lp->materialized[b->id] ? DCRT_BUF_TEMP : DCRT_BUF_INLINED;
+    }
+    IR_UNREACHABLE();
+}
+
+CgTable *cg_table_new(const LoopProgram *lp)
+{
+    const TeProgram *te = lp->te;
+    int nvariants = 0, nnodes = 0, nextents = 0;
+    for (int s = 0; s < lp->nstages; s++) {
+        nvariants += lp->stages[s].nvariants;
+        nnodes += lp->stages[s].dispatch ? lp->stages[s].dispatch->nnodes : 0;
+    }
+    for (int i = 0; i < lp->nbuffers; i++)
+        nextents += lp->buffers[i]->rank;
+    size_t bytes = sizeof(CgTable) + sizeof(DcrtDim) * (size_t)(te->ndims + 1) +
+                   sizeof(DcrtBuffer) * (size_t)(lp->nbuffers + 1) +
+                   sizeof(int32_t) * (size_t)(te->ntensors + 1) +
+                   sizeof(DcrtKernel) * (size_t)(lp->nkernels + 1) +
+                   sizeof(DcrtVariant) * (size_t)(nvariants + 1) +
+                   sizeof(DcrtNode) * (size_t)(nnodes + 1) +
+                   sizeof(DcrtStage) * (size_t)(lp->nstages + 1) +
+                   sizeof(Expr *) * (size_t)(nextents + lp->nkernels + 1);
+    CgTable *t = calloc(1, bytes);
+    if (!t)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    char *m = (char *)(t + 1);
+#define TAKE(T, n) ((T *)((m += sizeof(T) * (size_t)((n) + 1)) - sizeof(T) * (size_t)((n) + 1)))
+    DcrtDim *dims = TAKE(DcrtDim, te->ndims);
+    DcrtBuffer *bufs = TAKE(DcrtBuffer, lp->nbuffers);
+    int32_t *params = TAKE(int32_t, te->ntensors);
+    DcrtKernel *kernels = TAKE(DcrtKernel, lp->nkernels);
+    DcrtVariant *variants = TAKE(DcrtVariant, nvariants);
+    DcrtNode *nodes = TAKE(DcrtNode, nnodes);
+    DcrtStage *stages = TAKE(DcrtStage, lp->nstages);
+    t->sizes = TAKE(Expr *, nextents + lp->nkernels);
+#undef TAKE
+    t->mem = t;
+
+    for (int i = 0; i < te->ndims; i++) {
+        const Var *d = te->dims[i];
+        dims[d->pos] = (DcrtDim){d->name, d->lo, d->hi, d->max};
+    }
+    for (int i = 0; i < lp->nbuffers; i++) {
+        const Tensor *b = lp->buffers[i];
+        bufs[i] = (DcrtBuffer){b->name, buffer_kind(lp, b), b->rank, t->nsizes, -1, -1};
+        for (int j = 0; j < b->rank; j++)
+            t->sizes[t->nsizes++] = b->shape[j];
+    }
+    int np = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < te->ntensors; i++)
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+                params[np++] = i;
+    for (int i = 0; i < lp->nkernels; i++) {
+        const Kernel *k = lp->kernels[i];
+        kernels[i] = (DcrtKernel){k->name, size_index(t, k->body->loop.var->extent), k->nthreads};
+    }
+    int nv = 0, nn = 0;
+    for (int s = 0; s < lp->nstages; s++) {
+        const Stage *st = &lp->stages[s];
+        const Dispatch *d = st->dispatch;
+        int dn = d ? d->nnodes : 0;
+        stages[s] = (DcrtStage){st->out->name, nv, st->nvariants, nn, dn};
+        for (int v = 0; v < st->nvariants; v++) {
+            const Variant *va = &st->variants[v];
+            variants[nv++] = (DcrtVariant){va->first, va->nkernels};
+            for (int j = 0; j < va->nscratch; j++) {
+                bufs[va->scratch[j]->id].stage = s;
+                bufs[va->scratch[j]->id].variant = v;
+            }
+        }
+        for (int i = 0; i < dn; i++) {
+            const DispatchNode *x = &d->nodes[i];
+            nodes[nn++] = (DcrtNode){x->variant, x->dim, x->then_node, x->else_node, x->le};
+        }
+    }
+    t->prog = (DcrtProgram){
+        .abi = DCRT_ABI_VERSION,
+        .name = te->name,
+        .ndims = te->ndims,
+        .nbuffers = lp->nbuffers,
+        .nparams = np,
+        .nkernels = lp->nkernels,
+        .nvariants = nv,
+        .nnodes = nn,
+        .nstages = lp->nstages,
+        .dims = dims,
+        .buffers = bufs,
+        .params = params,
+        .kernels = kernels,
+        .variants = variants,
+        .nodes = nodes,
+        .stages = stages,
+    };
+    return t;
+}
+
+void cg_table_free(CgTable *t) { free(t); }

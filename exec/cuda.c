@@ -1,0 +1,81 @@
+/* The CUDA executor: the GPU object of a program (codegen/host.c with the
+ * program's PTX embedded), JIT-compiled for the host and each run one call
+ * of its NAME_launch_packed, which plans the call and launches through
+ * libdcrt and the driver (runtime/cuda.c). Only running needs a GPU. */
+#include "dietcode/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*LaunchPacked)(const int64_t *dims, const uint64_t *tensors, uint64_t workspace,
+                            void *stream);
+
+struct ExCuda {
+    CgJitCode *code;
+    LaunchPacked launch;
+    int nparams;
+    int params[]; /* tensor ids in the entry's order */
+};
+
+ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
+                        size_t errlen)
+{
+    ex_jit_runtime();
+    const TeProgram *te = lp->te;
+    ExCuda *x = calloc(1, sizeof *x + sizeof(int) * (size_t)(te->ntensors + 1));
+    if (!x)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < te->ntensors; i++)
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+                x->params[x->nparams++] = i;
+    char *ptx = cg_emit_ptx(lp, arch, libdevice, err, errlen);
+    char *prefix = cg_jit_prefix();
+    char *sym = cg_symbol(prefix, te->name);
+    CgHostOpts o = {.symbol = sym, .ptx = ptx};
+    CgModule *m = ptx ? cg_host_module(lp, &o, err, errlen) : NULL;
+    x->code = m ? cg_jit_add(m, err, errlen) : NULL;
+    char *entry = cg_symbol(sym, "_launch_packed");
+    if (x->code)
+        x->launch = (LaunchPacked)(uintptr_t)cg_jit_lookup(x->code, entry, err, errlen);
+    free(entry);
+    free(sym);
+    free(prefix);
+    free(ptx);
+    if (!x->launch) {
+        ex_cuda_destroy(x);
+        return NULL;
+    }
+    return x;
+}
+
+int ex_cuda_run(ExCuda *x, const int64_t *dims, const uint64_t *tensors, uint64_t workspace,
+                void *stream, float *ms, char *err, size_t errlen)
+{
+    uint64_t args[x->nparams + 1];
+    for (int i = 0; i < x->nparams; i++)
+        args[i] = tensors[x->params[i]];
+    RtCuTimer *t = NULL;
+    if (ms && (rt_cuda_timer_new(&t, err, errlen) != DCRT_OK ||
+               rt_cuda_timer_start(t, stream, err, errlen) != DCRT_OK)) {
+        rt_cuda_timer_destroy(t);
+        return -1;
+    }
+    int rc = 0;
+    if (x->launch(dims, args, workspace, stream) != DCRT_OK) {
+        snprintf(err, errlen, "%s", dcrt_last_error());
+        rc = -1;
+    }
+    if (ms && rc == 0 && rt_cuda_timer_stop(t, stream, ms, err, errlen) != DCRT_OK)
+        rc = -1;
+    rt_cuda_timer_destroy(t);
+    return rc;
+}
+
+void ex_cuda_destroy(ExCuda *x)
+{
+    if (!x)
+        return;
+    cg_jit_release(x->code);
+    free(x);
+}

@@ -1,0 +1,127 @@
+/* The launch plan of a lowered program, for dcc's executors.
+ *
+ * The table of the program (codegen/table.c: the same one codegen/host.c
+ * compiles into objects) goes to runtime/plan.c with an evaluator of its
+ * size expressions over Exprs here, so the loop interpreter, the emulator
+ * and --emit=plan plan every call exactly as a shipped object plans it.
+ */
+#include "dietcode/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ExProgram {
+    CgTable *table;
+    const LoopProgram *lp;
+};
+
+static int64_t eval_size(const void *ctx, int32_t which, const int64_t *dims, int32_t *overflow)
+{
+    const CgTable *t = ctx;
+    int64_t v = 0;
+    if (which < 0 || which >= t->nsizes || !ir_eval_dims_checked(t->sizes[which], dims, &v))
+        *overflow = 1;
+    return v;
+}
+
+ExProgram *ex_program_new(const LoopProgram *lp)
+{
+    ExProgram *x = calloc(1, sizeof *x);
+    if (!x)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    x->lp = lp;
+    x->table = cg_table_new(lp);
+    x->table->prog.size = eval_size;
+    x->table->prog.size_ctx = x->table;
+    return x;
+}
+
+void ex_program_free(ExProgram *x)
+{
+    if (!x)
+        return;
+    cg_table_free(x->table);
+    free(x);
+}
+
+const DcrtProgram *ex_program_table(const ExProgram *x) { return &x->table->prog; }
+
+DcrtPlan *ex_plan(const ExProgram *x, const int64_t *dims, char *err, size_t errlen)
+{
+    const DcrtProgram *p = &x->table->prog;
+    DcrtPlan *pl = dcrt_plan_new(p);
+    if (!pl || dcrt_plan(p, dims, pl) != DCRT_OK) {
+        snprintf(err, errlen, "%s", dcrt_last_error());
+        dcrt_plan_free(pl);
+        return NULL;
+    }
+    return pl;
+}
+
+void **ex_params(const DcrtProgram *p, void *const *tensors)
+{
+    void **a = calloc((size_t)p->nparams + 1, sizeof *a);
+    if (!a)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < p->nparams; i++)
+        a[i] = tensors[p->params[i]];
+    return a;
+}
+
+static void print_shape(FILE *out, const DcrtProgram *p, int b, const int64_t *dims)
+{
+    fputc('[', out);
+    for (int j = 0; j < p->buffers[b].rank; j++) {
+        int32_t ovf = 0;
+        fprintf(out, "%s%lld", j ? ", " : "",
+                (long long)p->size(p->size_ctx, p->buffers[b].extents + j, dims, &ovf));
+    }
+    fputc(']', out);
+}
+
+int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *err,
+                  size_t errlen)
+{
+    ExProgram *x = ex_program_new(lp);
+    const DcrtProgram *p = ex_program_table(x);
+    DcrtPlan *pl = ex_plan(x, dims, err, errlen);
+    if (!pl) {
+        ex_program_free(x);
+        return -1;
+    }
+    fprintf(out, "# plan of %s for", lp->te->name);
+    for (int i = 0; i < p->ndims; i++)
+        fprintf(out, "%s %s = %lld", i ? "," : "", p->dims[i].name, (long long)dims[i]);
+    fprintf(out, "\n# %d launch%s, workspace %lld bytes\n", pl->nlaunches,
+            pl->nlaunches == 1 ? "" : "es", (long long)pl->workspace_bytes);
+    for (int s = 0; s < lp->nstages; s++) {
+        const Stage *st = &lp->stages[s];
+        const Variant *va = &st->variants[pl->variant[s]];
+        fprintf(out, "stage %s: variant %d of %d: ", st->out->name, pl->variant[s], st->nvariants);
+        ir_print_microkernel(out, &va->mk, st->out->rank);
+        fputc('\n', out);
+        for (int i = 0; i < pl->nlaunches; i++) {
+            const DcrtLaunch *l = &pl->launches[i];
+            if (l->stage != s)
+                continue;
+            const Kernel *k = lp->kernels[l->kernel];
+            fprintf(out, "  launch %s: grid %lld, block %d, computes %s\n", k->name,
+                    (long long)l->blocks, l->threads, k->out->name);
+        }
+    }
+    for (int i = 0; i < p->nbuffers; i++) {
+        const DcrtBuffer *b = &p->buffers[i];
+        if (b->kind == DCRT_BUF_INLINED || (b->kind == DCRT_BUF_SCRATCH && pl->offset[i] < 0))
+            continue;
+        static const char *const kinds[] = {"input", "output", "intermediate", "scratch"};
+        fprintf(out, "buffer %s ", b->name);
+        print_shape(out, p, i, dims);
+        fprintf(out, ": %s, %lld bytes", kinds[b->kind], (long long)pl->numel[i] * 4);
+        if (pl->offset[i] >= 0)
+            fprintf(out, " at workspace offset %lld", (long long)pl->offset[i]);
+        fputc('\n', out);
+    }
+    dcrt_plan_free(pl);
+    ex_program_free(x);
+    return 0;
+}

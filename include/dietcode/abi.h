@@ -1,0 +1,137 @@
+/* dietcode/abi.h: what the code dcc generates and libdcrt.a agree on.
+ *
+ * Every object `dcc --emit=obj` writes holds one DcrtProgram: a table of
+ * the program's dims, buffers, kernels, the variants of each stage and the
+ * dispatch trees that pick one, and a function that evaluates its size
+ * expressions (extents, grids) for given dims. Its exported functions hand
+ * that table to libdcrt (dcrt_run on the CPU, dcrt_cuda_run on the GPU),
+ * where runtime/plan.c turns it and the dims into the launches of one call,
+ * with every range and size check: the one place that picks variants,
+ * computes grids and lays out the workspace. `dcc run` JIT-compiles the
+ * same object code, and dcc's other executors build the same table for a
+ * lowered program (exec/plan.c), so what dcc runs and tests is what an
+ * object ships.
+ *
+ * This header depends on nothing; the generated headers repeat its error
+ * codes token for token.
+ */
+#ifndef DIETCODE_ABI_H
+#define DIETCODE_ABI_H
+
+#include <stdint.h>
+
+#define DCRT_ABI_VERSION 1
+
+/* Error codes of generated prog_run / prog_launch and of libdcrt. */
+#define DCRT_OK 0
+#define DCRT_ERR_DIM_RANGE 1     /* a dim < LO or > the largest accepted value */
+#define DCRT_ERR_TOO_LARGE 2     /* a tensor over INT32_MAX elements (32-bit indices) */
+#define DCRT_ERR_NULL_POINTER 3  /* a tensor pointer is NULL */
+#define DCRT_ERR_OUT_OF_MEMORY 4 /* the workspace could not be allocated */
+#define DCRT_ERR_THREADS 5       /* the thread pool could not start */
+#define DCRT_ERR_NO_DRIVER 6     /* no libcuda.so.1 */
+#define DCRT_ERR_NO_DEVICE 7     /* a driver, but no usable device */
+#define DCRT_ERR_CUDA 8          /* another CUDA driver error */
+#define DCRT_ERR_MODULE 9        /* the driver rejected the PTX */
+#define DCRT_ERR_CPU 10          /* the CPU lacks every instruction set the kernels were built for */
+
+/* Workspace buffers start at multiples of this many bytes. */
+#define DCRT_ALIGN 256
+
+/* The CPU kernel ABI: runs blocks [block_begin, block_end) of a kernel.
+ * dims[pos] is dim pos's value, bufs[id] buffer id's first element. */
+typedef void (*DcrtKernelFn)(const int64_t *dims, float *const *bufs, int64_t block_begin,
+                             int64_t block_end);
+
+/* Size expression `which` of a program (an extent or a grid) over dims by
+ * position, in exact int64 arithmetic; *overflow is set to 1 when a step
+ * overflows (and left alone otherwise). */
+typedef int64_t (*DcrtSizeFn)(const void *ctx, int32_t which, const int64_t *dims,
+                              int32_t *overflow);
+
+enum {
+    DCRT_BUF_INPUT,   /* a parameter the caller fills */
+    DCRT_BUF_OUTPUT,  /* a parameter the program fills */
+    DCRT_BUF_TEMP,    /* an intermediate tensor: in the workspace */
+    DCRT_BUF_SCRATCH, /* what one variant's kernels pass between them: in the workspace when it runs */
+    DCRT_BUF_INLINED, /* an intermediate computed inside its consumers: no memory */
+};
+
+typedef struct DcrtDim {
+    const char *name;
+    int64_t lo, hi; /* the declared range */
+    int64_t max;    /* the largest value the program accepts (>= hi) */
+} DcrtDim;
+
+typedef struct DcrtBuffer {
+    const char *name;
+    int32_t kind;          /* DCRT_BUF_* */
+    int32_t rank;
+    int32_t extents;       /* its extents are size expressions extents .. extents + rank - 1 */
+    int32_t stage;         /* DCRT_BUF_SCRATCH: the stage and variant that use it; else -1 */
+    int32_t variant;
+} DcrtBuffer;
+
+typedef struct DcrtKernel {
+    const char *name;
+    int32_t blocks;        /* the size expression of its grid */
+    int32_t threads;       /* threads per block (GPU) */
+} DcrtKernel;
+
+/* A way of computing a stage: kernels first .. first + count - 1, in order. */
+typedef struct DcrtVariant {
+    int32_t first, count;
+} DcrtVariant;
+
+/* A dispatch tree node: a leaf names a variant of its stage (variant >= 0);
+ * a split goes to then_node when dims[dim] <= le, else to else_node (node
+ * indices within the stage's tree, children after their parent). */
+typedef struct DcrtNode {
+    int32_t variant, dim, then_node, else_node;
+    int64_t le;
+} DcrtNode;
+
+typedef struct DcrtStage {
+    const char *name;
+    int32_t variants, nvariants; /* its variants in DcrtProgram.variants */
+    int32_t nodes, nnodes;       /* its tree in DcrtProgram.nodes; none: variant 0 */
+} DcrtStage;
+
+typedef struct DcrtProgram {
+    int32_t abi;                 /* DCRT_ABI_VERSION */
+    const char *name;
+    int32_t ndims, nbuffers, nparams, nkernels, nvariants, nnodes, nstages, nisas;
+    const DcrtDim *dims;         /* by position */
+    const DcrtBuffer *buffers;   /* by id: the program's tensors, then scratch buffers */
+    const int32_t *params;       /* the entry's tensor arguments as buffer ids: inputs, then outputs */
+    const DcrtKernel *kernels;
+    const DcrtVariant *variants;
+    const DcrtNode *nodes;
+    const DcrtStage *stages;     /* in execution order */
+    DcrtSizeFn size;
+    const void *size_ctx;
+    /* CPU objects: the kernels for each instruction set, preferred first */
+    const int32_t *isa_levels;   /* nisas: the x86-64 level (1..4) each needs */
+    const char *const *isa_names;
+    const DcrtKernelFn *fns;     /* nisas x nkernels */
+    /* GPU objects */
+    const char *ptx;
+    void **module_cache;         /* NULL-initialised: where libdcrt keeps the loaded module */
+} DcrtProgram;
+
+/* One call's launches and memory, from runtime/plan.c. */
+typedef struct DcrtLaunch {
+    int32_t stage, variant, kernel, threads;
+    int64_t blocks;
+} DcrtLaunch;
+
+typedef struct DcrtPlan {
+    int32_t nlaunches;
+    DcrtLaunch *launches;    /* at most nkernels */
+    int32_t *variant;        /* per stage */
+    int64_t *numel;          /* per buffer; 0 for a scratch buffer this call does not use */
+    int64_t *offset;         /* per buffer: byte offset in the workspace, or -1 */
+    int64_t workspace_bytes;
+} DcrtPlan;
+
+#endif
