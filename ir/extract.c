@@ -9,9 +9,10 @@
  * arena and expression context (so a measurement's lowering, and its
  * freeing, touch nothing else).
  *
- * In canonical form the copy drops the dims the stage does not use and
- * renames everything by first use in printing order: dims d0, d1, ...,
- * tensors t0, t1, ..., axes a0, a1, ...; printed, it is the text a
+ * In canonical form the copy drops the dims the stage does not use, orders
+ * the inputs by first use in the stage's body, and renames everything by
+ * first use in printing order: dims d0, d1, ..., tensors t0, t1, ...,
+ * axes a0, a1, ...; printed, it is the text a
  * workload fingerprint hashes, the same for every program that computes
  * the stage the same way (ranges, constant extents and dtypes included).
  */
@@ -96,6 +97,7 @@ typedef struct Needs {
     const TeProgram *p;
     const bool *materialized;
     char *need;
+    int *order, norder; /* the inputs in the order they are first read */
 } Needs;
 
 static void mark(Expr *e, void *ud)
@@ -108,6 +110,8 @@ static void mark(Expr *e, void *ud)
     n->need[t->id] = inlined ? 2 : 1;
     if (inlined)
         ir_expr_visit(t->body, mark, n);
+    else
+        n->order[n->norder++] = t->id;
 }
 
 static void copy_compute(Copier *c, const Tensor *t, TensorKind kind, const char *name)
@@ -130,7 +134,9 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
                 calloc((size_t)ir_expr_count(p->ctx) + 1, sizeof(Expr *)), 0, 0};
     if (!need || !c.vars || !c.tensors || !c.memo)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    Needs n = {p, materialized, need};
+    Needs n = {p, materialized, need, calloc(nt, sizeof(int)), 0};
+    if (!n.order)
+        ir_panic(__FILE__, __LINE__, "out of memory");
     ir_expr_visit(t->body, mark, &n);
     char *name = malloc(strlen(p->name) + strlen(t->name) + 2);
     sprintf(name, "%s_%s", p->name, t->name);
@@ -139,14 +145,21 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
     if (!canonical) /* every dim, at its position */
         for (int i = 0; i < p->ndims; i++)
             copy_var(&c, p->dims[i]);
+    /* inputs in p's order, or by first use (canonical); then the
+     * intermediates in p's order (a topological one); then t */
+    if (!canonical)
+        for (int i = 0, j = 0; i < p->ntensors; i++)
+            if (need[i] == 1)
+                n.order[j++] = i;
     int k = 0;
     for (int pass = 0; pass < 3; pass++)
-        for (int i = 0; i < p->ntensors; i++) {
+        for (int q = 0; q < (pass == 0 ? n.norder : p->ntensors); q++) {
+            int i = pass == 0 ? n.order[q] : q;
             const Tensor *u = p->tensors[i];
             char tn[32];
             snprintf(tn, sizeof tn, "t%d", k);
             const char *nm = canonical ? tn : u->name;
-            if (pass == 0 && need[i] == 1) {
+            if (pass == 0) {
                 Expr *shape[16];
                 IR_ASSERT(u->rank <= 16);
                 for (int j = 0; j < u->rank; j++)
@@ -166,6 +179,7 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
     if (map)
         memcpy(map, c.tensors, sizeof *map * (size_t)p->ntensors);
     free(need);
+    free(n.order);
     free(c.vars);
     free(c.tensors);
     free(c.memo);

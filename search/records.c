@@ -4,16 +4,17 @@
  * ever appended to, one whole line per write() on an O_APPEND descriptor,
  * each followed by fdatasync: what was written before a kill is intact, and
  * at worst the last line is cut short. Reading is the mirror image: every
- * line stands alone, and one that is not a valid record of version 1
+ * line stands alone, and one that is not a valid record of version 2
  * (truncated, garbage, wrong types, out of range) is reported with its line
- * number and skipped, never fatal. When the file does not end in a newline
- * the next append starts on a fresh line so the cut line stays isolated.
+ * number and skipped, never fatal; version 1 lines are counted and left
+ * alone. When the file does not end in a newline the next append starts on
+ * a fresh line so the cut line stays isolated.
  *
- * Records of this workload and target live in an arena; a hash table keyed
- * by (stage, canonical micro-kernel, shape as a set of name=value pairs)
- * answers "was this measured already?" in constant time, so a resumed run
- * skips what it has. Micro-kernel strings are canonicalised (parsed and
- * printed again) so spacing differences cannot defeat the lookup.
+ * Records of the workloads asked for live in an arena, their micro-kernels
+ * parsed; a hash table keyed by (workload, micro-kernel, shape as a set of
+ * name=value pairs) answers "was this measured already?" in constant time,
+ * so a resumed run skips what it has. Tree lines are parsed into trees,
+ * the latest per workload kept.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -30,14 +31,23 @@
 #include "dietcode/search.h"
 
 
+typedef struct TreeEntry {
+    const char *workload;
+    SrchTree *tree;
+} TreeEntry;
+
 struct SrchRecords {
     Arena *arena;
-    const char *path, *fingerprint, *target;
+    const char *path;
+    int nwant;                  /* workloads asked for; -1: every one */
+    const char **want;
     int fd;
     bool need_newline;  /* the file does not end in '\n' */
     SrchRecord **recs;
     int nrecs, cap;
-    int nforeign, ncorrupt;
+    TreeEntry *trees;
+    int ntrees;
+    int nforeign, ncorrupt, nold;
     SrchWarning warnings[SRCH_MAX_WARNINGS];
     int nwarnings;
     /* open addressing: slot holds record index + 1, 0 when empty */
@@ -53,21 +63,14 @@ const char *srch_record_kind_name(SrchRecordKind k)
     return (unsigned)k < 3 ? kind_names[k] : "?";
 }
 
-/* The canonical form of a micro-kernel string into buf; false if it does
- * not parse. */
-static bool canon_mk(const char *s, char *buf, size_t n)
+static bool wanted(const SrchRecords *r, const char *workload)
 {
-    MicroKernel mk;
-    int nsp;
-    if (!s || !pass_parse_microkernel(s, &mk, &nsp))
-        return false;
-    FILE *f = fmemopen(buf, n, "w");
-    if (!f)
-        return false;
-    ir_print_microkernel(f, &mk, nsp);
-    bool ok = !ferror(f) && ftell(f) < (long)n - 1;
-    fclose(f);
-    return ok;
+    if (r->nwant < 0)
+        return true;
+    for (int i = 0; i < r->nwant; i++)
+        if (strcmp(r->want[i], workload) == 0)
+            return true;
+    return false;
 }
 
 static double median_of(const double *t, int n)
@@ -89,11 +92,16 @@ static double median_of(const double *t, int n)
 
 static bool exact_int(double x, double lo) { return srch_exact_int(x, lo, SRCH_MAX_EXACT); }
 
-/* Why rec cannot be a record (mk already checked by the caller), or NULL. */
+/* Why rec cannot be a record, or NULL. */
 static const char *check_record(const SrchRecord *rec)
 {
+    if (!rec->workload || !*rec->workload || !rec->target || !*rec->target || !rec->arch ||
+        !*rec->arch)
+        return "empty workload, target or arch";
     if (!rec->stage || !*rec->stage)
         return "empty stage";
+    if (rec->nspatial < 0 || rec->nspatial > MK_MAX_AXES)
+        return "a micro-kernel of too many axes";
     if (rec->ndims < 0 || rec->ndims > SRCH_MAX_DIMS)
         return "too many dims in shape";
     for (int i = 0; i < rec->ndims; i++) {
@@ -131,12 +139,16 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static uint64_t key_hash(const char *stage, const char *mk, int ndims,
+static uint64_t key_hash(const char *workload, const MicroKernel *mk, int ndims,
                          const char *const *names, const int64_t *values)
 {
     uint64_t h = 14695981039346656037ull;
-    h = fnv(h, stage, strlen(stage) + 1);
-    h = fnv(h, mk, strlen(mk) + 1);
+    h = fnv(h, workload, strlen(workload) + 1);
+    int f[2 * MK_MAX_AXES + 6] = {mk->rchunk, mk->unroll, mk->vec, (int)mk->vaxis, mk->stage,
+                                  mk->split};
+    memcpy(f + 6, mk->threads, sizeof mk->threads);
+    memcpy(f + 6 + MK_MAX_AXES, mk->tile, sizeof mk->tile);
+    h = fnv(h, f, sizeof f);
     /* a set of pairs: combine their hashes order-independently */
     uint64_t sum = 0;
     for (int i = 0; i < ndims; i++) {
@@ -152,10 +164,11 @@ static uint64_t key_hash(const char *stage, const char *mk, int ndims,
     return h;
 }
 
-static bool key_equal(const SrchRecord *r, const char *stage, const char *mk, int ndims,
-                      const char *const *names, const int64_t *values)
+static bool key_equal(const SrchRecord *r, const char *workload, const MicroKernel *mk,
+                      int ndims, const char *const *names, const int64_t *values)
 {
-    if (r->ndims != ndims || strcmp(r->stage, stage) != 0 || strcmp(r->mk, mk) != 0)
+    if (r->ndims != ndims || strcmp(r->workload, workload) != 0 ||
+        ir_microkernel_cmp(&r->mk, mk) != 0)
         return false;
     for (int i = 0; i < ndims; i++) {
         int j = 0;
@@ -168,8 +181,9 @@ static bool key_equal(const SrchRecord *r, const char *stage, const char *mk, in
 }
 
 /* The slot holding an equal key, or the empty slot where it would go. */
-static size_t find_slot(const SrchRecords *r, uint64_t h, const char *stage, const char *mk,
-                        int ndims, const char *const *names, const int64_t *values)
+static size_t find_slot(const SrchRecords *r, uint64_t h, const char *workload,
+                        const MicroKernel *mk, int ndims, const char *const *names,
+                        const int64_t *values)
 {
     size_t mask = r->nslots - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
@@ -177,7 +191,7 @@ static size_t find_slot(const SrchRecords *r, uint64_t h, const char *stage, con
         if (!s)
             return i;
         if (r->hashes[i] == h &&
-            key_equal(r->recs[s - 1], stage, mk, ndims, names, values))
+            key_equal(r->recs[s - 1], workload, mk, ndims, names, values))
             return i;
     }
 }
@@ -208,8 +222,8 @@ static void table_insert(SrchRecords *r, int idx)
     if ((r->nused + 1) * 2 > r->nslots)
         table_grow(r);
     const SrchRecord *rec = r->recs[idx];
-    uint64_t h = key_hash(rec->stage, rec->mk, rec->ndims, rec->dim_names, rec->dim_values);
-    size_t i = find_slot(r, h, rec->stage, rec->mk, rec->ndims, rec->dim_names,
+    uint64_t h = key_hash(rec->workload, &rec->mk, rec->ndims, rec->dim_names, rec->dim_values);
+    size_t i = find_slot(r, h, rec->workload, &rec->mk, rec->ndims, rec->dim_names,
                          rec->dim_values);
     if (!r->slots[i])
         r->nused++;
@@ -217,14 +231,30 @@ static void table_insert(SrchRecords *r, int idx)
     r->hashes[i] = h;
 }
 
-/* Copies rec (mk in canonical form) into the arena and indexes it. */
-static void store(SrchRecords *r, const SrchRecord *rec, const char *mk)
+/* A copy of s in the arena, shared with an equal string stored before
+ * (workloads, targets and archs repeat on every line). */
+static const char *intern(SrchRecords *r, const char *s)
+{
+    for (int i = r->nrecs - 1; i >= 0 && i >= r->nrecs - 4; i--) {
+        const SrchRecord *x = r->recs[i];
+        const char *c[] = {x->workload, x->target, x->arch, x->stage};
+        for (int j = 0; j < 4; j++)
+            if (strcmp(c[j], s) == 0)
+                return c[j];
+    }
+    return ir_arena_strdup(r->arena, s);
+}
+
+/* Copies rec into the arena and indexes it. */
+static void store(SrchRecords *r, const SrchRecord *rec)
 {
     Arena *a = r->arena;
     SrchRecord *c = IR_NEW(a, SrchRecord);
     *c = *rec;
-    c->stage = ir_arena_strdup(a, rec->stage);
-    c->mk = ir_arena_strdup(a, mk);
+    c->workload = intern(r, rec->workload);
+    c->target = intern(r, rec->target);
+    c->arch = intern(r, rec->arch);
+    c->stage = intern(r, rec->stage);
     c->dim_names = IR_NEWN(a, const char *, rec->ndims > 0 ? rec->ndims : 1);
     c->dim_values = IR_NEWN(a, int64_t, rec->ndims > 0 ? rec->ndims : 1);
     for (int i = 0; i < rec->ndims; i++) {
@@ -287,16 +317,18 @@ static const char *decode(const cJSON *o, SrchRecord *rec, const char **names, i
                           double **times, char *reason, size_t rlen)
 {
     static const char *const fields[] = {"stage", "mk", "kind", "trial", "ts"};
-    const char *why = NULL, *kind = NULL;
+    const char *why = NULL, *kind = NULL, *mk = NULL;
     int f = 0;
     if ((why = get_string(o, fields[f = 0], &rec->stage)) ||
-        (why = get_string(o, fields[f = 1], &rec->mk)) ||
+        (why = get_string(o, fields[f = 1], &mk)) ||
         (why = get_string(o, fields[f = 2], &kind)) ||
         (why = get_int(o, fields[f = 3], &rec->trial)) ||
         (why = get_int(o, fields[f = 4], &rec->ts))) {
         snprintf(reason, rlen, "%s \"%s\"", why, fields[f]);
         return reason;
     }
+    if (!pass_parse_microkernel(mk, &rec->mk, &rec->nspatial))
+        return "field \"mk\" is not a micro-kernel";
     int k = 0;
     while (k < 3 && strcmp(kind, kind_names[k]) != 0)
         k++;
@@ -350,6 +382,32 @@ static bool blank(const char *s)
     return !*s;
 }
 
+/* A tree line of a wanted workload: its tree, the latest one winning. */
+static const char *read_tree(SrchRecords *r, const cJSON *o, const char *workload)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tree");
+    if (!t)
+        return "missing field \"tree\"";
+    char *text = cJSON_PrintUnformatted(t);
+    char err[256];
+    SrchTree *tree = text ? srch_tree_from_json(text, strlen(text), err, sizeof err) : NULL;
+    free(text);
+    if (!tree)
+        return ir_arena_printf(r->arena, "field \"tree\": %s", text ? err : "out of memory");
+    for (int i = 0; i < r->ntrees; i++)
+        if (strcmp(r->trees[i].workload, workload) == 0) {
+            srch_tree_free(r->trees[i].tree);
+            r->trees[i].tree = tree;
+            return NULL;
+        }
+    TreeEntry *n = realloc(r->trees, sizeof *n * (size_t)(r->ntrees + 1));
+    if (!n)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    r->trees = n;
+    r->trees[r->ntrees++] = (TreeEntry){ir_arena_strdup(r->arena, workload), tree};
+    return NULL;
+}
+
 /* One line of the file (NUL-terminated, no newline). */
 static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last_cut)
 {
@@ -368,8 +426,7 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
     const char *names[SRCH_MAX_DIMS];
     int64_t values[SRCH_MAX_DIMS];
     double *times = NULL;
-    const char *fp = NULL, *tg = NULL;
-    char mk[512];
+    const char *fp = NULL, *tg = NULL, *arch = NULL, *kind = NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v");
     if (!blank(end))
         why = "text after the JSON value";
@@ -379,22 +436,26 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
         why = "missing field \"v\"";
     else if (!cJSON_IsNumber(v))
         why = "field \"v\" is not a number";
-    else if (v->valuedouble != 1)
-        why = "unsupported record version (this dcc reads version 1)";
-    else if ((why = get_string(o, "workload", &fp)) || (why = get_string(o, "target", &tg))) {
-        snprintf(reason, sizeof reason, "%s \"%s\"", why, fp ? "target" : "workload");
+    else if (v->valuedouble == 1)
+        r->nold++;
+    else if (v->valuedouble != SRCH_RECORDS_VERSION)
+        why = "unsupported record version (this dcc reads version 2)";
+    else if ((why = get_string(o, "workload", &fp)) || (why = get_string(o, "target", &tg)) ||
+             (why = get_string(o, "arch", &arch))) {
+        snprintf(reason, sizeof reason, "%s \"%s\"", why, !fp ? "workload" : !tg ? "target" : "arch");
         why = reason;
-    } else if (strcmp(fp, r->fingerprint) != 0 || strcmp(tg, r->target) != 0) {
+    } else if (!wanted(r, fp)) {
         r->nforeign++;
+    } else if (get_string(o, "kind", &kind) == NULL && strcmp(kind, "tree") == 0) {
+        why = read_tree(r, o, fp);
     } else if (!(why = decode(o, &rec, names, values, &times, reason, sizeof reason))) {
+        rec.workload = fp;
+        rec.target = tg;
+        rec.arch = arch;
         rec.dim_names = names;
         rec.dim_values = values;
-        if (!(why = check_record(&rec))) {
-            if (!canon_mk(rec.mk, mk, sizeof mk))
-                why = "field \"mk\" is not a micro-kernel";
-            else
-                store(r, &rec, mk);
-        }
+        if (!(why = check_record(&rec)))
+            store(r, &rec);
     }
     if (why)
         warn(r, lineno, why);
@@ -456,11 +517,11 @@ static bool read_all(SrchRecords *r, FILE *f)
     return !ferror(f);
 }
 
-SrchRecords *srch_records_open(const char *path, const char *fingerprint, const char *target,
-                               char *err, size_t errlen)
+SrchRecords *srch_records_open(const char *path, int n, const char *const *workloads, char *err,
+                               size_t errlen)
 {
-    if (!path || !fingerprint || !target) {
-        srch_seterr(err, errlen, "records: no path, fingerprint or target");
+    if (!path || n < 0 || (n > 0 && !workloads)) {
+        srch_seterr(err, errlen, "records: no path or workloads");
         return NULL;
     }
     SrchRecords *r = calloc(1, sizeof *r);
@@ -470,8 +531,10 @@ SrchRecords *srch_records_open(const char *path, const char *fingerprint, const 
     }
     r->arena = ir_arena_new();
     r->path = ir_arena_strdup(r->arena, path);
-    r->fingerprint = ir_arena_strdup(r->arena, fingerprint);
-    r->target = ir_arena_strdup(r->arena, target);
+    r->nwant = workloads ? n : -1;
+    r->want = IR_NEWN(r->arena, const char *, n + 1);
+    for (int i = 0; workloads && i < n; i++)
+        r->want[i] = ir_arena_strdup(r->arena, workloads[i]);
     r->fd = -1;
     table_grow(r);
 
@@ -502,6 +565,12 @@ SrchRecords *srch_records_open(const char *path, const char *fingerprint, const 
             srch_seterr(err, errlen, "%s: cannot read records: %s", path, strerror(e));
             goto fail;
         }
+        if (r->nold && r->nwarnings < SRCH_MAX_WARNINGS)
+            r->warnings[r->nwarnings++] = (SrchWarning){
+                0, ir_arena_printf(r->arena,
+                                   "%s: %d record%s of version 1 (an older dcc) not read: "
+                                   "tuning again measures anew",
+                                   path, r->nold, r->nold == 1 ? "" : "s")};
     }
     r->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (r->fd < 0) {
@@ -530,63 +599,17 @@ static bool write_all(int fd, const char *s, size_t n)
     return true;
 }
 
-bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t errlen)
+/* Appends the JSON object o as one line; false and err when it cannot. */
+static bool append_line(SrchRecords *r, cJSON *o, char *err, size_t errlen)
 {
-    SrchRecord rec = *in;
-    char mk[512];
-    const char *why = NULL;
-    rec.median_ms = rec.ntimes >= 1 && rec.times_ms ? median_of(rec.times_ms, rec.ntimes) : 0;
-    if (!rec.ts)
-        rec.ts = (int64_t)time(NULL);
-    if (rec.ndims > 0 && (!rec.dim_names || !rec.dim_values))
-        why = "shape without names or values";
-    else if (rec.ntimes > 0 && !rec.times_ms)
-        why = "no times";
-    else if (!(why = check_record(&rec)) && !canon_mk(rec.mk, mk, sizeof mk))
-        why = "not a micro-kernel";
-    if (why) {
-        srch_seterr(err, errlen, "%s: cannot record a measurement: %s", r->path, why);
-        return false;
-    }
-
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "v", 1);
-    cJSON_AddStringToObject(o, "workload", r->fingerprint);
-    cJSON_AddStringToObject(o, "target", r->target);
-    cJSON_AddStringToObject(o, "stage", rec.stage);
-    cJSON_AddStringToObject(o, "mk", mk);
-    cJSON *shape = cJSON_AddObjectToObject(o, "shape");
-    for (int i = 0; i < rec.ndims; i++)
-        cJSON_AddNumberToObject(shape, rec.dim_names[i], (double)rec.dim_values[i]);
-    cJSON_AddStringToObject(o, "kind", kind_names[rec.kind]);
-    cJSON_AddNumberToObject(o, "trial", (double)rec.trial);
-    cJSON_AddItemToObject(o, "times_ms", cJSON_CreateDoubleArray(rec.times_ms, rec.ntimes));
-    cJSON_AddNumberToObject(o, "median_ms", rec.median_ms);
-    cJSON_AddNumberToObject(o, "ts", (double)rec.ts);
     char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
     if (!text) {
         srch_seterr(err, errlen, "%s: out of memory", r->path);
         return false;
     }
-    /* keep the times as the line reads back (cJSON may print a double
-     * with 15 digits that is only nearly equal), so this run and a later
-     * reader of the file see the same numbers and decide the same way */
-    double *back = malloc(sizeof *back * (size_t)(rec.ntimes + 1));
-    cJSON *b = cJSON_Parse(text);
-    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(b, "times_ms");
-    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(b, "median_ms");
-    if (back && cJSON_IsArray(bt) && cJSON_GetArraySize(bt) == rec.ntimes && cJSON_IsNumber(bm)) {
-        for (int i = 0; i < rec.ntimes; i++)
-            back[i] = cJSON_GetArrayItem(bt, i)->valuedouble;
-        rec.times_ms = back;
-        rec.median_ms = bm->valuedouble;
-    }
-    cJSON_Delete(b);
     size_t n = strlen(text);
     char *line = malloc(n + 3);
     if (!line) {
-        free(back);
         free(text);
         srch_seterr(err, errlen, "%s: out of memory", r->path);
         return false;
@@ -602,54 +625,158 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     int e = errno;
     free(line);
     if (!ok) {
-        free(back);
         r->need_newline = true; /* a part may have been written */
         srch_seterr(err, errlen, "%s: cannot write record: %s", r->path, strerror(e));
         return false;
     }
     r->need_newline = false;
-    store(r, &rec, mk);
-    free(back);
     return true;
+}
+
+/* The fields every line starts with. */
+static cJSON *line_head(const char *workload, const char *target, const char *arch,
+                        const char *stage)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "v", SRCH_RECORDS_VERSION);
+    cJSON_AddStringToObject(o, "workload", workload);
+    cJSON_AddStringToObject(o, "target", target);
+    cJSON_AddStringToObject(o, "arch", arch);
+    cJSON_AddStringToObject(o, "stage", stage);
+    return o;
+}
+
+bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t errlen)
+{
+    SrchRecord rec = *in;
+    const char *why = NULL;
+    rec.median_ms = rec.ntimes >= 1 && rec.times_ms ? median_of(rec.times_ms, rec.ntimes) : 0;
+    if (!rec.ts)
+        rec.ts = (int64_t)time(NULL);
+    if (rec.ndims > 0 && (!rec.dim_names || !rec.dim_values))
+        why = "shape without names or values";
+    else if (rec.ntimes > 0 && !rec.times_ms)
+        why = "no times";
+    else
+        why = check_record(&rec);
+    if (why) {
+        srch_seterr(err, errlen, "%s: cannot record a measurement: %s", r->path, why);
+        return false;
+    }
+
+    char *mk = srch_mk_str(&rec.mk, rec.nspatial);
+    cJSON *o = line_head(rec.workload, rec.target, rec.arch, rec.stage);
+    cJSON_AddStringToObject(o, "mk", mk);
+    free(mk);
+    cJSON *shape = cJSON_AddObjectToObject(o, "shape");
+    for (int i = 0; i < rec.ndims; i++)
+        cJSON_AddNumberToObject(shape, rec.dim_names[i], (double)rec.dim_values[i]);
+    cJSON_AddStringToObject(o, "kind", kind_names[rec.kind]);
+    cJSON_AddNumberToObject(o, "trial", (double)rec.trial);
+    cJSON_AddItemToObject(o, "times_ms", cJSON_CreateDoubleArray(rec.times_ms, rec.ntimes));
+    cJSON_AddNumberToObject(o, "median_ms", rec.median_ms);
+    cJSON_AddNumberToObject(o, "ts", (double)rec.ts);
+    /* keep the times as the line reads back (cJSON may print a double
+     * with 15 digits that is only nearly equal), so this run and a later
+     * reader of the file see the same numbers and decide the same way */
+    char *text = cJSON_PrintUnformatted(o);
+    double *back = malloc(sizeof *back * (size_t)(rec.ntimes + 1));
+    cJSON *b = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(b, "times_ms");
+    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(b, "median_ms");
+    if (back && cJSON_IsArray(bt) && cJSON_GetArraySize(bt) == rec.ntimes && cJSON_IsNumber(bm)) {
+        for (int i = 0; i < rec.ntimes; i++)
+            back[i] = cJSON_GetArrayItem(bt, i)->valuedouble;
+        rec.times_ms = back;
+        rec.median_ms = bm->valuedouble;
+    }
+    cJSON_Delete(b);
+    bool ok = append_line(r, o, err, errlen);
+    cJSON_Delete(o);
+    if (ok)
+        store(r, &rec);
+    free(back);
+    return ok;
+}
+
+bool srch_records_append_tree(SrchRecords *r, const char *workload, const char *target,
+                              const char *arch, const char *stage, const SrchTree *t, char *err,
+                              size_t errlen)
+{
+    cJSON *o = line_head(workload, target, arch, stage);
+    cJSON_AddStringToObject(o, "kind", "tree");
+    cJSON_AddItemToObject(o, "tree", srch_tree_json(t));
+    cJSON_AddNumberToObject(o, "ts", (double)time(NULL));
+    bool ok = append_line(r, o, err, errlen);
+    if (ok && wanted(r, workload))
+        read_tree(r, o, workload);
+    cJSON_Delete(o);
+    return ok;
 }
 
 /* ---- lookups ---- */
 
-const SrchRecord *srch_records_find(const SrchRecords *r, const char *stage, const char *mk,
-                                    int ndims, const char *const *dim_names,
-                                    const int64_t *dim_values)
+const SrchRecord *srch_records_find(const SrchRecords *r, const char *workload,
+                                    const MicroKernel *mk, int ndims,
+                                    const char *const *dim_names, const int64_t *dim_values)
 {
-    char c[512];
-    if (!stage || !canon_mk(mk, c, sizeof c) || ndims < 0 || ndims > SRCH_MAX_DIMS)
+    if (!workload || !mk || ndims < 0 || ndims > SRCH_MAX_DIMS)
         return NULL;
     for (int i = 0; i < ndims; i++)
         if (!dim_names[i])
             return NULL;
-    uint64_t h = key_hash(stage, c, ndims, dim_names, dim_values);
-    size_t i = find_slot(r, h, stage, c, ndims, dim_names, dim_values);
+    uint64_t h = key_hash(workload, mk, ndims, dim_names, dim_values);
+    size_t i = find_slot(r, h, workload, mk, ndims, dim_names, dim_values);
     return r->slots[i] ? r->recs[r->slots[i] - 1] : NULL;
 }
 
-const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *stage, const char *mk,
-                                          int ndims, const char *const *dim_names,
+const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *workload,
+                                          const MicroKernel *mk, int ndims,
+                                          const char *const *dim_names,
                                           const int64_t *dim_values, bool baseline)
 {
-    const SrchRecord *last = srch_records_find(r, stage, mk, ndims, dim_names, dim_values);
+    const SrchRecord *last = srch_records_find(r, workload, mk, ndims, dim_names, dim_values);
     if (!last || (last->kind == RK_BASELINE) == baseline)
         return last;
     /* rare (both kinds of search in one file): the latest of this class */
     for (int i = r->nrecs - 1; i >= 0; i--) {
         const SrchRecord *x = r->recs[i];
         if ((x->kind == RK_BASELINE) == baseline &&
-            key_equal(x, stage, last->mk, ndims, dim_names, dim_values))
+            key_equal(x, workload, mk, ndims, dim_names, dim_values))
             return x;
     }
     return NULL;
 }
 
+const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload)
+{
+    for (int i = 0; i < r->ntrees; i++)
+        if (strcmp(r->trees[i].workload, workload) == 0)
+            return r->trees[i].tree;
+    return NULL;
+}
+
+int srch_records_archs(const SrchRecords *r, const char *target, const char **out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < r->nrecs; i++) {
+        const SrchRecord *x = r->recs[i];
+        if (strcmp(x->target, target) != 0)
+            continue;
+        bool seen = false;
+        for (int j = 0; j < n && !seen; j++)
+            seen = strcmp(out[j], x->arch) == 0;
+        if (!seen && n < max)
+            out[n++] = x->arch;
+    }
+    return n;
+}
+
 int srch_records_count(const SrchRecords *r) { return r->nrecs; }
 int srch_records_nforeign(const SrchRecords *r) { return r->nforeign; }
 int srch_records_ncorrupt(const SrchRecords *r) { return r->ncorrupt; }
+int srch_records_nold(const SrchRecords *r) { return r->nold; }
 int srch_records_nwarnings(const SrchRecords *r) { return r->nwarnings; }
 
 const SrchRecord *srch_records_at(const SrchRecords *r, int i)
@@ -668,6 +795,9 @@ void srch_records_close(SrchRecords *r)
         return;
     if (r->fd >= 0)
         close(r->fd);
+    for (int i = 0; i < r->ntrees; i++)
+        srch_tree_free(r->trees[i].tree);
+    free(r->trees);
     free(r->recs);
     free(r->slots);
     free(r->hashes);

@@ -1,8 +1,7 @@
 /* From records to dispatch: the oracle of a stage, the tree fit to it, the
- * tree in the IR's form, and the JSON that --emit=dispatch prints.
- *
- * srch_tune and a later `dcc --records` go through the same functions on
- * the same records, so they build the same tree.
+ * tree in the IR's form, the schedule a compile takes from the records
+ * (the trees srch_tune stored with them, found by workload fingerprint),
+ * and the JSON that --emit=dispatch prints.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -17,8 +16,6 @@ void srch_oracle_free(SrchOracle *o)
 {
     if (!o)
         return;
-    for (int k = 0; k < o->nk; k++)
-        free(o->kernels[k]);
     free(o->kernels);
     free(o->dims);
     free(o->shape_index);
@@ -27,10 +24,7 @@ void srch_oracle_free(SrchOracle *o)
     free(o);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_mk(const void *a, const void *b) { return ir_microkernel_cmp(a, b); }
 
 /* The values of a record's shape in declaration order; false if its dims
  * are not exactly the program's. */
@@ -52,20 +46,15 @@ static bool record_dims(const SrchRecord *r, const TeProgram *p, int64_t *out)
 /* A record the oracle can use: a positive time, and a micro-kernel for the
  * stage's rank that the target's limits leave as it is (a record written
  * by hand or by another version may hold one the pipeline would change). */
-static bool usable(const SrchRecord *rec, const TeProgram *p, const TargetInfo *ti)
+static bool usable(const SrchRecord *rec, const Tensor *t, const TargetInfo *ti)
 {
-    if (!(rec->median_ms > 0) || !isfinite(rec->median_ms))
-        return false;
-    const Tensor *t = ir_te_find(p, rec->stage);
-    MicroKernel mk, legal;
-    int ns;
-    if (!t || !pass_parse_microkernel(rec->mk, &mk, &ns) || ns != t->rank)
+    if (!(rec->median_ms > 0) || !isfinite(rec->median_ms) || rec->nspatial != t->rank)
         return false;
     if (!ti)
         return true;
-    legal = mk;
+    MicroKernel legal = rec->mk;
     pass_legalize_microkernel(&legal, t, ti);
-    return memcmp(&legal, &mk, sizeof mk) == 0;
+    return ir_microkernel_cmp(&legal, &rec->mk) == 0;
 }
 
 static int cmp_row(const int64_t *a, const int64_t *b, int n)
@@ -126,14 +115,22 @@ static int point_index(const Points *pt, const int64_t *v)
     return -1;
 }
 
-SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool baseline,
-                                const TeProgram *p, const TargetInfo *ti, const int64_t *shapes,
-                                int nshapes)
+/* Whether rec belongs in the oracle; v gets its shape. */
+static bool take(const SrchRecord *rec, const char *workload, bool baseline, const TeProgram *p,
+                 const Tensor *t, const TargetInfo *ti, int64_t *v)
+{
+    return (rec->kind == RK_BASELINE) == baseline && strcmp(rec->workload, workload) == 0 &&
+           record_dims(rec, p, v) && usable(rec, t, ti);
+}
+
+SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool baseline,
+                                const TeProgram *p, const Tensor *t, const TargetInfo *ti,
+                                const int64_t *shapes, int nshapes)
 {
     int nd = p->ndims, nr = srch_records_count(r);
     size_t rowb = sizeof(int64_t) * (size_t)(nd ? nd : 1);
     int64_t *rows = malloc(rowb * (size_t)(nr + 1));
-    char **ks = malloc(sizeof *ks * (size_t)(nr + 1));
+    MicroKernel *ks = malloc(sizeof *ks * (size_t)(nr + 1));
     int nrows = 0, nks = 0;
     /* the allowed points, with their index in shapes */
     Points allow = {shapes ? nshapes : 0, nd, NULL, NULL};
@@ -151,45 +148,38 @@ SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool ba
     int64_t v[SRCH_MAX_DIMS];
     for (int i = 0; i < nr; i++) {
         const SrchRecord *rec = srch_records_at(r, i);
-        if ((rec->kind == RK_BASELINE) != baseline || strcmp(rec->stage, stage) != 0 ||
-            !record_dims(rec, p, v) || !usable(rec, p, ti))
-            continue;
-        if (shapes && point_index(&allow, v) < 0)
+        if (!take(rec, workload, baseline, p, t, ti, v) || (shapes && point_index(&allow, v) < 0))
             continue;
         memcpy(rows + (size_t)nrows++ * (size_t)nd, v, rowb);
-        ks[nks++] = (char *)rec->mk;
+        ks[nks++] = rec->mk;
     }
     qsort_r(rows, (size_t)nrows, rowb, cmp_row_q, &nd);
-    qsort(ks, (size_t)nks, sizeof *ks, cmp_str);
+    qsort(ks, (size_t)nks, sizeof *ks, cmp_mk);
     int n = 0, nk = 0;
     for (int i = 0; i < nrows; i++)
         if (n == 0 || cmp_row(rows + (size_t)(n - 1) * (size_t)nd, rows + (size_t)i * (size_t)nd, nd) != 0)
             memmove(rows + (size_t)n++ * (size_t)nd, rows + (size_t)i * (size_t)nd, rowb);
     for (int i = 0; i < nks; i++)
-        if (nk == 0 || strcmp(ks[nk - 1], ks[i]) != 0)
+        if (nk == 0 || ir_microkernel_cmp(&ks[nk - 1], &ks[i]) != 0)
             ks[nk++] = ks[i];
     SrchOracle *o = calloc(1, sizeof *o);
     o->n = n;
     o->ndims = nd;
     o->nk = nk;
     o->dims = rows;
-    o->kernels = calloc((size_t)nk + 1, sizeof *o->kernels);
-    for (int k = 0; k < nk; k++)
-        o->kernels[k] = strdup(ks[k]);
-    free(ks);
+    o->kernels = ks;
+    o->nspatial = t->rank;
     o->cost = malloc(sizeof *o->cost * ((size_t)n * (size_t)nk + 1));
     for (size_t i = 0; i < (size_t)n * (size_t)nk; i++)
         o->cost[i] = NAN;
     for (int i = 0; i < nr; i++) { /* later records win */
         const SrchRecord *rec = srch_records_at(r, i);
-        if ((rec->kind == RK_BASELINE) != baseline || strcmp(rec->stage, stage) != 0 ||
-            !record_dims(rec, p, v) || !usable(rec, p, ti))
+        if (!take(rec, workload, baseline, p, t, ti, v))
             continue;
         int j = find_row(rows, n, nd, v);
         if (j < 0)
             continue;
-        char *key = (char *)rec->mk;
-        char **kp = bsearch(&key, o->kernels, (size_t)nk, sizeof *o->kernels, cmp_str);
+        const MicroKernel *kp = bsearch(&rec->mk, o->kernels, (size_t)nk, sizeof *o->kernels, cmp_mk);
         if (kp)
             o->cost[(size_t)j * (size_t)nk + (size_t)(kp - o->kernels)] = rec->median_ms;
     }
@@ -231,8 +221,7 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
     const char **names = malloc(sizeof *names * (size_t)(p->ndims + 1));
     for (int i = 0; i < p->ndims; i++)
         names[i] = p->dims[i]->name;
-    SrchDataset ds = {o->n, o->ndims, o->nk, o->dims, label, rel, names,
-                      (const char *const *)o->kernels};
+    SrchDataset ds = {o->n, o->ndims, o->nk, o->dims, label, rel, names, o->kernels, o->nspatial};
     SrchTreeParams tp = {depth, 1};
     SrchTree *t = srch_tree_fit(&ds, &tp, err, errlen);
     if (t && score) {
@@ -288,11 +277,9 @@ Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **v
         }
     }
     MicroKernel *v = IR_NEWN(p->arena, MicroKernel, nv);
-    for (int k = 0; k < t->nkernels; k++) {
-        int ns;
-        if (remap[k] >= 0 && !pass_parse_microkernel(t->kernels[k], &v[remap[k]], &ns))
-            ir_panic(__FILE__, __LINE__, "a checked micro-kernel does not parse: %s", t->kernels[k]);
-    }
+    for (int k = 0; k < t->nkernels; k++)
+        if (remap[k] >= 0)
+            v[remap[k]] = t->kernels[k];
     free(remap);
     d->nnodes = t->nnodes;
     d->nodes = nodes;
@@ -301,118 +288,173 @@ Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **v
     return d;
 }
 
+/* Per computed stage of p (by tensor id): its workload fingerprint on
+ * (target, arch), NULL for the others. */
+static char **fingerprints(TeProgram *p, const char *target, const char *arch, Expr ***bodies)
+{
+    int nt = p->ntensors ? p->ntensors : 1;
+    *bodies = IR_NEWN(p->arena, Expr *, nt);
+    bool *mat = IR_NEWN(p->arena, bool, nt);
+    pass_inline(p, *bodies, mat);
+    char **fp = calloc((size_t)nt, sizeof *fp);
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i]->kind != TK_INPUT && mat[i])
+            fp[i] = srch_fingerprint(p, p->tensors[i], mat, target, arch);
+    return fp;
+}
+
+static void free_fingerprints(const TeProgram *p, char **fp)
+{
+    for (int i = 0; i < p->ntensors; i++)
+        free(fp[i]);
+    free(fp);
+}
+
+/* Stage t's tree from the records of workload fp: the stored one, else
+ * one fit to the selection's (or the baseline's) measurements; NULL
+ * without either. */
+static SrchTree *stage_tree(const SrchRecords *r, const char *fp, TeProgram *p, const Tensor *t,
+                            const TargetInfo *ti, char *err, size_t errlen)
+{
+    const SrchTree *stored = srch_records_tree(r, fp);
+    if (stored && stored->nspatial == t->rank)
+        return srch_tree_copy(stored);
+    SrchOracle *o = srch_oracle_collect(r, fp, false, p, t, ti, NULL, 0);
+    if (o->n == 0) {
+        srch_oracle_free(o);
+        o = srch_oracle_collect(r, fp, true, p, t, ti, NULL, 0);
+    }
+    SrchTree *tree = o->n > 0 ? srch_fit_oracle(p, o, 4, NULL, err, errlen) : NULL;
+    srch_oracle_free(o);
+    return tree;
+}
+
+/* How many stages have a stored tree or measurements under fps. */
+static int covered(const SrchRecords *r, const TeProgram *p, char **fps)
+{
+    int n = 0;
+    for (int i = 0; i < p->ntensors; i++) {
+        bool any = fps[i] && srch_records_tree(r, fps[i]);
+        for (int k = 0; fps[i] && !any && k < srch_records_count(r); k++)
+            any = strcmp(srch_records_at(r, k)->workload, fps[i]) == 0;
+        n += any;
+    }
+    return n;
+}
+
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
-                               StageSchedule *sched, SrchTree **trees, char *err, size_t errlen)
+                               const char *arch, StageSchedule *sched, SrchTree **trees,
+                               char *used_arch, size_t usedlen, char *err, size_t errlen)
 {
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         srch_seterr(err, errlen, "%s: cannot read the records file", path);
         return -1;
     }
-    char *fp = srch_fingerprint(p);
-    SrchRecords *r = srch_records_open(path, fp, target, err, errlen);
-    free(fp);
+    SrchRecords *r = srch_records_open(path, 0, NULL, err, errlen);
     if (!r)
         return -1;
-    int used = 0;
+    /* this arch's records first, else another arch's of the same target */
+    enum { MAX_ARCHS = 32 };
+    const char *archs[MAX_ARCHS + 1] = {arch};
+    int na = 1 + srch_records_archs(r, target, archs + 1, MAX_ARCHS);
+    Expr **bodies;
+    char **fp = NULL;
+    for (int a = 0; a < na; a++) {
+        if (a > 0 && strcmp(archs[a], arch) == 0)
+            continue;
+        fp = fingerprints(p, target, archs[a], &bodies);
+        if (covered(r, p, fp) > 0) {
+            if (used_arch)
+                snprintf(used_arch, usedlen, "%s", archs[a]);
+            break;
+        }
+        free_fingerprints(p, fp);
+        fp = NULL;
+    }
+    if (!fp) {
+        srch_records_close(r);
+        srch_seterr(err, errlen, "%s: no record of this program for target %s (tune it first: "
+                    "dcc tune)", path, target);
+        return 1;
+    }
     TargetInfo ti = pass_target_info(strcmp(target, "cpu") == 0 ? PT_CPU : PT_GPU);
-    for (int i = 0; i < p->ntensors; i++) {
+    int rc = 0;
+    for (int i = 0; i < p->ntensors && rc == 0; i++) {
         sched[i] = (StageSchedule){0, NULL, NULL};
         if (trees)
             trees[i] = NULL;
-        const Tensor *t = p->tensors[i];
-        if (t->kind == TK_INPUT)
+        if (!fp[i])
             continue;
-        SrchOracle *o = srch_oracle_collect(r, t->name, false, p, &ti, NULL, 0);
-        if (o->n == 0) {
-            srch_oracle_free(o);
-            o = srch_oracle_collect(r, t->name, true, p, &ti, NULL, 0);
-        }
-        if (o->n > 0) {
-            SrchTree *tree = srch_fit_oracle(p, o, 4, NULL, err, errlen);
-            if (!tree) {
-                srch_oracle_free(o);
-                srch_records_close(r);
-                return -1;
+        char why[512] = "";
+        SrchTree *tree = stage_tree(r, fp[i], p, p->tensors[i], &ti, why, sizeof why);
+        if (!tree) {
+            if (why[0]) {
+                srch_seterr(err, errlen, "%s", why);
+                rc = -1;
             }
-            MicroKernel *v;
-            int nv;
-            const Dispatch *d = srch_tree_to_dispatch(p, tree, &v, &nv);
-            sched[i] = (StageSchedule){nv, v, d};
-            if (trees)
-                trees[i] = tree;
-            else
-                srch_tree_free(tree);
-            used++;
+            continue;
         }
-        srch_oracle_free(o);
+        MicroKernel *v;
+        int nv;
+        const Dispatch *d = srch_tree_to_dispatch(p, tree, &v, &nv);
+        sched[i] = (StageSchedule){nv, v, d};
+        if (trees)
+            trees[i] = tree;
+        else
+            srch_tree_free(tree);
     }
+    free_fingerprints(p, fp);
     srch_records_close(r);
-    if (used == 0) {
-        srch_seterr(err, errlen,
-                    "%s: no selection or baseline record of this program for target %s "
-                    "(tune it first: dcc tune)",
-                    path, target);
-        return 1;
-    }
-    return 0;
+    return rc;
 }
 
-char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *trees)
+char *srch_schedule_to_json(TeProgram *p, const char *target, const char *arch,
+                            SrchTree *const *trees)
 {
     cJSON *root = cJSON_CreateObject();
-    char *fp = srch_fingerprint(p);
-    cJSON_AddNumberToObject(root, "v", 1);
-    cJSON_AddStringToObject(root, "workload", fp ? fp : "");
+    cJSON_AddNumberToObject(root, "v", SRCH_RECORDS_VERSION);
     cJSON_AddStringToObject(root, "target", target);
-    free(fp);
+    cJSON_AddStringToObject(root, "arch", arch);
     cJSON *stages = cJSON_AddObjectToObject(root, "stages");
-    int nt = p->ntensors ? p->ntensors : 1;
-    Expr **bodies = IR_NEWN(p->arena, Expr *, nt);
-    bool *mat = IR_NEWN(p->arena, bool, nt);
-    pass_inline(p, bodies, mat);
+    Expr **bodies;
+    char **fp = fingerprints(p, target, arch, &bodies);
     TargetInfo ti = pass_target_info(strcmp(target, "cpu") == 0 ? PT_CPU : PT_GPU);
     for (int i = 0; i < p->ntensors; i++) {
         Tensor *t = p->tensors[i];
-        if (t->kind == TK_INPUT || !mat[i])
+        if (!fp[i])
             continue;
-        char *text = NULL;
+        cJSON *stage = cJSON_AddObjectToObject(stages, t->name);
+        cJSON_AddStringToObject(stage, "workload", fp[i]);
+        SrchTree *tree;
         if (trees && trees[i]) {
             /* only the kernels its leaves use, in the order they appear */
             const SrchTree *t0 = trees[i];
             int nk;
             int *remap = used_kernels(t0, &nk);
-            char **ks = malloc(sizeof *ks * (size_t)(nk + 1));
-            SrchTreeNode *nodes = malloc(sizeof *nodes * (size_t)(t0->nnodes + 1));
+            tree = srch_tree_copy(t0);
+            tree->nkernels = nk;
             for (int k = 0; k < t0->nkernels; k++)
                 if (remap[k] >= 0)
-                    ks[remap[k]] = t0->kernels[k];
-            for (int n = 0; n < t0->nnodes; n++) {
-                nodes[n] = t0->nodes[n];
-                if (nodes[n].kind == TN_LEAF)
-                    nodes[n].kernel = remap[nodes[n].kernel];
-            }
-            SrchTree used = {t0->ndims, t0->dim_names, nk, ks, t0->nnodes, nodes};
-            text = srch_tree_to_json(&used);
-            free(nodes);
-            free(ks);
+                    tree->kernels[remap[k]] = t0->kernels[k];
+            for (int n = 0; n < tree->nnodes; n++)
+                if (tree->nodes[n].kind == TN_LEAF)
+                    tree->nodes[n].kernel = remap[tree->nodes[n].kernel];
             free(remap);
         } else {
             MicroKernel mk = pass_default_microkernel(p, t, bodies[i], &ti);
-            char *buf = srch_mk_str(&mk, t->rank);
             SrchTreeNode leaf = {TN_LEAF, 0, 0, 0, 0, 0};
             char **dn = calloc((size_t)p->ndims + 1, sizeof *dn);
             for (int d = 0; d < p->ndims; d++)
                 dn[d] = (char *)p->dims[d]->name;
-            SrchTree one = {p->ndims, dn, 1, &buf, 1, &leaf};
-            text = srch_tree_to_json(&one);
+            SrchTree one = {p->ndims, dn, 1, &mk, t->rank, 1, &leaf};
+            tree = srch_tree_copy(&one);
             free(dn);
-            free(buf);
         }
-        cJSON *tree = text ? cJSON_Parse(text) : NULL;
-        free(text);
-        cJSON_AddItemToObject(stages, t->name, tree ? tree : cJSON_CreateNull());
+        cJSON_AddItemToObject(stage, "tree", srch_tree_json(tree));
+        srch_tree_free(tree);
     }
+    free_fingerprints(p, fp);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return out;

@@ -48,17 +48,15 @@ void srch_tree_free(SrchTree *t)
         return;
     for (int i = 0; i < t->ndims; i++)
         free(t->dim_names[i]);
-    for (int i = 0; i < t->nkernels; i++)
-        free(t->kernels[i]);
     free(t->dim_names);
     free(t->kernels);
     free(t->nodes);
     free(t);
 }
 
-/* A tree with names copied and no nodes yet. */
+/* A tree with names and kernels copied and no nodes yet. */
 static SrchTree *tree_new(int ndims, const char *const *dims, int nkernels,
-                          const char *const *kernels)
+                          const MicroKernel *kernels, int nspatial)
 {
     SrchTree *t = xcalloc(1, sizeof *t);
     t->ndims = ndims;
@@ -67,9 +65,19 @@ static SrchTree *tree_new(int ndims, const char *const *dims, int nkernels,
         t->dim_names[i] = xstrdup(dims[i]);
     t->nkernels = nkernels;
     t->kernels = xcalloc((size_t)nkernels, sizeof *t->kernels);
-    for (int i = 0; i < nkernels; i++)
-        t->kernels[i] = xstrdup(kernels[i]);
+    memcpy(t->kernels, kernels, sizeof *kernels * (size_t)nkernels);
+    t->nspatial = nspatial;
     return t;
+}
+
+SrchTree *srch_tree_copy(const SrchTree *t)
+{
+    SrchTree *c = tree_new(t->ndims, (const char *const *)t->dim_names, t->nkernels, t->kernels,
+                           t->nspatial);
+    c->nnodes = t->nnodes;
+    c->nodes = xcalloc((size_t)t->nnodes, sizeof *c->nodes);
+    memcpy(c->nodes, t->nodes, sizeof *c->nodes * (size_t)t->nnodes);
+    return c;
 }
 
 static int add_node(SrchTree *t, int *cap)
@@ -231,12 +239,8 @@ static const char *check_dataset(const SrchDataset *ds, const SrchTreeParams *p)
             if (strcmp(ds->dim_names[d], ds->dim_names[e]) == 0)
                 return "dim named twice";
     }
-    for (int k = 0; k < ds->nkernels; k++) {
-        MicroKernel mk;
-        int nsp;
-        if (!ds->kernels[k] || !pass_parse_microkernel(ds->kernels[k], &mk, &nsp))
-            return "a kernel is not a micro-kernel";
-    }
+    if (ds->nspatial < 0 || ds->nspatial > MK_MAX_AXES)
+        return "kernels of too many axes";
     for (size_t i = 0; i < (size_t)ds->n * (size_t)ds->ndims; i++)
         if (fabs((double)ds->dims[i]) > SRCH_MAX_EXACT)
             return "a dim value beyond 2^53";
@@ -260,7 +264,7 @@ SrchTree *srch_tree_fit(const SrchDataset *ds, const SrchTreeParams *p, char *er
     }
     int n = ds->n, K = ds->nkernels, D = ds->ndims;
     Fit f = {.ds = ds, .p = p};
-    f.t = tree_new(D, ds->dim_names, K, ds->kernels);
+    f.t = tree_new(D, ds->dim_names, K, ds->kernels, ds->nspatial);
     f.cost = xcalloc((size_t)n * (size_t)K, sizeof *f.cost);
     for (int s = 0; s < n; s++) {
         double *c = f.cost + (size_t)s * (size_t)K;
@@ -390,7 +394,7 @@ static cJSON *node_json(const SrchTree *t, int i)
     return o;
 }
 
-char *srch_tree_to_json(const SrchTree *t)
+cJSON *srch_tree_json(const SrchTree *t)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "v", 1);
@@ -398,9 +402,18 @@ char *srch_tree_to_json(const SrchTree *t)
     for (int i = 0; i < t->ndims; i++)
         cJSON_AddItemToArray(d, cJSON_CreateString(t->dim_names[i]));
     cJSON *k = cJSON_AddArrayToObject(o, "kernels");
-    for (int i = 0; i < t->nkernels; i++)
-        cJSON_AddItemToArray(k, cJSON_CreateString(t->kernels[i]));
+    for (int i = 0; i < t->nkernels; i++) {
+        char *s = srch_mk_str(&t->kernels[i], t->nspatial);
+        cJSON_AddItemToArray(k, cJSON_CreateString(s));
+        free(s);
+    }
     cJSON_AddItemToObject(o, "tree", node_json(t, 0));
+    return o;
+}
+
+char *srch_tree_to_json(const SrchTree *t)
+{
+    cJSON *o = srch_tree_json(t);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
@@ -483,11 +496,27 @@ static const char *read_strings(const cJSON *a, int max, bool mk, int *n, const 
     return NULL;
 }
 
+/* The kernels (checked micro-kernels) parsed, all of one rank; NULL when not. */
+static MicroKernel *parse_kernels(const char *const *s, int n, int *nspatial)
+{
+    MicroKernel *k = xcalloc((size_t)n, sizeof *k);
+    for (int i = 0; i < n; i++) {
+        int nsp;
+        if (!pass_parse_microkernel(s[i], &k[i], &nsp) || (i && nsp != *nspatial)) {
+            free(k);
+            return NULL;
+        }
+        *nspatial = nsp;
+    }
+    return k;
+}
+
 SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t errlen)
 {
     cJSON *o = text ? cJSON_ParseWithLength(text, len) : NULL;
     const char **dims = NULL, **kernels = NULL;
-    int nd = 0, nk = 0, root;
+    MicroKernel *mks = NULL;
+    int nd = 0, nk = 0, nsp = 0, root;
     const char *why = NULL, *field = NULL;
     SrchTree *t = NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v");
@@ -505,8 +534,10 @@ SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t er
         field = "kernels";
     else if (nk == 0)
         why = "\"kernels\" is empty";
+    else if (!(mks = parse_kernels(kernels, nk, &nsp)))
+        why = "\"kernels\" are micro-kernels of different ranks";
     else {
-        t = tree_new(nd, dims, nk, kernels);
+        t = tree_new(nd, dims, nk, mks, nsp);
         int cap = 0;
         const cJSON *tree = cJSON_GetObjectItemCaseSensitive(o, "tree");
         why = tree ? read_node(t, &cap, tree, 0, &root) : "missing \"tree\"";
@@ -521,6 +552,7 @@ SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t er
     }
     free(dims);
     free(kernels);
+    free(mks);
     cJSON_Delete(o);
     return t;
 }

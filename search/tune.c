@@ -35,7 +35,6 @@ enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 
 typedef struct Cand {
     MicroKernel mk;
-    char *str;
     double f;          /* throughput: measured label, else predicted (GFLOP/s) */
     bool measured;
     bool failed;
@@ -48,6 +47,7 @@ typedef struct Tuner {
     TeProgram *p;
     const SrchTuneOpts *o;
     SrchTarget tg;
+    const char *arch;       /* what the records say it ran on */
     SrchMeasurer *ms;
     SrchRecords *rec;
     int nshapes;
@@ -92,8 +92,8 @@ static const int64_t *shape_at(const Tuner *tu, int s)
 /* The median time of st with mk at shape s, from the records or measured
  * now and appended; *fresh says which. NAN when it cannot be measured
  * (the failure is recorded nowhere; the search goes on without it). */
-static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, const char *mks,
-                      int s, SrchRecordKind kind, int64_t trial, double cutoff, bool *fresh)
+static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
+                      SrchRecordKind kind, int64_t trial, double cutoff, bool *fresh)
 {
     const TeProgram *p = tu->p;
     int64_t vals[SRCH_MAX_DIMS];
@@ -110,7 +110,7 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, con
     *fresh = false;
     /* the joint search and the baseline never share measurements, so each
      * one's records alone rebuild its result */
-    const SrchRecord *r = srch_records_find_class(tu->rec, st->t->name, mks, p->ndims,
+    const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, p->ndims,
                                                   tu->dim_names, vals, kind == RK_BASELINE);
     if (r && r->median_ms > 0) /* a time of 0 is no measurement: taken again */
         return r->median_ms;
@@ -120,22 +120,25 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, con
     if (srch_measure(tu->ms, st, mk, dims, isfinite(cutoff) ? cutoff : 0, times, &nt, err,
                      sizeof err) != 0 || nt == 0) {
         if (tu->o->warn) {
-            char msg[768];
+            char msg[768], *mks = srch_mk_str(mk, st->rank);
             snprintf(msg, sizeof msg, "stage %s: %s: not measured: %s", st->t->name, mks, err);
+            free(mks);
             tu->o->warn(tu->o->progress_ud, msg);
         }
         return NAN;
     }
     SrchRecord rec = {
-        .stage = st->t->name, .mk = mks, .ndims = p->ndims, .dim_names = tu->dim_names,
-        .dim_values = vals, .ntimes = nt, .times_ms = times, .kind = kind, .trial = trial,
+        .workload = st->workload, .target = tu->tg.name, .arch = tu->arch,
+        .stage = st->t->name, .mk = *mk, .nspatial = st->rank, .ndims = p->ndims,
+        .dim_names = tu->dim_names, .dim_values = vals, .ntimes = nt, .times_ms = times,
+        .kind = kind, .trial = trial,
     };
     if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen)) {
         tu->failed = true;
         return NAN;
     }
     *fresh = true;
-    r = srch_records_find(tu->rec, st->t->name, mks, p->ndims, tu->dim_names, vals);
+    r = srch_records_find(tu->rec, st->workload, mk, p->ndims, tu->dim_names, vals);
     return r ? r->median_ms : NAN;
 }
 
@@ -163,15 +166,12 @@ static void reserve(Search *S, int n)
 
 static Cand *add_cand(Search *S, const MicroKernel *mk)
 {
-    char *str = srch_mk_str(mk, S->st->rank);
     for (int i = 0; i < S->nc; i++)
-        if (strcmp(S->c[i].str, str) == 0) {
-            free(str);
+        if (ir_microkernel_cmp(&S->c[i].mk, mk) == 0)
             return NULL;
-        }
     reserve(S, 1);
     Cand *c = &S->c[S->nc++];
-    *c = (Cand){.mk = *mk, .str = str};
+    *c = (Cand){.mk = *mk};
     return c;
 }
 
@@ -251,7 +251,7 @@ static int by_fitness(const void *a, const void *b)
     const Cand *x = *(Cand *const *)a, *y = *(Cand *const *)b;
     if (x->fitness != y->fitness)
         return x->fitness > y->fitness ? -1 : 1;
-    return strcmp(x->str, y->str);
+    return ir_microkernel_cmp(&x->mk, &y->mk);
 }
 
 /* The population: the POP fittest candidates (measured ones included). */
@@ -282,7 +282,7 @@ static void measure_cand(Search *S, Cand *c)
             ha = a, home = j;
     }
     bool fresh;
-    double ms = measure(tu, S->st, &c->mk, c->str, S->sh[home], S->kind, S->done,
+    double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done,
                         3 * S->best_at[home], &fresh);
     if (ms < S->best_at[home])
         S->best_at[home] = ms;
@@ -441,8 +441,6 @@ static void search_init(Search *S, Tuner *tu, const SrchStage *st, const int *sh
 
 static void search_free(Search *S)
 {
-    for (int i = 0; i < S->nc; i++)
-        free(S->c[i].str);
     free(S->c);
     free(S->ext);
     free(S->flops);
@@ -498,8 +496,7 @@ static void select_joint(Search *S, SrchStageResult *res)
         for (int k = 0; k < want; k++) {
             Cand *c = &S->c[pk[k].idx];
             bool fresh;
-            double ms = measure(tu, S->st, &c->mk, c->str, S->sh[j], RK_SELECT, S->done,
-                                3 * best, &fresh);
+            double ms = measure(tu, S->st, &c->mk, S->sh[j], RK_SELECT, S->done, 3 * best, &fresh);
             res->select_measured += fresh;
             res->select_reused += !fresh && !isnan(ms);
             if (ms < best)
@@ -519,8 +516,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchS
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
     enum { PASSES = 4 };
     for (int pass = 0; pass < PASSES && !tu->failed; pass++) {
-        SrchOracle *or = srch_oracle_collect(tu->rec, st->t->name, kind == RK_BASELINE, tu->p,
-                                             &tu->tg.ti, tu->shapes, tu->nshapes);
+        SrchOracle *or = srch_oracle_collect(tu->rec, st->workload, kind == RK_BASELINE, tu->p,
+                                             st->t, &tu->tg.ti, tu->shapes, tu->nshapes);
         if (!or || or->n == 0) {
             srch_seterr(tu->err, tu->errlen, "stage %s: nothing could be measured", st->t->name);
             tu->failed = true;
@@ -541,13 +538,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchS
             int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
             double c = or->cost[(size_t)j * (size_t)or->nk + (size_t)k];
             if (isnan(c) && pass < PASSES - 1) {
-                MicroKernel mk;
-                int ns;
-                if (!pass_parse_microkernel(or->kernels[k], &mk, &ns))
-                    continue;
                 bool fresh;
-                measure(tu, st, &mk, or->kernels[k], or->shape_index[j], kind, 0, INFINITY,
-                        &fresh);
+                measure(tu, st, &or->kernels[k], or->shape_index[j], kind, 0, INFINITY, &fresh);
                 res->select_measured += fresh;
                 missing++;
             }
@@ -561,15 +553,22 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchS
         if (missing == 0)
             break;
     }
+    /* the tree goes with the records: a compile reads it back, not refits */
+    if (!tu->failed && res->tree &&
+        !srch_records_append_tree(tu->rec, st->workload, tu->tg.name, tu->arch, st->t->name,
+                                  res->tree, tu->err, tu->errlen))
+        tu->failed = true;
 }
 
-static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res, int stage_no)
+static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
 {
     res->stage = st->t->name;
     int *all = malloc(sizeof *all * (size_t)tu->nshapes);
     for (int j = 0; j < tu->nshapes; j++)
         all[j] = j;
-    uint64_t seed = tu->o->seed ^ rt_rng_hash(st->t->name) ^ (uint64_t)stage_no;
+    /* by workload: stages that compute the same thing search alike, so the
+     * second finds everything in the records */
+    uint64_t seed = tu->o->seed ^ rt_rng_hash(st->workload);
     if (!tu->o->per_shape) {
         Search S;
         search_init(&S, tu, st, all, tu->nshapes, RK_TRIAL, seed);
@@ -603,31 +602,11 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res, int
 
 /* ---- the whole workload ---- */
 
-char *srch_fingerprint(const TeProgram *p)
+/* The stages the search tunes: every computed, materialised tensor, with
+ * its workload fingerprint. */
+static int stages_of(Tuner *tu, SrchStage **out)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    ir_print_te(f, p);
-    fclose(f);
-    /* not its name (the file's): a copied or renamed program keeps its records */
-    char *body = buf;
-    if (strncmp(body, "# program ", 10) == 0 && strchr(body, '\n'))
-        body = strchr(body, '\n') + 1;
-    uint64_t h = rt_rng_hash(body);
-    free(buf);
-    char *out = malloc(17);
-    if (out)
-        snprintf(out, 17, "%016llx", (unsigned long long)h);
-    return out;
-}
-
-/* The stages the search tunes: every computed, materialised tensor. */
-static int stages_of(TeProgram *p, const SrchTarget *tg, const int64_t *shapes, int nshapes,
-                     SrchStage **out)
-{
+    TeProgram *p = tu->p;
     int nt = p->ntensors ? p->ntensors : 1;
     Expr **bodies = IR_NEWN(p->arena, Expr *, nt);
     bool *mat = IR_NEWN(p->arena, bool, nt);
@@ -643,12 +622,13 @@ static int stages_of(TeProgram *p, const SrchTarget *tg, const int64_t *shapes, 
         s->body = bodies[i];
         s->rank = t->rank;
         s->reduction = pass_stage_has_reduction(bodies[i]);
-        s->tg = tg;
-        s->def = pass_default_microkernel(p, t, bodies[i], &tg->ti);
+        s->tg = &tu->tg;
+        s->def = pass_default_microkernel(p, t, bodies[i], &tu->tg.ti);
         s->vec_reduce = s->def.vaxis == MK_VEC_REDUCE;
-        for (int j = 0; j < nshapes; j++) {
+        s->workload = srch_fingerprint(p, t, mat, tu->tg.name, tu->arch);
+        for (int j = 0; j < tu->nshapes; j++) {
             int64_t ext[MK_MAX_AXES + 1];
-            srch_stage_extents(s, shapes + (size_t)j * (size_t)p->ndims, ext);
+            srch_stage_extents(s, shape_at(tu, j), ext);
             for (int a = 0; a <= s->rank; a++)
                 if (ext[a] > s->ext_max[a])
                     s->ext_max[a] = ext[a];
@@ -695,7 +675,6 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     tu.dim_names = calloc((size_t)p->ndims + 1, sizeof *tu.dim_names);
     for (int i = 0; i < p->ndims; i++)
         tu.dim_names[i] = p->dims[i]->name;
-    char *fp = srch_fingerprint(p);
     SrchTuneResult *res = NULL;
     SrchStage *st = NULL;
     /* the cuda backend describes the GPU it runs on: its SMs, and its
@@ -703,17 +682,26 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
      * runs on anything newer) */
     const char *arch = o->arch;
     char devarch[16];
+    tu.arch = arch ? arch : "sm_80";
+    if (strcmp(o->backend, "cpu") == 0)
+        tu.arch = srch_host_arch();
     if (strcmp(o->backend, "cuda") == 0) {
         RtCudaDeviceInfo di;
         if (rt_cuda_init(err, errlen) == DCRT_OK && rt_cuda_device_info(&di, err, errlen) == DCRT_OK) {
             snprintf(devarch, sizeof devarch, "sm_%d%d", di.sm_major, di.sm_minor);
             tu.tg = srch_target_gpu("cuda", arch ? arch : devarch, di.nsm);
+            tu.arch = arch ? arch : devarch;
         }
     }
     tu.ms = srch_measurer_new(o->backend, arch, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
     if (!tu.ms)
         goto out;
-    tu.rec = srch_records_open(o->records, fp, tu.tg.name, err, errlen);
+    int nst = stages_of(&tu, &st);
+    const char **fps = calloc((size_t)nst + 1, sizeof *fps);
+    for (int i = 0; i < nst; i++)
+        fps[i] = st[i].workload;
+    tu.rec = srch_records_open(o->records, nst, fps, err, errlen);
+    free(fps);
     if (!tu.rec)
         goto out;
     warn_records(&tu);
@@ -723,7 +711,6 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
         snprintf(msg, sizeof msg, "%s: the analytic cost model alone ranks candidates", why);
         o->warn(o->progress_ud, msg);
     }
-    int nst = stages_of(p, &tu.tg, tu.shapes, tu.nshapes, &st);
     res = calloc(1, sizeof *res);
     res->stages = calloc((size_t)nst + 1, sizeof *res->stages);
     res->nstages = nst;
@@ -731,7 +718,7 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     res->nforeign = srch_records_nforeign(tu.rec);
     res->ncorrupt = srch_records_ncorrupt(tu.rec);
     for (int i = 0; i < nst && !tu.failed; i++)
-        tune_stage(&tu, &st[i], &res->stages[i], i);
+        tune_stage(&tu, &st[i], &res->stages[i]);
     res->seconds = now_s() - tu.t0;
     if (tu.failed) {
         srch_tune_result_free(res);
@@ -740,8 +727,9 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
 out:
     srch_records_close(tu.rec);
     srch_measurer_free(tu.ms);
+    for (int i = 0; st && i < p->ntensors; i++)
+        free(st[i].workload);
     free(st);
-    free(fp);
     free(tu.dim_names);
     free(tu.shapes);
     return res;

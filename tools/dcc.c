@@ -179,8 +179,11 @@ static FeUnit load_program(const char *path)
 typedef struct CompileOpts {
     PipelineOpts pipe;
     PassTarget target;
+    const char *gpu_arch;  /* GPU: the sm_XX compiled for (records of it preferred) */
     const char *records;   /* tuned kernels and dispatch, or NULL */
     SrchTree **trees;      /* filled from records when non-NULL (per tensor id) */
+    /* what the records used (set by lower_program and records_schedule) */
+    char used_target[16], used_arch[64];
 } CompileOpts;
 
 static bool is_pass_name(const char *s)
@@ -206,35 +209,39 @@ static void set_stop_after(CompileOpts *o, const char *v)
 }
 
 /* The schedule tuned into o->records for p (NULL without records); exits 1
- * when the file cannot be used. A GPU build takes the records of the cuda
- * backend, else those of the model backend. */
-static StageSchedule *records_schedule(TeProgram *p, const CompileOpts *o, const char **used)
+ * when the file cannot be used. A CPU build takes the cpu records of this
+ * CPU (else of the CPU the file has records of); a GPU build the cuda
+ * records of its arch (else of another GPU), else the model backend's.
+ * o->used_target and o->used_arch say which. */
+static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
 {
-    const char *target = o->target == PT_CPU ? "cpu" : "cuda";
-    if (used)
-        *used = target;
+    bool gpu = o->target == PT_GPU;
+    const char *target = gpu ? "cuda" : "cpu", *arch = gpu ? o->gpu_arch : srch_host_arch();
+    snprintf(o->used_target, sizeof o->used_target, "%s", target);
+    snprintf(o->used_arch, sizeof o->used_arch, "%s", arch);
     if (!o->records)
         return NULL;
     StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
     char err[1024];
-    int rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
-    if (rc == 1 && o->target == PT_GPU) { /* no cuda records: tuned offline? */
+    int rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees, o->used_arch,
+                                        sizeof o->used_arch, err, sizeof err);
+    if (rc == 1 && gpu) { /* no cuda records: tuned offline? */
         target = "model";
-        rc = srch_schedule_from_records(p, o->records, target, sched, o->trees, err, sizeof err);
+        rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees, o->used_arch,
+                                        sizeof o->used_arch, err, sizeof err);
     }
     if (rc != 0)
         fail("%s", err);
-    if (used)
-        *used = target;
+    snprintf(o->used_target, sizeof o->used_target, "%s", target);
     return sched;
 }
 
 /* Lowers the program; exits 1 with a message on an internal verifier error. */
-static LoopProgram *lower_program(TeProgram *p, const CompileOpts *o)
+static LoopProgram *lower_program(TeProgram *p, CompileOpts *o)
 {
     TargetInfo ti = pass_target_info(o->target);
     char err[512];
-    StageSchedule *sched = records_schedule(p, o, NULL);
+    StageSchedule *sched = records_schedule(p, o);
     LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);
     free(sched);
     if (!lp)
@@ -409,6 +416,25 @@ static void emit_module(CgModule *m, bool assembly, const char *out, const char 
 
 enum { MAX_ISAS = 8 };
 
+/* The instruction sets of a CPU object without --arch: the CPU the records
+ * were tuned on (this one's exactly: native) and a portable fallback;
+ * without records, each x86-64 level from 2 to 4. */
+static int default_isas(const CompileOpts *co, const CgTarget **isas)
+{
+    char err[512], list[128];
+    if (!co->records)
+        snprintf(list, sizeof list, "x86-64-v2,x86-64-v3,x86-64-v4");
+    else if (strcmp(co->used_arch, srch_host_arch()) == 0)
+        snprintf(list, sizeof list, "native,x86-64-v2");
+    else if (cg_target_cpu_arch(co->used_arch, err, sizeof err))
+        snprintf(list, sizeof list, "%s,x86-64-v2", co->used_arch);
+    else /* tuned on a CPU this dcc does not know */
+        snprintf(list, sizeof list, "x86-64-v2,x86-64-v3,x86-64-v4");
+    int n = cg_cpu_arch_list(list, isas, MAX_ISAS, err, sizeof err);
+    IR_ASSERT(n > 0);
+    return n;
+}
+
 static int cmd_compile(int argc, char **argv)
 {
     const char *out = NULL, *emit = NULL, *file = NULL, *arch = NULL;
@@ -487,11 +513,11 @@ static int cmd_compile(int argc, char **argv)
         else if (!cg_nvptx_arch_valid(arch))
             usage_error("unknown --arch '%s' (expected sm_75, sm_80, sm_86, sm_87, sm_89, "
                         "sm_90 or sm_90a)", arch);
+        co.gpu_arch = arch;
     } else {
         if (arch && strncmp(arch, "sm_", 3) == 0)
             usage_error("--arch %s is a GPU architecture: add --target=nvptx", arch);
-        if ((nisas = cg_cpu_arch_list(arch ? arch : "x86-64-v2,x86-64-v3,x86-64-v4", isas,
-                                      MAX_ISAS, err, sizeof err)) < 0)
+        if ((nisas = cg_cpu_arch_list(arch ? arch : "native", isas, MAX_ISAS, err, sizeof err)) < 0)
             usage_error("%s", err);
         if (arch && (!emit || (!aot && strcmp(emit, "asm") != 0 && strcmp(emit, "llvm") != 0)))
             usage_error("--arch with the cpu target is for --emit=obj, asm or llvm");
@@ -502,9 +528,8 @@ static int cmd_compile(int argc, char **argv)
     if (dispatch) {
         SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
         co.trees = trees;
-        const char *used;
-        free(records_schedule(l.prog, &co, &used));
-        char *text = srch_schedule_to_json(l.prog, used, trees);
+        free(records_schedule(l.prog, &co));
+        char *text = srch_schedule_to_json(l.prog, co.used_target, co.used_arch, trees);
         size_t n = strlen(text);
         text = realloc(text, n + 2);
         text[n++] = '\n';
@@ -525,6 +550,8 @@ static int cmd_compile(int argc, char **argv)
         return 0; /* --stop-after: the dumps were the output */
     }
     if (aot) {
+        if (co.target == PT_CPU && !arch)
+            nisas = default_isas(&co, isas);
         emit_aot(emit, out, file, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice, isas, nisas);
     } else if (plan) {
         char *text = NULL;
@@ -824,7 +851,7 @@ static int cmd_run(int argc, char **argv)
     Exec x = {.p = p};
     bool gpu = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0;
     if (strcmp(o.target, "reference") != 0) {
-        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .records = o.records};
+        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = "sm_80", .records = o.records};
         x.lp = lower_program(p, &co);
     }
     char err[8192];
@@ -1087,8 +1114,11 @@ static int cmd_tune(int argc, char **argv)
                 for (int q = 0; q < k; q++)
                     seen |= srch_tree_node(t, q)->kind == TN_LEAF &&
                             srch_tree_node(t, q)->kernel == n->kernel;
-                if (!seen)
-                    printf("  kernel: %s\n", t->kernels[n->kernel]);
+                if (!seen) {
+                    char *mk = srch_mk_str(&t->kernels[n->kernel], t->nspatial);
+                    printf("  kernel: %s\n", mk);
+                    free(mk);
+                }
             }
         }
     }

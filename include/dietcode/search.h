@@ -27,14 +27,19 @@
 
 /* search/records.c
  *
- * A records file is JSON lines: one measurement per line, appended with a
- * single write() and flushed to disk before srch_records_append returns.
- * Schema, version 1 (field order as written; readers do not rely on it):
+ * A records file is JSON lines: one measurement (or one fitted dispatch
+ * tree) per line, appended with a single write() and flushed to disk
+ * before srch_records_append returns. Schema, version 2 (field order as
+ * written; readers do not rely on it):
  *
- *   {"v": 1,                          schema version; other versions are reported and skipped
- *    "workload": "9f3a...",           the caller's fingerprint of the workload
- *    "target": "cpu",                 "cpu", "cuda", "model", ...
- *    "stage": "C",                    the tensor the kernel computes
+ *   {"v": 2,                          schema version
+ *    "workload": "9f3a...",           the stage's workload fingerprint
+ *                                     (srch_fingerprint: its canonical TE,
+ *                                     target and arch)
+ *    "target": "cpu",                 "cpu", "cuda" or "model"
+ *    "arch": "sapphirerapids",        what it ran on: the CPU's LLVM name,
+ *                                     or the GPU's sm_XX
+ *    "stage": "C",                    the tensor it computes (informative)
  *    "mk": "threads [4, 8] tile [6, 32] rchunk 256 unroll 1 vec 16",
  *                                     ir_print_microkernel's form
  *    "shape": {"M": 128, "N": 768},   dim name -> value (integers)
@@ -44,13 +49,22 @@
  *    "median_ms": 0.51,               their median
  *    "ts": 1712345678}                seconds since the epoch
  *
- * Lines of another workload or target are skipped silently (counted).
- * A line that is not such a record (truncated, garbage, NUL bytes, longer
- * than SRCH_MAX_LINE, wrong types, missing fields, integers that are not
- * exact or out of range, a micro-kernel pass_parse_microkernel rejects)
- * is skipped with a warning that names its line; nothing else is lost.
+ * and, after a stage is tuned, its dispatch tree:
+ *
+ *   {"v": 2, "kind": "tree", "workload": ..., "target": ..., "arch": ...,
+ *    "stage": "C", "tree": TREE (srch_tree_to_json), "ts": ...}
+ *
+ * Lines of workloads not asked for are skipped (counted as foreign).
+ * Version 1 lines (an older dcc: one fingerprint per program) are not
+ * read; their count gets one warning. A line that is not such a record
+ * (truncated, garbage, NUL bytes, longer than SRCH_MAX_LINE, wrong types,
+ * missing fields, integers that are not exact or out of range, a
+ * micro-kernel pass_parse_microkernel rejects, another version) is skipped
+ * with a warning that names its line; nothing else is lost. Micro-kernels
+ * are text only in the file: records hold them parsed.
  */
 enum {
+    SRCH_RECORDS_VERSION = 2,
     SRCH_MAX_LINE = 1 << 20,    /* bytes; longer lines are reported and skipped */
     SRCH_MAX_DIMS = 64,         /* dims in one shape */
     SRCH_MAX_WARNINGS = 100,    /* warnings kept; srch_records_ncorrupt counts all */
@@ -63,8 +77,10 @@ typedef enum SrchRecordKind {
 } SrchRecordKind;
 
 typedef struct SrchRecord {
+    const char *workload, *target, *arch;
     const char *stage;
-    const char *mk;          /* canonical: as ir_print_microkernel writes it */
+    MicroKernel mk;
+    int nspatial;            /* mk's spatial axes: the stage's rank */
     int ndims;
     const char **dim_names;  /* ndims, in the order given or read */
     int64_t *dim_values;
@@ -83,30 +99,43 @@ typedef struct SrchWarning {
 } SrchWarning;
 
 typedef struct SrchRecords SrchRecords;
+typedef struct SrchTree SrchTree;
 
-/* Loads the records of (fingerprint, target) from path, if it exists, then
- * opens it for appending (creating it). NULL with a one-line message in err
- * when the file cannot be read or opened; a damaged line is never an error. */
-SrchRecords *srch_records_open(const char *path, const char *fingerprint, const char *target,
-                               char *err, size_t errlen);
+/* Loads the records of the n workloads asked for (workloads NULL: of
+ * every workload) from path, if it exists, then opens it for appending
+ * (creating it). NULL with a one-line message in err when the file cannot
+ * be read or opened; a damaged line is never an error. */
+SrchRecords *srch_records_open(const char *path, int n, const char *const *workloads, char *err,
+                               size_t errlen);
 /* Appends one measurement (also visible to srch_records_find at once).
  * Returns false with a message when rec is invalid or the write fails. */
 bool srch_records_append(SrchRecords *r, const SrchRecord *rec, char *err, size_t errlen);
-/* The latest record of (stage, micro-kernel, shape), or NULL. mk is
- * compared in canonical form; the shape is a set of (name, value) pairs,
- * so the order of dims does not matter. Hash lookup. */
-const SrchRecord *srch_records_find(const SrchRecords *r, const char *stage, const char *mk,
-                                    int ndims, const char *const *dim_names,
-                                    const int64_t *dim_values);
+/* Appends the fitted tree of a workload (srch_records_tree's answer from
+ * now on). */
+bool srch_records_append_tree(SrchRecords *r, const char *workload, const char *target,
+                              const char *arch, const char *stage, const SrchTree *t, char *err,
+                              size_t errlen);
+/* The latest record of (workload, micro-kernel, shape), or NULL. The shape
+ * is a set of (name, value) pairs, so the order of dims does not matter.
+ * Hash lookup. */
+const SrchRecord *srch_records_find(const SrchRecords *r, const char *workload,
+                                    const MicroKernel *mk, int ndims,
+                                    const char *const *dim_names, const int64_t *dim_values);
 /* The same among the baseline's records (baseline) or the joint search's
  * (trials and selection): the two never share measurements. */
-const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *stage, const char *mk,
-                                          int ndims, const char *const *dim_names,
+const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *workload,
+                                          const MicroKernel *mk, int ndims,
+                                          const char *const *dim_names,
                                           const int64_t *dim_values, bool baseline);
-int srch_records_count(const SrchRecords *r);            /* of this workload and target */
+/* The latest tree stored for workload, or NULL (owned by r). */
+const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload);
+int srch_records_count(const SrchRecords *r);            /* measurements loaded and appended */
 const SrchRecord *srch_records_at(const SrchRecords *r, int i);  /* file order */
-int srch_records_nforeign(const SrchRecords *r);         /* other workload or target */
+/* The distinct archs of target's records, in order of first appearance. */
+int srch_records_archs(const SrchRecords *r, const char *target, const char **out, int max);
+int srch_records_nforeign(const SrchRecords *r);         /* other workloads */
 int srch_records_ncorrupt(const SrchRecords *r);         /* damaged lines skipped */
+int srch_records_nold(const SrchRecords *r);             /* version 1 lines skipped */
 int srch_records_nwarnings(const SrchRecords *r);        /* <= SRCH_MAX_WARNINGS */
 const SrchWarning *srch_records_warning(const SrchRecords *r, int i);
 const char *srch_record_kind_name(SrchRecordKind k);
@@ -143,7 +172,8 @@ typedef struct SrchDataset {
      * (plain misclassification count, no slowdown figures). */
     const double *cost;
     const char *const *dim_names;   /* ndims */
-    const char *const *kernels;     /* nkernels micro-kernel strings */
+    const MicroKernel *kernels;     /* nkernels */
+    int nspatial;                   /* the kernels' spatial axes */
 } SrchDataset;
 
 typedef struct SrchTreeParams {
@@ -165,14 +195,15 @@ typedef struct SrchTreeNode {
 } SrchTreeNode;
 
 /* nodes[0] is the root; nodes are in preorder. */
-typedef struct SrchTree {
+struct SrchTree {
     int ndims;
     char **dim_names;
     int nkernels;
-    char **kernels;
+    MicroKernel *kernels;
+    int nspatial;
     int nnodes;
     SrchTreeNode *nodes;
-} SrchTree;
+};
 
 /* How well a tree dispatches a dataset, against its oracle labels. */
 typedef struct SrchTreeScore {
@@ -196,8 +227,11 @@ int srch_tree_depth(const SrchTree *t);
 const SrchTreeNode *srch_tree_node(const SrchTree *t, int i);
 /* The JSON form above, malloc'd (free it), compact and on one line. */
 char *srch_tree_to_json(const SrchTree *t);
+/* The same as a cJSON object (the caller's to delete or attach). */
+struct cJSON *srch_tree_json(const SrchTree *t);
 /* Reads and checks the JSON form; NULL with a one-line message in err. */
 SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t errlen);
+SrchTree *srch_tree_copy(const SrchTree *t);
 void srch_tree_free(SrchTree *t);
 
 /* ---- The tuner ----
@@ -241,6 +275,7 @@ typedef struct SrchStage {
     MicroKernel def;        /* the target's default micro-kernel for it */
     int64_t ext_max[MK_MAX_AXES + 1]; /* largest extents over the tuning shapes */
     const SrchTarget *tg;
+    char *workload;         /* its fingerprint on the target and arch tuned for */
 } SrchStage;
 
 /* The extents of stage st at shape dims: ext[0..rank-1] spatial, ext[rank]
@@ -379,11 +414,18 @@ typedef struct SrchTuneResult {
     SrchStageResult *stages;
     int nshapes;
     double seconds;
-    int nforeign, ncorrupt;     /* records of other workloads or targets; damaged lines */
+    int nforeign, ncorrupt;     /* records of other workloads; damaged lines */
 } SrchTuneResult;
 
-/* The workload fingerprint records carry: a hash of the printed program. */
-char *srch_fingerprint(const TeProgram *p);
+/* search/workload.c */
+/* The workload fingerprint of computed tensor t of p (materialized as
+ * pass_inline decides): a hash of the stage's canonical TE, target and
+ * arch, as 16 hex digits (malloc'd). Stages with the same fingerprint
+ * share records and dispatch trees. */
+char *srch_fingerprint(const TeProgram *p, const Tensor *t, const bool *materialized,
+                       const char *target, const char *arch);
+/* The arch CPU records carry: this CPU's LLVM name (what the JIT compiles for). */
+const char *srch_host_arch(void);
 /* The shape points of the tuning range: *n rows of p->ndims values. */
 int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nranges, int *n,
                            char *err, size_t errlen);
@@ -394,47 +436,53 @@ void srch_tune_result_free(SrchTuneResult *r);
  *
  * The oracle of a stage: for each shape point, the measured median of each
  * micro-kernel there (records of one kind: the selection's, or the
- * baseline's). Kernels are sorted by their text and shapes by their
- * values, so the same records always give the same tree, whether srch_tune
- * just took them or a later compile reads them back. */
+ * baseline's). Kernels are sorted (ir_microkernel_cmp) and shapes by their
+ * values, so the same records always give the same tree. */
 typedef struct SrchOracle {
     int n, ndims, nk;
     int64_t *dims;        /* n x ndims, the program's dims in declaration order */
     int *shape_index;     /* n: index into the shapes given to srch_oracle_collect, or -1 */
-    char **kernels;       /* nk micro-kernel texts, sorted */
+    MicroKernel *kernels; /* nk, sorted */
+    int nspatial;
     double *cost;         /* n x nk median ms, NAN where not measured */
     double *best;         /* n: the least measured cost */
 } SrchOracle;
-/* From the baseline's records when baseline is set, else from the joint
- * search's (trials and selection). Records with a time <= 0, or a
- * micro-kernel of another rank or (ti non-NULL) outside ti's limits, are
- * left out. shapes (nshapes rows by Var.pos) restricts it to those
- * points; NULL: all. */
-SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *stage, bool baseline,
-                                const TeProgram *p, const TargetInfo *ti, const int64_t *shapes,
-                                int nshapes);
+/* From workload's records of stage t: the baseline's when baseline is set,
+ * else the joint search's (trials and selection). Records with a time
+ * <= 0, or a micro-kernel of another rank or (ti non-NULL) outside ti's
+ * limits, are left out. shapes (nshapes rows by Var.pos) restricts it to
+ * those points; NULL: all. */
+SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool baseline,
+                                const TeProgram *p, const Tensor *t, const TargetInfo *ti,
+                                const int64_t *shapes, int nshapes);
 void srch_oracle_free(SrchOracle *o);
 /* The dispatch tree of an oracle (depth-limited, latency-weighted CART)
  * and its score against it. */
 SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
                           SrchTreeScore *score, char *err, size_t errlen);
-/* From the records of (p, target) in path: per computed tensor with
- * records, the tree fit to its oracle (the selection's, else the
- * baseline's; depth 4, as srch_tune fits it) and its kernels as variants.
- * sched and trees (optional) are indexed by tensor id, p->ntensors entries;
- * a tensor without records gets nvariants 0 and no tree (the default).
- * Variants and dispatch live in p's arena; trees are the caller's to free.
- * 0 on success; 1 and err when the file holds no usable record of this
- * workload and target; -1 and err when it cannot be read. */
+/* The schedule the records in path hold for p on target ("cpu", "cuda" or
+ * "model"): per computed stage, the dispatch tree stored for its workload
+ * (without one, the tree fit to its measurements, as srch_tune fits it)
+ * and the tree's kernels as variants. Records of arch are used when the
+ * file has any for p, else those of the first other arch of target it
+ * has; *used_arch (optional, usedlen bytes) gets which. sched and trees
+ * (optional) are indexed by tensor id, p->ntensors entries; a stage
+ * without records gets nvariants 0 and no tree (the default). Variants and
+ * dispatch live in p's arena; trees are the caller's to free. 0 on
+ * success; 1 and err when the file holds no record of p for target; -1
+ * and err when it cannot be read. */
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
-                               StageSchedule *sched, SrchTree **trees, char *err, size_t errlen);
-/* {"v": 1, "workload": FP, "target": T, "stages": {"Y": TREE, ...}}, TREE
- * as srch_tree_to_json writes it; a stage without a tree gets a single
- * leaf naming its default micro-kernel. malloc'd. */
-char *srch_schedule_to_json(TeProgram *p, const char *target, SrchTree *const *trees);
+                               const char *arch, StageSchedule *sched, SrchTree **trees,
+                               char *used_arch, size_t usedlen, char *err, size_t errlen);
+/* {"v": 2, "target": T, "arch": A, "stages": {"Y": {"workload": FP,
+ * "tree": TREE}, ...}}, TREE as srch_tree_to_json writes it; a stage
+ * without a tree gets a single leaf naming its default micro-kernel.
+ * malloc'd. */
+char *srch_schedule_to_json(TeProgram *p, const char *target, const char *arch,
+                            SrchTree *const *trees);
 /* A fitted tree in the IR's dispatch form (dims mapped to Var.pos by name,
  * leaves renumbered to the kernels they use, in preorder), in p's arena;
- * *variants gets those kernels, parsed. */
+ * *variants gets those kernels. */
 Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **variants,
                                 int *nvariants);
 

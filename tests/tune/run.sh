@@ -70,8 +70,24 @@ determinism)
     else
         ok "another seed searches differently"
     fi
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["v"]==1 and "Y" in d["stages"] and d["stages"]["Y"]["tree"]' \
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["v"]==2 and d["target"]=="model" and d["arch"]=="sm_80" and "Y" in d["stages"] and d["stages"]["Y"]["tree"] and len(d["stages"]["Y"]["workload"])==16' \
         "$tmp/a.json" && ok "--emit=dispatch is the JSON tree" || bad "--emit=dispatch JSON"
+    # the tree is stored with the records, one line per tuned stage, and a
+    # compile reads it back instead of fitting again
+    python3 - "$tmp/a.jsonl" "$tmp/a.json" <<'PY' && ok "the stored tree is what --emit=dispatch prints" || bad "stored tree"
+import json, sys
+trees = [json.loads(l) for l in open(sys.argv[1]) if '"kind":"tree"' in l]
+d = json.load(open(sys.argv[2]))
+assert len(trees) == 1 and trees[0]["stage"] == "Y" and trees[0]["arch"] == "sm_80"
+assert trees[0]["workload"] == d["stages"]["Y"]["workload"]
+kern = trees[0]["tree"]["kernels"]
+leaves = []
+def walk(n):
+    if "kernel" in n: leaves.append(kern[n["kernel"]])
+    else: walk(n["then"]); walk(n["else"])
+walk(trees[0]["tree"]["tree"])
+assert sorted(set(leaves)) == sorted(d["stages"]["Y"]["tree"]["kernels"])
+PY
     # the GPU form of the tuned kernels, on the emulator, ragged and above range
     for T in 1 7 33 130; do
         "$dcc" run "$ex/bert_qkv.tex" --target=emu --records "$tmp/a.jsonl" --set T=$T --check \
@@ -179,6 +195,20 @@ records)
         bad "softmax tune failed"
     "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >"$tmp/out" 2>&1
     grep -q "search 0 measured" "$tmp/out" && ok "foreign records ignored" || bad "foreign records"
+    # records of version 1 (an older dcc): one warning for all of them
+    printf '{"v":1,"workload":"x","target":"model","stage":"Y"}\n{"v":1,"workload":"x"}\n' >>"$rec"
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >"$tmp/out" 2>"$tmp/err"
+    [ "$(grep -c 'version 1' "$tmp/err")" -eq 1 ] && grep -q "2 records of version 1" "$tmp/err" &&
+        ok "old records: $(grep 'version 1' "$tmp/err")" || bad "old records: $(cat "$tmp/err")"
+    # stages that compute the same thing from different tensors are one
+    # workload: the second is tuned from the first's records
+    printf 'dim T in 1..64\ninput X[T, 32] f32\ninput A[16, 32] f32\ninput B[16, 32] f32\n%s\n%s\n' \
+        'output Q[i: T, j: 16] = sum[k: 32](X[i, k] * A[j, k])' \
+        'output K[i: T, j: 16] = sum[k: 32](X[i, k] * B[j, k])' >"$tmp/qk.tex"
+    "$dcc" tune "$tmp/qk.tex" --target=model --trials 8 --records "$tmp/qk.jsonl" >"$tmp/qk.out" 2>&1
+    grep -q "^stage Q: search 8 measured + 0 from records" "$tmp/qk.out" &&
+        grep -q "^stage K: search 0 measured + 8 from records; selection 0 measured" "$tmp/qk.out" &&
+        ok "one workload, tuned once" || bad "identical stages: $(cat "$tmp/qk.out")"
     # a record with a zero time is left out, not fatal
     sed -n '1s/"times_ms":\[[^]]*\],"median_ms":[^,]*/"times_ms":[0],"median_ms":0/p' "$rec" |
         sed 's/"kind":"trial"/"kind":"select"/' >>"$rec"

@@ -3,8 +3,9 @@
  * Round trips through the file; a resumed run finds what was measured
  * (whatever the dim order or micro-kernel spacing); damaged lines of every
  * kind are reported with their line number and skipped while the good
- * ones around them survive; lines of another workload or target are
- * ignored; appending after a cut line keeps both; a child SIGKILLed while
+ * ones around them survive; lines of another workload are ignored, lines
+ * of version 1 counted and reported once; trees are stored and read back;
+ * appending after a cut line keeps both; a child SIGKILLed while
  * appending leaves every fully written record readable; random corruptions
  * never crash; 100k records load and look up quickly. Scratch files live in
  * a mkdtemp directory under DC_BUILD_DIR (or /tmp) that the teardown removes.
@@ -26,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dietcode/passes.h"
 #include "dietcode/search.h"
 
 static char scratch[4096];
@@ -63,20 +65,30 @@ static const char *const MK2 = "threads [16, 16] tile [1, 4] rchunk 32 unroll 4 
 
 static const char *names2[] = {"M", "N"};
 
+static MicroKernel mk_of(const char *text)
+{
+    MicroKernel mk;
+    int nsp;
+    assert_true(pass_parse_microkernel(text, &mk, &nsp));
+    assert_int_equal(nsp, 2);
+    return mk;
+}
+
 static SrchRecord make_rec(const char *mk, int64_t m, int64_t n, double *times, int ntimes,
                            SrchRecordKind kind, int64_t trial, int64_t *vals)
 {
     vals[0] = m;
     vals[1] = n;
-    return (SrchRecord){.stage = "C", .mk = mk, .ndims = 2, .dim_names = names2,
+    return (SrchRecord){.workload = "wl1", .target = "cpu", .arch = "skx", .stage = "C",
+                        .mk = mk_of(mk), .nspatial = 2, .ndims = 2, .dim_names = names2,
                         .dim_values = vals, .ntimes = ntimes, .times_ms = times,
                         .kind = kind, .trial = trial, .ts = 1700000000 + trial};
 }
 
-static SrchRecords *open_ok(const char *fp, const char *target)
+static SrchRecords *open_ok(const char *fp)
 {
     char err[512] = "";
-    SrchRecords *r = srch_records_open(path, fp, target, err, sizeof err);
+    SrchRecords *r = srch_records_open(path, 1, &fp, err, sizeof err);
     if (!r)
         fail_msg("open: %s", err);
     return r;
@@ -116,7 +128,7 @@ static void append_ok(SrchRecords *r, const SrchRecord *rec)
 static void good_line(char *buf, size_t n, const char *fp, const char *tg, int t)
 {
     snprintf(buf, n,
-             "{\"v\":1,\"workload\":\"%s\",\"target\":\"%s\",\"stage\":\"C\",\"mk\":\"%s\","
+             "{\"v\":2,\"workload\":\"%s\",\"target\":\"%s\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"%s\","
              "\"shape\":{\"M\":%d,\"N\":768},\"kind\":\"trial\",\"trial\":%d,"
              "\"times_ms\":[1.5,1.25,2],\"median_ms\":1.5,\"ts\":1700000000}\n",
              fp, tg, MK1, 16 + t, t);
@@ -124,7 +136,7 @@ static void good_line(char *buf, size_t n, const char *fp, const char *tg, int t
 
 static void test_round_trip(void **state)
 {
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 0);
     double t1[] = {0.5, 0.25, 0.75}, t2[] = {3.0, 1.0}, t3[] = {0.1};
     int64_t v1[2], v2[2], v3[2];
@@ -145,9 +157,11 @@ static void test_round_trip(void **state)
         *nl = 0;
         cJSON *o = cJSON_Parse(p);
         assert_non_null(o);
-        assert_int_equal(cJSON_GetObjectItem(o, "v")->valueint, 1);
+        assert_int_equal(cJSON_GetObjectItem(o, "v")->valueint, 2);
         assert_string_equal(cJSON_GetObjectItem(o, "workload")->valuestring, "wl1");
         assert_string_equal(cJSON_GetObjectItem(o, "target")->valuestring, "cpu");
+        assert_string_equal(cJSON_GetObjectItem(o, "arch")->valuestring, "skx");
+        assert_string_equal(cJSON_GetObjectItem(o, "mk")->valuestring, lines == 1 ? MK2 : MK1);
         assert_true(cJSON_IsObject(cJSON_GetObjectItem(o, "shape")));
         cJSON_Delete(o);
         lines++;
@@ -155,13 +169,17 @@ static void test_round_trip(void **state)
     assert_int_equal(lines, 3);
     free(text);
 
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 3);
     assert_int_equal(srch_records_ncorrupt(r), 0);
     assert_int_equal(srch_records_nforeign(r), 0);
     const SrchRecord *x = srch_records_at(r, 0);
     assert_string_equal(x->stage, "C");
-    assert_string_equal(x->mk, MK1);
+    assert_string_equal(x->workload, "wl1");
+    assert_string_equal(x->arch, "skx");
+    MicroKernel m1 = mk_of(MK1), m2 = mk_of(MK2);
+    assert_int_equal(ir_microkernel_cmp(&x->mk, &m1), 0);
+    assert_int_equal(x->nspatial, 2);
     assert_int_equal(x->ndims, 2);
     assert_string_equal(x->dim_names[0], "M");
     assert_int_equal(x->dim_values[0], 128);
@@ -174,7 +192,7 @@ static void test_round_trip(void **state)
     assert_int_equal(x->trial, 0);
     assert_int_equal(x->ts, 1700000000);
     x = srch_records_at(r, 1);
-    assert_string_equal(x->mk, MK2);
+    assert_int_equal(ir_microkernel_cmp(&x->mk, &m2), 0);
     assert_true(x->median_ms == 2.0); /* even count: mean of the middle two */
     assert_int_equal(x->kind, RK_SELECT);
     x = srch_records_at(r, 2);
@@ -187,7 +205,7 @@ static void test_round_trip(void **state)
 
 static void test_resume_finds(void **state)
 {
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     double t[] = {1.0};
     int64_t v[2];
     for (int i = 0; i < 50; i++) {
@@ -196,38 +214,79 @@ static void test_resume_finds(void **state)
     }
     srch_records_close(r);
 
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 50);
     const char *rev[] = {"N", "M"};
+    MicroKernel m1 = mk_of(MK1), m2 = mk_of(MK2);
     for (int i = 0; i < 50; i++) {
         int64_t vv[2] = {i, 2 * i}, rv[2] = {2 * i, i};
-        const SrchRecord *x = srch_records_find(r, "C", i % 2 ? MK1 : MK2, 2, names2, vv);
+        const MicroKernel *mk = i % 2 ? &m1 : &m2, *other = i % 2 ? &m2 : &m1;
+        const SrchRecord *x = srch_records_find(r, "wl1", mk, 2, names2, vv);
         assert_non_null(x);
         assert_int_equal(x->trial, i);
         /* the shape is a set: dim order does not matter */
-        assert_ptr_equal(srch_records_find(r, "C", i % 2 ? MK1 : MK2, 2, rev, rv), x);
-        /* not measured: the other kernel, another stage, another value */
-        assert_null(srch_records_find(r, "C", i % 2 ? MK2 : MK1, 2, names2, vv));
-        assert_null(srch_records_find(r, "D", i % 2 ? MK1 : MK2, 2, names2, vv));
+        assert_ptr_equal(srch_records_find(r, "wl1", mk, 2, rev, rv), x);
+        /* not measured: the other kernel, another workload, another value */
+        assert_null(srch_records_find(r, "wl1", other, 2, names2, vv));
+        assert_null(srch_records_find(r, "wl2", mk, 2, names2, vv));
         vv[1]++;
-        assert_null(srch_records_find(r, "C", i % 2 ? MK1 : MK2, 2, names2, vv));
-        assert_null(srch_records_find(r, "C", i % 2 ? MK1 : MK2, 1, names2, vv));
+        assert_null(srch_records_find(r, "wl1", mk, 2, names2, vv));
+        assert_null(srch_records_find(r, "wl1", mk, 1, names2, vv));
     }
-    /* spacing of the micro-kernel string does not matter */
+    /* spacing of a micro-kernel's text does not matter once parsed */
     int64_t v1[2] = {1, 2};
-    assert_non_null(srch_records_find(
-        r, "C", "threads [4,8]  tile [6,32] rchunk 256 unroll 1 vec 16", 2, names2, v1));
-    assert_null(srch_records_find(r, "C", "not a kernel", 2, names2, v1));
+    MicroKernel spaced;
+    assert_true(pass_parse_microkernel("threads [4,8]  tile [6,32] rchunk 256 unroll 1 vec 16",
+                                       &spaced, NULL));
+    assert_non_null(srch_records_find(r, "wl1", &spaced, 2, names2, v1));
 
     /* a later measurement of the same key wins, now and after reopening */
     double t2[] = {9.0};
     SrchRecord a = make_rec(MK1, 1, 2, t2, 1, RK_SELECT, 99, v);
     append_ok(r, &a);
-    assert_int_equal(srch_records_find(r, "C", MK1, 2, names2, v1)->trial, 99);
+    assert_int_equal(srch_records_find(r, "wl1", &m1, 2, names2, v1)->trial, 99);
     srch_records_close(r);
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 51);
-    assert_int_equal(srch_records_find(r, "C", MK1, 2, names2, v1)->trial, 99);
+    assert_int_equal(srch_records_find(r, "wl1", &m1, 2, names2, v1)->trial, 99);
+    srch_records_close(r);
+}
+
+/* A stored tree is read back, the latest per workload; only asked-for
+ * workloads' trees load. */
+static void test_trees(void **state)
+{
+    SrchRecords *r = open_ok("wl1");
+    MicroKernel ks[2] = {mk_of(MK1), mk_of(MK2)};
+    SrchTreeNode nodes[3] = {{TN_SPLIT, 0, 0, 16, 1, 2}, {TN_LEAF, 0, 0, 0, 0, 0},
+                             {TN_LEAF, 1, 0, 0, 0, 0}};
+    char *dn[1] = {"M"};
+    SrchTree t = {1, dn, 2, ks, 2, 3, nodes};
+    char err[512] = "";
+    assert_null(srch_records_tree(r, "wl1"));
+    assert_true(srch_records_append_tree(r, "wl1", "cpu", "skx", "C", &t, err, sizeof err));
+    nodes[0].le = 32;
+    assert_true(srch_records_append_tree(r, "wl1", "cpu", "skx", "C", &t, err, sizeof err));
+    assert_true(srch_records_append_tree(r, "wl2", "cpu", "skx", "D", &t, err, sizeof err));
+    const SrchTree *got = srch_records_tree(r, "wl1");
+    assert_non_null(got);
+    assert_int_equal(got->nodes[0].le, 32);
+    srch_records_close(r);
+
+    r = open_ok("wl1");
+    got = srch_records_tree(r, "wl1");
+    assert_non_null(got);
+    assert_int_equal(got->nnodes, 3);
+    assert_int_equal(got->nodes[0].le, 32);
+    assert_int_equal(got->nspatial, 2);
+    assert_int_equal(ir_microkernel_cmp(&got->kernels[1], &ks[1]), 0);
+    assert_null(srch_records_tree(r, "wl2"));
+    assert_int_equal(srch_records_count(r), 0);
+    assert_int_equal(srch_records_nforeign(r), 1);
+    srch_records_close(r);
+    /* every workload's */
+    r = srch_records_open(path, 0, NULL, err, sizeof err);
+    assert_non_null(srch_records_tree(r, "wl2"));
     srch_records_close(r);
 }
 
@@ -258,16 +317,16 @@ static void test_damaged_lines(void **state)
     ADD("this is not json\n");                                       /* 2 */
     good_line(line, sizeof line, "other", "cpu", 1);
     ADD(line);                                                       /* 3: foreign */
-    good_line(line, sizeof line, "wl1", "cuda", 2);
+    good_line(line, sizeof line, "wl3", "cuda", 2);
     ADD(line);                                                       /* 4: foreign */
-    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"x\"}\n"); /* 5 */
-    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"x\"}\n"); /* 5 */
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"trial\","
         "\"trial\":\"seven\",\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");   /* 6: wrong type */
-    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1e400},\"kind\":\"trial\","
         "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 7: out of range */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\"}\n");       /* 8: version */
+    ADD("{\"v\":3,\"workload\":\"wl1\",\"target\":\"cpu\"}\n");       /* 8: version */
     for (int i = 0; i < 5000; i++)                                  /* 9: too deep */
         ADD("[");
     for (int i = 0; i < 5000; i++)
@@ -279,15 +338,15 @@ static void test_damaged_lines(void **state)
         ADD("]");
     ADD("\n");
     ADD("\n");                                                       /* 11: blank, ignored */
-    ADD("{\"v\":1,\"workload\":\"wl1\"}\n");                          /* 12: no target */
-    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD("{\"v\":2,\"workload\":\"wl1\"}\n");                          /* 12: no target */
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"trial\","
         "\"trial\":1,\"times_ms\":[],\"median_ms\":1,\"ts\":1}\n");            /* 13: no times */
-    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1,\"M\":2},\"kind\":\"trial\","
         "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 14: dim twice */
-    ADD("{\"v\":1} trailing\n");                                     /* 15 */
-    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD("{\"v\":2} trailing\n");                                     /* 15 */
+    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"bogus\","
         "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 16: kind */
     ADD("{\"v\":1,\"work");                                        /* 17: a NUL byte */
@@ -298,18 +357,20 @@ static void test_damaged_lines(void **state)
     buf[len++] = '\n';
     good_line(line, sizeof line, "wl1", "cpu", 4);
     ADD(line);                                                       /* 19: good */
+    ADD("{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\"}\n"); /* 20: an old version */
     good_line(line, sizeof line, "wl1", "cpu", 5);
     line[strlen(line) / 2] = 0;
-    ADD(line);                                                       /* 20: cut, no newline */
+    ADD(line);                                                       /* 21: cut, no newline */
     write_file(buf, len);
 
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 2);
     assert_int_equal(srch_records_at(r, 0)->trial, 0);
     assert_int_equal(srch_records_at(r, 1)->trial, 4);
     assert_int_equal(srch_records_nforeign(r), 2);
     assert_int_equal(srch_records_ncorrupt(r), 15);
-    assert_int_equal(srch_records_nwarnings(r), 15);
+    assert_int_equal(srch_records_nold(r), 1);
+    assert_int_equal(srch_records_nwarnings(r), 16);
     int w = 0;
     assert_warning(r, w++, 2, "not valid JSON");
     assert_warning(r, w++, 5, "missing field \"kind\"");
@@ -325,9 +386,13 @@ static void test_damaged_lines(void **state)
     assert_warning(r, w++, 16, "kind");
     assert_warning(r, w++, 17, "NUL");
     assert_warning(r, w++, 18, "longer than");
-    assert_warning(r, w++, 20, "truncated last line");
+    assert_warning(r, w++, 21, "truncated last line");
     assert_int_equal(w, 15);
-    assert_null(srch_records_warning(r, 15));
+    /* the old version: one line for all of them, naming it */
+    const SrchWarning *old = srch_records_warning(r, 15);
+    assert_non_null(old);
+    assert_non_null(strstr(old->msg, "1 record of version 1 (an older dcc) not read"));
+    assert_null(srch_records_warning(r, 16));
     srch_records_close(r);
     free(buf);
 #undef ADD
@@ -340,7 +405,7 @@ static void test_missing_field(void **state)
     char *p = strstr(line, "\"median_ms\":1.5,");
     memmove(p, p + strlen("\"median_ms\":1.5,"), strlen(p + strlen("\"median_ms\":1.5,")) + 1);
     write_file(line, strlen(line));
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 0);
     assert_int_equal(srch_records_ncorrupt(r), 1);
     assert_warning(r, 0, 1, "missing field \"median_ms\"");
@@ -357,7 +422,7 @@ static void test_append_after_cut_line(void **state)
     snprintf(text, sizeof text, "%s%s", a, b);
     write_file(text, strlen(text));
 
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 1);
     assert_int_equal(srch_records_ncorrupt(r), 1);
     double t[] = {2.0};
@@ -373,7 +438,7 @@ static void test_append_after_cut_line(void **state)
     assert_int_equal(after[strlen(text)], '\n');
     free(after);
 
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 3);
     assert_int_equal(srch_records_ncorrupt(r), 1);
     assert_warning(r, 0, 2, "not valid JSON"); /* no longer the last line */
@@ -385,11 +450,11 @@ static void test_append_after_cut_line(void **state)
     good_line(a, sizeof a, "wl1", "cpu", 3);
     a[strlen(a) - 1] = 0;
     write_file(a, strlen(a));
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 1);
     append_ok(r, &x);
     srch_records_close(r);
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), 2);
     assert_int_equal(srch_records_ncorrupt(r), 0);
     srch_records_close(r);
@@ -400,7 +465,8 @@ static void test_kill_while_appending(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        SrchRecords *r = srch_records_open(path, "wl1", "cpu", NULL, 0);
+        const char *wl = "wl1";
+        SrchRecords *r = srch_records_open(path, 1, &wl, NULL, 0);
         if (!r)
             _exit(3);
         double t[] = {1.0, 2.0, 3.0};
@@ -432,7 +498,7 @@ static void test_kill_while_appending(void **state)
     free(text);
     assert_true(complete > 10);
 
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), complete);
     assert_int_equal(srch_records_ncorrupt(r), cut ? 1 : 0);
     for (int i = 0; i < complete; i++)
@@ -443,20 +509,21 @@ static void test_kill_while_appending(void **state)
     SrchRecord x = make_rec(MK1, 1, 1, t, 1, RK_SELECT, complete, v);
     append_ok(r, &x);
     srch_records_close(r);
-    r = open_ok("wl1", "cpu");
+    r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), complete + 1);
     srch_records_close(r);
 }
 
 static void test_bad_appends_and_opens(void **state)
 {
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     char err[512];
     double t[] = {1.0}, nan_t[] = {NAN};
     int64_t v[2];
-    SrchRecord x = make_rec("threads [oops", 1, 2, t, 1, RK_TRIAL, 0, v);
+    SrchRecord x = make_rec(MK1, 1, 2, t, 1, RK_TRIAL, 0, v);
+    x.arch = "";
     assert_false(srch_records_append(r, &x, err, sizeof err));
-    assert_non_null(strstr(err, "not a micro-kernel"));
+    assert_non_null(strstr(err, "empty workload, target or arch"));
     x = make_rec(MK1, 1, 2, nan_t, 1, RK_TRIAL, 0, v);
     assert_false(srch_records_append(r, &x, err, sizeof err));
     x = make_rec(MK1, 1, 2, t, 0, RK_TRIAL, 0, v);
@@ -478,16 +545,17 @@ static void test_bad_appends_and_opens(void **state)
 
     /* a directory and a FIFO: clear errors, no hang */
     char err2[512] = "";
-    assert_null(srch_records_open(scratch, "wl1", "cpu", err2, sizeof err2));
+    const char *wl = "wl1";
+    assert_null(srch_records_open(scratch, 1, &wl, err2, sizeof err2));
     assert_non_null(strstr(err2, scratch));
     char fifo[4300];
     snprintf(fifo, sizeof fifo, "%s/fifo", scratch);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    assert_null(srch_records_open(fifo, "wl1", "cpu", err2, sizeof err2));
+    assert_null(srch_records_open(fifo, 1, &wl, err2, sizeof err2));
     assert_non_null(strstr(err2, "not a regular file"));
     char missing[4300];
     snprintf(missing, sizeof missing, "%s/no/such/dir", scratch);
-    assert_null(srch_records_open(missing, "wl1", "cpu", err2, sizeof err2));
+    assert_null(srch_records_open(missing, 1, &wl, err2, sizeof err2));
     assert_null(strchr(err2, '\n'));
 }
 
@@ -519,7 +587,7 @@ static void test_random_corruption(void **state)
         int lines = len && buf[len - 1] != '\n';
         for (size_t i = 0; i < len; i++)
             lines += buf[i] == '\n';
-        SrchRecords *r = open_ok("wl1", "cpu");
+        SrchRecords *r = open_ok("wl1");
         int seen = srch_records_count(r) + srch_records_ncorrupt(r) + srch_records_nforeign(r);
         assert_true(seen <= lines);
         srch_records_close(r);
@@ -533,18 +601,19 @@ static void test_many_records_fast(void **state)
     assert_non_null(f);
     for (int i = 0; i < N; i++)
         fprintf(f,
-                "{\"v\":1,\"workload\":\"wl1\",\"target\":\"cpu\",\"stage\":\"C\",\"mk\":\"%s\","
+                "{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"%s\","
                 "\"shape\":{\"M\":%d,\"N\":%d},\"kind\":\"select\",\"trial\":%d,"
                 "\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n",
                 i % 3 ? MK1 : MK2, i % 1000, i / 1000, i);
     fclose(f);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    SrchRecords *r = open_ok("wl1", "cpu");
+    SrchRecords *r = open_ok("wl1");
     assert_int_equal(srch_records_count(r), N);
+    MicroKernel m1 = mk_of(MK1), m2 = mk_of(MK2);
     for (int i = 0; i < N; i++) {
         int64_t v[2] = {i % 1000, i / 1000};
-        const SrchRecord *x = srch_records_find(r, "C", i % 3 ? MK1 : MK2, 2, names2, v);
+        const SrchRecord *x = srch_records_find(r, "wl1", i % 3 ? &m1 : &m2, 2, names2, v);
         assert_non_null(x);
         assert_int_equal(x->trial, i);
     }
@@ -559,6 +628,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_finds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trees, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_after_cut_line, setup, teardown),

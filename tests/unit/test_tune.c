@@ -29,29 +29,21 @@ static const char *mlp_src =
     "output Y[i: T, j: 24] = sum[k: 96](H[i, k] * W2[j, k])\n";
 
 typedef struct Prog {
-    Arena *arena;
-    Source src;
+    FeUnit u;
     TeProgram *p;
 } Prog;
 
 static Prog compile(const char *text)
 {
-    Prog g = {ir_arena_new(), {0}, NULL};
-    g.src = (Source){"mlp.tex", text, strlen(text)};
-    DiagList d;
-    ir_diags_init(&d, g.arena, &g.src);
-    g.p = fe_compile(&g.src, "mlp", &d);
-    if (!g.p)
-        ir_diags_print(&d, stderr);
+    Prog g;
+    if (fe_load_text("mlp.tex", "mlp", text, &g.u) != 0)
+        ir_diags_print(&g.u.diags, stderr);
+    g.p = g.u.prog;
     assert_non_null(g.p);
     return g;
 }
 
-static void prog_free(Prog *g)
-{
-    ir_te_destroy(g->p);
-    ir_arena_destroy(g->arena);
-}
+static void prog_free(Prog *g) { fe_unload(&g->u); }
 
 static SrchStage stage_of(TeProgram *p, const char *name, const SrchTarget *tg)
 {
@@ -205,20 +197,43 @@ static void test_tune_cpu(void **state)
         assert_int_equal(r->stages[i].score.n, 40);
         assert_true(r->stages[i].geomean_ms >= r->stages[i].oracle_geomean_ms);
     }
-    srch_tune_result_free(r);
 
+    /* the trees come back from the records as the tuner fit them */
     StageSchedule sched[8];
     SrchTree *trees[8];
-    assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", sched, trees, err, sizeof err), 0);
+    char used[64];
+    assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", srch_host_arch(), sched, trees,
+                                                used, sizeof used, err, sizeof err),
+                     0);
+    assert_string_equal(used, srch_host_arch());
     int staged = 0;
     for (int i = 0; i < g.p->ntensors; i++) {
         if (trees[i]) {
+            const SrchTree *fit = NULL;
+            for (int k = 0; k < r->nstages; k++)
+                if (strcmp(r->stages[k].stage, g.p->tensors[i]->name) == 0)
+                    fit = r->stages[k].tree;
+            assert_non_null(fit);
+            char *a = srch_tree_to_json(fit), *b = srch_tree_to_json(trees[i]);
+            assert_string_equal(a, b);
+            free(a);
+            free(b);
             staged++;
             assert_true(sched[i].nvariants >= 1);
             srch_tree_free(trees[i]);
         }
     }
     assert_int_equal(staged, 2);
+    srch_tune_result_free(r);
+    /* records of another CPU serve when this one has none */
+    assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", "no-such-cpu", sched, NULL, used,
+                                                sizeof used, err, sizeof err),
+                     0);
+    assert_string_equal(used, srch_host_arch());
+    assert_int_equal(srch_schedule_from_records(g.p, path, "cuda", "sm_80", sched, NULL, used,
+                                                sizeof used, err, sizeof err),
+                     1);
+    assert_non_null(strstr(err, "no record of this program for target cuda"));
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lp = pass_run_pipeline_sched(g.p, sched, &ti, NULL, err, sizeof err);
     assert_non_null(lp);
@@ -257,9 +272,71 @@ static void test_tune_cpu(void **state)
     prog_free(&g);
 }
 
+/* The workload fingerprint: what a stage computes, not what it is called. */
+static void test_fingerprint(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        /* 0: Q and K compute the same thing from different tensors */
+        "dim T in 1..128\ninput X[T, 64] f32\ninput A[32, 64] f32\ninput B[32, 64] f32\n"
+        "output Q[i: T, j: 32] = sum[k: 64](X[i, k] * A[j, k])\n"
+        "output K[i: T, j: 32] = sum[k: 64](X[i, k] * B[j, k])\n",
+        /* 1: renamed throughout, an unused dim more: the same workload as Q */
+        "dim U in 1..4\ndim S in 1..128\ninput W[32, 64] f32\ninput Z[S, 64] f32\n"
+        "output R[a: S, b: 32] = sum[c: 64](Z[a, c] * W[b, c])\n",
+        /* 2: another range */
+        "dim T in 1..256\ninput X[T, 64] f32\ninput A[32, 64] f32\n"
+        "output Q[i: T, j: 32] = sum[k: 64](X[i, k] * A[j, k])\n",
+        /* 3: another constant extent */
+        "dim T in 1..128\ninput X[T, 64] f32\ninput A[48, 64] f32\n"
+        "output Q[i: T, j: 48] = sum[k: 64](X[i, k] * A[j, k])\n",
+        /* 4: the operands swapped: another workload */
+        "dim T in 1..128\ninput X[T, 64] f32\ninput A[32, 64] f32\n"
+        "output Q[i: T, j: 32] = sum[k: 64](A[j, k] * X[i, k])\n",
+    };
+    char *fp[5][2];
+    for (int t = 0; t < 5; t++) {
+        FeUnit u;
+        assert_int_equal(fe_load_text("f.tex", NULL, texts[t], &u), 0);
+        Expr *bodies[8];
+        bool mat[8];
+        pass_inline(u.prog, bodies, mat);
+        const Tensor *o[2] = {NULL, NULL};
+        for (int i = 0, n = 0; i < u.prog->ntensors; i++)
+            if (u.prog->tensors[i]->kind == TK_OUTPUT)
+                o[n++] = u.prog->tensors[i];
+        for (int k = 0; k < 2; k++)
+            fp[t][k] = o[k] ? srch_fingerprint(u.prog, o[k], mat, "cpu", "skx") : NULL;
+        fe_unload(&u);
+    }
+    assert_string_equal(fp[0][0], fp[0][1]);
+    assert_string_equal(fp[0][0], fp[1][0]);
+    for (int t = 2; t < 5; t++)
+        assert_string_not_equal(fp[0][0], fp[t][0]);
+    /* the target and the arch are part of it */
+    FeUnit u;
+    assert_int_equal(fe_load_text("f.tex", NULL, texts[2], &u), 0);
+    Expr *bodies[8];
+    bool mat[8];
+    pass_inline(u.prog, bodies, mat);
+    const Tensor *q = ir_te_find(u.prog, "Q");
+    char *a = srch_fingerprint(u.prog, q, mat, "cpu", "znver4"),
+         *b = srch_fingerprint(u.prog, q, mat, "model", "skx");
+    assert_string_not_equal(a, fp[2][0]);
+    assert_string_not_equal(b, fp[2][0]);
+    assert_int_equal(strlen(a), 16);
+    free(a);
+    free(b);
+    fe_unload(&u);
+    for (int t = 0; t < 5; t++)
+        for (int k = 0; k < 2; k++)
+            free(fp[t][k]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_space),
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_shape_points),

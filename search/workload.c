@@ -1,0 +1,42 @@
+/* The workload fingerprint: what records are filed under.
+ *
+ * A stage's workload is what it computes, how and where: its canonical TE
+ * (ir_te_extract in canonical form: the stage alone, dims, tensors and
+ * axes renamed by first use, ranges, constant extents and dtypes kept),
+ * the target ("cpu", "cuda", "model") and the arch it runs on (the CPU's
+ * LLVM name, the GPU's sm_XX). Two stages with the same fingerprint, in one
+ * program (BERT's Q, K and V projections) or in two, share measurements and
+ * dispatch trees; a renamed or reordered program keeps its records. The
+ * hash is 64-bit FNV-1a, written as 16 hex digits.
+ */
+#include "dietcode/codegen.h"
+#include "dietcode/runtime.h"
+#include "dietcode/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *srch_fingerprint(const TeProgram *p, const Tensor *t, const bool *materialized,
+                       const char *target, const char *arch)
+{
+    TeProgram *c = ir_te_extract(p, t, materialized, true, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    ir_print_te(f, c);
+    fprintf(f, "target %s\narch %s\n", target, arch);
+    fclose(f);
+    ir_te_destroy(c);
+    uint64_t h = rt_rng_hash(buf);
+    free(buf);
+    char *out = malloc(17);
+    if (!out)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return out;
+}
+
+const char *srch_host_arch(void) { return cg_target_cpu()->cpu; }
