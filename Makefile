@@ -25,7 +25,8 @@ demo: build
 bench: deps
 	@scripts/install-deps.sh --bench
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense bench_tuning
+	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense bench_tuning bench_aot
+	$(BUILD)/bench/bench_aot $(CURDIR)
 	$(BUILD)/bench/bench_dense --step 8 --reps 15
 
 # DietCode's claim: joint tuning against per-shape tuning and OpenBLAS (BERT
