@@ -124,7 +124,7 @@ char *ir_expr_str(Arena *a, const Expr *e)
     return r;
 }
 
-void ir_print_te(FILE *out, const TeProgram *p)
+static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const bool *materialized)
 {
     fprintf(out, "# program %s\n", p->name);
     for (int i = 0; i < p->ndims; i++) {
@@ -142,13 +142,25 @@ void ir_print_te(FILE *out, const TeProgram *p)
             fprintf(out, "] %s\n", ir_dtype_name(t->dtype));
             continue;
         }
+        if (materialized && !materialized[i]) {
+            fprintf(out, "# %s: inlined into its consumers\n", t->name);
+            continue;
+        }
         fprintf(out, "%s%s[", t->kind == TK_OUTPUT ? "output " : "", t->name);
         for (int j = 0; j < t->rank; j++) {
             fprintf(out, "%s%s: ", j ? ", " : "", t->axes[j]->name);
             print_prec(out, t->shape[j], 0);
         }
         fputs("] = ", out);
-        print_prec(out, t->body, 0);
+        print_prec(out, bodies ? bodies[i] : t->body, 0);
         fputc('\n', out);
     }
+}
+
+void ir_print_te(FILE *out, const TeProgram *p) { print_te(out, p, NULL, NULL); }
+
+void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,
+                         const bool *materialized)
+{
+    print_te(out, p, bodies, materialized);
 }

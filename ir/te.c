@@ -201,9 +201,16 @@ static bool in_scope(const Scope *s, const Var *x)
     return false;
 }
 
-static const char *verify_expr(const TeProgram *p, const Tensor *cur, const Expr *e,
-                               const Scope *s)
+/* After inlining (materialized non-NULL): a load may only read a tensor
+ * that has memory. */
+typedef struct Verify {
+    const TeProgram *p;
+    const bool *materialized;
+} Verify;
+
+static const char *verify_expr(const Verify *v, const Tensor *cur, const Expr *e, const Scope *s)
 {
+    const TeProgram *p = v->p;
     const char *bad = NULL;
     switch (e->kind) {
     case EX_INT: case EX_FLOAT: return NULL;
@@ -215,30 +222,39 @@ static const char *verify_expr(const TeProgram *p, const Tensor *cur, const Expr
     case EX_LOAD:
         if (e->load.t->id >= cur->id || p->tensors[e->load.t->id] != e->load.t)
             return "load of a tensor not defined before";
+        if (v->materialized && !v->materialized[e->load.t->id])
+            return "load of an inlined tensor left after inlining";
         if (e->load.n != e->load.t->rank)
             return "load with the wrong number of indices";
         for (int i = 0; i < e->load.n && !bad; i++)
             bad = e->load.idx[i]->type != DT_I32 ? "non-integer index"
-                                                   : verify_expr(p, cur, e->load.idx[i], s);
+                                                   : verify_expr(v, cur, e->load.idx[i], s);
         return bad;
     case EX_REDUCE: {
         for (int i = 0; i < e->red.n; i++)
             if (!e->red.axes[i]->extent || in_scope(s, e->red.axes[i]))
                 return "reduction axis without extent or reused";
         Scope inner = {e->red.axes, e->red.n, s};
-        return verify_expr(p, cur, e->red.body, &inner);
+        return verify_expr(v, cur, e->red.body, &inner);
     }
     default:
-        if (e->op.a && (bad = verify_expr(p, cur, e->op.a, s)))
+        if (e->op.a && (bad = verify_expr(v, cur, e->op.a, s)))
             return bad;
-        if (e->op.b && (bad = verify_expr(p, cur, e->op.b, s)))
+        if (e->op.b && (bad = verify_expr(v, cur, e->op.b, s)))
             return bad;
-        return e->op.c ? verify_expr(p, cur, e->op.c, s) : NULL;
+        return e->op.c ? verify_expr(v, cur, e->op.c, s) : NULL;
     }
 }
 
 bool ir_verify_te(const TeProgram *p, char *err, size_t errlen)
 {
+    return ir_verify_te_inlined(p, NULL, NULL, err, errlen);
+}
+
+bool ir_verify_te_inlined(const TeProgram *p, Expr *const *bodies, const bool *materialized,
+                          char *err, size_t errlen)
+{
+    Verify v = {p, materialized};
     bool has_output = false;
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
@@ -247,14 +263,15 @@ bool ir_verify_te(const TeProgram *p, char *err, size_t errlen)
             return false;
         }
         has_output |= t->kind == TK_OUTPUT;
-        if (t->kind == TK_INPUT)
+        if (t->kind == TK_INPUT || (materialized && !materialized[i]))
             continue;
-        if (!t->body || t->body->type != DT_F32) {
+        const Expr *body = bodies ? bodies[i] : t->body;
+        if (!body || body->type != DT_F32) {
             snprintf(err, errlen, "tensor %s: body missing or not f32", t->name);
             return false;
         }
         Scope axes = {t->axes, t->rank, NULL};
-        const char *problem = verify_expr(p, t, t->body, &axes);
+        const char *problem = verify_expr(&v, t, body, &axes);
         if (problem) {
             snprintf(err, errlen, "tensor %s: %s", t->name, problem);
             return false;

@@ -1,8 +1,11 @@
 /* The pipeline: the passes in order, as straight-line code. Each call goes
- * through step(), which times the pass, verifies the loop IR afterwards
- * (--verify-each), dumps it (--dump-after) and stops (--stop-after). */
+ * through step(), which times the pass, verifies the IR afterwards
+ * (--verify-each: the TE program as inlining leaves it, then the loop IR),
+ * dumps it (--dump-after; a pass that changed nothing says "unchanged"
+ * instead) and stops (--stop-after). */
 #include "dietcode/passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,6 +26,9 @@ typedef struct Run {
     FILE *out;
     LoopProgram *lp;
     TeProgram *te;
+    Expr **bodies;        /* after inline: the bodies as inlined */
+    bool *materialized;
+    char *last;           /* with --dump-after: the IR as the previous pass left it */
     double t0;
     bool stopped;
     char *err;
@@ -37,24 +43,47 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The IR as text: the loop IR, or before lowering the TE program (as
+ * inlined once it is). */
+static char *render(const Run *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    if (r->lp)
+        ir_print_loops(f, r->lp);
+    else if (r->bodies)
+        ir_print_te_inlined(f, r->te, r->bodies, r->materialized);
+    else
+        ir_print_te(f, r->te);
+    fclose(f);
+    return text;
+}
+
 /* After a pass: time, verify, dump, and say whether to stop. */
 static bool step(Run *r, const char *name)
 {
     double t = now() - r->t0;
     if (r->o->time_passes)
         fprintf(r->out, "time: %-10s %8.3f ms\n", name, t * 1e3);
-    if (r->lp && r->o->verify_each && !ir_verify_loops(r->lp, r->err, r->errlen)) {
+    if (r->o->verify_each &&
+        (r->lp ? !ir_verify_loops(r->lp, r->err, r->errlen)
+               : !ir_verify_te_inlined(r->te, r->bodies, r->materialized, r->err, r->errlen))) {
         r->failed = true;
         return false;
     }
-    if (r->o->dump_after &&
-        (strcmp(r->o->dump_after, "all") == 0 || strcmp(r->o->dump_after, name) == 0)) {
-        fprintf(r->out, "# after %s\n", name);
-        if (r->lp)
-            ir_print_loops(r->out, r->lp);
-        else
-            ir_print_te(r->out, r->te);
-        fputc('\n', r->out);
+    if (r->o->dump_after) {
+        char *now_text = render(r);
+        if (strcmp(r->o->dump_after, "all") == 0 || strcmp(r->o->dump_after, name) == 0) {
+            if (strcmp(now_text, r->last) == 0)
+                fprintf(r->out, "# after %s: unchanged\n\n", name);
+            else
+                fprintf(r->out, "# after %s\n%s\n", name, now_text);
+        }
+        free(r->last);
+        r->last = now_text;
     }
     if (r->o->stop_after && strcmp(r->o->stop_after, name) == 0) {
         r->stopped = true;
@@ -100,13 +129,17 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
                                      size_t errlen)
 {
     static const PipelineOpts none = {0};
-    Run r = {opts ? opts : &none, NULL, NULL, p, now(), false, err, errlen, false};
+    Run r = {.o = opts ? opts : &none, .te = p, .t0 = now(), .err = err, .errlen = errlen};
     r.out = r.o->dump ? r.o->dump : stderr;
     int n = p->ntensors ? p->ntensors : 1;
     Expr **bodies = IR_NEWN(p->arena, Expr *, n);
     bool *materialized = IR_NEWN(p->arena, bool, n);
+    if (r.o->dump_after)
+        r.last = render(&r);
 
     pass_inline(p, bodies, materialized);
+    r.bodies = bodies;
+    r.materialized = materialized;
     StageSchedule *chosen = resolve_schedule(p, sched, bodies, materialized, ti, err, errlen);
     if (!chosen)
         return NULL;
@@ -133,6 +166,7 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
     pass_vectorize(r.lp, ti);
     step(&r, "vectorize");
 done:
+    free(r.last);
     if (r.failed)
         return NULL;
     if (!r.lp) { /* stopped after inline: nothing lowered yet */

@@ -326,6 +326,10 @@ bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interv
 void ir_print_expr(FILE *out, const Expr *e);
 char *ir_expr_str(Arena *a, const Expr *e);
 void ir_print_te(FILE *out, const TeProgram *p);
+/* The program as inlining leaves it: materialised tensors with bodies[id],
+ * the others named as inlined. */
+void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,
+                         const bool *materialized);
 
 /* ir/te.c: programs */
 TeProgram *ir_te_new(const char *name);
@@ -343,6 +347,10 @@ int64_t ir_eval_dims(const Expr *e, const int64_t *dim_values);
 bool ir_eval_dims_checked(const Expr *e, const int64_t *dim_values, int64_t *out);
 /* Checks structural invariants; returns false and a message on failure. */
 bool ir_verify_te(const TeProgram *p, char *err, size_t errlen);
+/* The same for the program as inlining leaves it: bodies[id] for every
+ * materialised computed tensor, reading only materialised tensors. */
+bool ir_verify_te_inlined(const TeProgram *p, Expr *const *bodies, const bool *materialized,
+                          char *err, size_t errlen);
 
 /* ir/extract.c: a stage as a program of its own */
 /* Computed tensor t of p as the output of a new program (own arena and
