@@ -46,7 +46,8 @@
 #include <string.h>
 #include <time.h>
 
-typedef int (*LaunchFn)(int64_t T, uint64_t X, uint64_t W, uint64_t b, uint64_t Y, void *stream);
+typedef int (*LaunchFn)(int64_t T, uint64_t X, uint64_t W, uint64_t b, uint64_t Y,
+                        uint64_t workspace, void *stream);
 
 typedef struct Layer {
     const char *name;
@@ -150,8 +151,9 @@ static void bufs_free(Bufs *B)
 /* The two sides of one call. */
 static void call_dcc(const Layer *l, const Bufs *B, int T)
 {
+    /* these layers have no intermediates: no workspace (0 would be libdcrt's) */
     dcc_ok(l->launch(T, (uint64_t)(uintptr_t)B->x, (uint64_t)(uintptr_t)B->w, (uint64_t)(uintptr_t)B->b,
-                     (uint64_t)(uintptr_t)B->y, stream),
+                     (uint64_t)(uintptr_t)B->y, 0, stream),
            l->name);
 }
 
