@@ -18,43 +18,20 @@ struct ExCpu {
     int *params; /* tensor ids in the entry's order */
 };
 
-/* The entry's tensor arguments: inputs, then outputs (tensor ids). */
-static int *entry_params(const TeProgram *te, int *n)
-{
-    int *p = calloc((size_t)te->ntensors + 1, sizeof *p);
-    if (!p)
-        ir_panic(__FILE__, __LINE__, "out of memory");
-    *n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
-                p[(*n)++] = i;
-    return p;
-}
-
 ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
 {
-    ex_jit_runtime();
-    char *prefix = cg_jit_prefix();
-    char *sym = cg_symbol(prefix, lp->te->name);
     const CgTarget *isa = cg_target_cpu();
-    CgHostOpts o = {.symbol = sym, .nisas = 1, .isas = &isa};
-    CgModule *m = cg_host_module(lp, &o, err, errlen);
+    CgHostOpts o = {.nisas = 1, .isas = &isa};
+    void *entry = NULL;
+    CgJitCode *code = ex_jit_host(lp, o, "_run_packed", &entry, err, errlen);
+    if (!code)
+        return NULL;
     ExCpu *x = calloc(1, sizeof *x);
     if (!x)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    x->code = m ? cg_jit_add(m, err, errlen) : NULL;
-    char *entry = cg_symbol(sym, "_run_packed");
-    if (x->code)
-        x->run = (RunPacked)(uintptr_t)cg_jit_lookup(x->code, entry, err, errlen);
-    free(entry);
-    free(sym);
-    free(prefix);
-    if (!x->run) {
-        ex_cpu_destroy(x);
-        return NULL;
-    }
-    x->params = entry_params(lp->te, &x->nparams);
+    x->code = code;
+    x->run = (RunPacked)(uintptr_t)entry;
+    x->params = ex_entry_params(lp->te, &x->nparams);
     return x;
 }
 

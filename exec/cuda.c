@@ -14,38 +14,27 @@ struct ExCuda {
     CgJitCode *code;
     LaunchPacked launch;
     int nparams;
-    int params[]; /* tensor ids in the entry's order */
+    int *params; /* tensor ids in the entry's order */
 };
 
 ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
                         size_t errlen)
 {
-    ex_jit_runtime();
-    const TeProgram *te = lp->te;
-    ExCuda *x = calloc(1, sizeof *x + sizeof(int) * (size_t)(te->ntensors + 1));
+    char *ptx = cg_emit_ptx(lp, arch, libdevice, err, errlen);
+    if (!ptx)
+        return NULL;
+    CgHostOpts o = {.ptx = ptx};
+    void *entry = NULL;
+    CgJitCode *code = ex_jit_host(lp, o, "_launch_packed", &entry, err, errlen);
+    free(ptx);
+    if (!code)
+        return NULL;
+    ExCuda *x = calloc(1, sizeof *x);
     if (!x)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
-                x->params[x->nparams++] = i;
-    char *ptx = cg_emit_ptx(lp, arch, libdevice, err, errlen);
-    char *prefix = cg_jit_prefix();
-    char *sym = cg_symbol(prefix, te->name);
-    CgHostOpts o = {.symbol = sym, .ptx = ptx};
-    CgModule *m = ptx ? cg_host_module(lp, &o, err, errlen) : NULL;
-    x->code = m ? cg_jit_add(m, err, errlen) : NULL;
-    char *entry = cg_symbol(sym, "_launch_packed");
-    if (x->code)
-        x->launch = (LaunchPacked)(uintptr_t)cg_jit_lookup(x->code, entry, err, errlen);
-    free(entry);
-    free(sym);
-    free(prefix);
-    free(ptx);
-    if (!x->launch) {
-        ex_cuda_destroy(x);
-        return NULL;
-    }
+    x->code = code;
+    x->launch = (LaunchPacked)(uintptr_t)entry;
+    x->params = ex_entry_params(lp->te, &x->nparams);
     return x;
 }
 
@@ -77,5 +66,6 @@ void ex_cuda_destroy(ExCuda *x)
     if (!x)
         return;
     cg_jit_release(x->code);
+    free(x->params);
     free(x);
 }

@@ -132,23 +132,10 @@ static int launch(ExEmu *x, RtPool *pool, const DcrtLaunch *l, const int64_t *di
 int ex_emu_run(ExEmu *x, RtPool *pool, const int64_t *dims, float *const *tensors, char *err,
                size_t errlen)
 {
-    const DcrtProgram *p = ex_program_table(x->prog);
-    DcrtPlan *pl = ex_plan(x->prog, dims, err, errlen);
-    void **args = ex_params(p, (void *const *)tensors);
-    char *ws = pl ? aligned_alloc(DCRT_ALIGN, (size_t)pl->workspace_bytes + DCRT_ALIGN) : NULL;
-    float **bufs = ws ? dcrt_bind_buffers(p, pl, args, ws) : NULL;
-    int rc = bufs ? 0 : -1;
-    if (pl && !bufs)
-        snprintf(err, errlen, "out of memory for the workspace");
-    if (rc == 0 && dcrt_check_params(p, (const void *const *)args) != DCRT_OK) {
-        snprintf(err, errlen, "%s", dcrt_last_error());
-        rc = -1;
-    }
-    for (int i = 0; rc == 0 && i < pl->nlaunches; i++)
-        rc = launch(x, pool, &pl->launches[i], dims, bufs, err, errlen);
-    free(bufs);
-    free(ws);
-    free(args);
-    dcrt_plan_free(pl);
+    ExCall c;
+    int rc = ex_call_begin(x->prog, dims, tensors, &c, err, errlen);
+    for (int i = 0; rc == 0 && i < c.plan->nlaunches; i++)
+        rc = launch(x, pool, &c.plan->launches[i], dims, c.bufs, err, errlen);
+    ex_call_end(&c);
     return rc;
 }

@@ -1,10 +1,12 @@
 /* What JIT-compiled code may call: libdcrt's entry points (objects call
  * them; `dcc run` JIT-compiles objects) and the emulator's barrier. They
  * are linked into the executable, whose own symbols the JIT does not look
- * up, so they are defined for it by address, once. */
+ * up, so they are defined for it by address, once. And the host object of
+ * a program, JIT-compiled, with the entry the CPU and CUDA executors call. */
 #include "dietcode/exec.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -17,3 +19,37 @@ static void define(void)
 }
 
 void ex_jit_runtime(void) { pthread_once(&once, define); }
+
+CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *suffix, void **entry,
+                       char *err, size_t errlen)
+{
+    ex_jit_runtime();
+    char *prefix = cg_jit_prefix();
+    char *sym = cg_symbol(prefix, lp->te->name);
+    o.symbol = sym;
+    CgModule *m = cg_host_module(lp, &o, err, errlen);
+    CgJitCode *code = m ? cg_jit_add(m, err, errlen) : NULL;
+    char *name = cg_symbol(sym, suffix);
+    *entry = code ? cg_jit_lookup(code, name, err, errlen) : NULL;
+    free(name);
+    free(sym);
+    free(prefix);
+    if (!*entry) {
+        cg_jit_release(code);
+        return NULL;
+    }
+    return code;
+}
+
+int *ex_entry_params(const TeProgram *te, int *n)
+{
+    int *p = calloc((size_t)te->ntensors + 1, sizeof *p);
+    if (!p)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    *n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < te->ntensors; i++)
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+                p[(*n)++] = i;
+    return p;
+}

@@ -58,14 +58,39 @@ DcrtPlan *ex_plan(const ExProgram *x, const int64_t *dims, char *err, size_t err
     return pl;
 }
 
-void **ex_params(const DcrtProgram *p, void *const *tensors)
+int ex_call_begin(const ExProgram *x, const int64_t *dims, float *const *tensors, ExCall *c,
+                  char *err, size_t errlen)
 {
-    void **a = calloc((size_t)p->nparams + 1, sizeof *a);
-    if (!a)
+    const DcrtProgram *p = &x->table->prog;
+    memset(c, 0, sizeof *c);
+    c->plan = ex_plan(x, dims, err, errlen);
+    if (!c->plan)
+        return -1;
+    c->args = calloc((size_t)p->nparams + 1, sizeof *c->args);
+    if (!c->args)
         ir_panic(__FILE__, __LINE__, "out of memory");
     for (int i = 0; i < p->nparams; i++)
-        a[i] = tensors[p->params[i]];
-    return a;
+        c->args[i] = tensors[p->params[i]];
+    if (dcrt_check_params(p, (const void *const *)c->args) != DCRT_OK) {
+        snprintf(err, errlen, "%s", dcrt_last_error());
+        return -1;
+    }
+    c->workspace = aligned_alloc(DCRT_ALIGN, (size_t)c->plan->workspace_bytes + DCRT_ALIGN);
+    c->bufs = c->workspace ? dcrt_bind_buffers(p, c->plan, c->args, c->workspace) : NULL;
+    if (!c->bufs) {
+        snprintf(err, errlen, "out of memory for the workspace");
+        return -1;
+    }
+    return 0;
+}
+
+void ex_call_end(ExCall *c)
+{
+    free(c->bufs);
+    free(c->workspace);
+    free(c->args);
+    dcrt_plan_free(c->plan);
+    memset(c, 0, sizeof *c);
 }
 
 static void print_shape(FILE *out, const DcrtProgram *p, int b, const int64_t *dims)

@@ -137,24 +137,19 @@ double ir_sem_float(ExprKind k, double a, double b)
     return r;
 }
 
-bool ir_sem_compare(ExprKind k, double a, double b)
+/* A comparison from whether a < b and a == b (both false: unordered, a
+ * NaN), for floats and integers alike. */
+static bool compare(ExprKind k, bool lt, bool eq)
 {
     switch (k) {
-    case EX_LT: return a < b;
-    case EX_LE: return a <= b;
-    case EX_EQ: return a == b;
-    case EX_NE: return a != b;
+    case EX_LT: return lt;
+    case EX_LE: return lt || eq;
+    case EX_EQ: return eq;
+    case EX_NE: return !eq;
     default: ir_panic(__FILE__, __LINE__, "%s is not a comparison", ir_op_name(k));
     }
 }
 
-bool ir_sem_compare_int(ExprKind k, int64_t a, int64_t b)
-{
-    switch (k) {
-    case EX_LT: return a < b;
-    case EX_LE: return a <= b;
-    case EX_EQ: return a == b;
-    case EX_NE: return a != b;
-    default: ir_panic(__FILE__, __LINE__, "%s is not a comparison", ir_op_name(k));
-    }
-}
+bool ir_sem_compare(ExprKind k, double a, double b) { return compare(k, a < b, a == b); }
+
+bool ir_sem_compare_int(ExprKind k, int64_t a, int64_t b) { return compare(k, a < b, a == b); }

@@ -42,12 +42,31 @@ DcrtPlan *ex_plan(const ExProgram *x, const int64_t *dims, char *err, size_t err
 /* --emit=plan: the plan of lp for dims, or the check that refuses them. */
 int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *err,
                   size_t errlen);
-/* The argument array of a program entry (p->params order) from tensors
- * by TE tensor id (malloc'd). */
-void **ex_params(const DcrtProgram *p, void *const *tensors);
+/* One call in this process: its plan, the entry's arguments (the table's
+ * params order), a workspace of the plan's size, and every buffer bound
+ * as a compiled object binds it (bufs[b] for buffer b of the table).
+ * ex_call_begin checks the plan and the arguments; on -1 the call still
+ * needs ex_call_end. */
+typedef struct ExCall {
+    DcrtPlan *plan;
+    void **args;
+    void *workspace;
+    float **bufs;
+} ExCall;
+int ex_call_begin(const ExProgram *x, const int64_t *dims, float *const *tensors, ExCall *c,
+                  char *err, size_t errlen);
+void ex_call_end(ExCall *c);
 
-/* exec/jit.c: defines libdcrt's entry points for JIT-compiled code. */
-void ex_jit_runtime(void);
+/* exec/jit.c */
+void ex_jit_runtime(void); /* defines libdcrt's entry points for JIT-compiled code */
+/* The host object of lp (codegen/host.c with o; its symbol is made here,
+ * unique in the process) JIT-compiled, and the address of its entry
+ * NAME<suffix> in *entry; NULL and the message on failure. */
+CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *suffix, void **entry,
+                       char *err, size_t errlen);
+/* The tensor ids of an entry's tensor arguments: inputs, then outputs
+ * (malloc'd, *n of them). */
+int *ex_entry_params(const TeProgram *te, int *n);
 
 /* exec/loops.c */
 int ex_loops_run(const LoopProgram *lp, const int64_t *dims, float *const *tensors, char *err,

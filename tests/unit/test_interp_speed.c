@@ -32,61 +32,26 @@ typedef struct Naive {
 
 static double naive_f(Naive *it, const Expr *e);
 
-static int64_t wrap(uint64_t v) { return (int64_t)v; }
-
+/* Scalar operators take ir/semantics.c's table, as every evaluator does:
+ * what is checked here is the walk, not the arithmetic. */
 static int64_t naive_i(Naive *it, const Expr *e)
 {
-    int64_t a, b;
     switch (e->kind) {
     case EX_INT: return e->ival;
     case EX_VAR: return e->var->kind == VK_DIM ? it->dims[e->var->pos] : it->env[e->var->id];
-    case EX_CAST: {
-        double f = naive_f(it, e->op.a);
-        if (f != f)
-            return 0;
-        if (f >= 2147483647.0)
-            return 2147483647;
-        if (f <= -2147483648.0)
-            return -2147483648LL;
-        return (int64_t)f;
-    }
-    case EX_LT: case EX_LE: case EX_EQ: case EX_NE: {
-        double x, y;
-        if (e->op.a->type == DT_F32) {
-            x = naive_f(it, e->op.a);
-            y = naive_f(it, e->op.b);
-        } else {
-            a = naive_i(it, e->op.a);
-            b = naive_i(it, e->op.b);
-            return e->kind == EX_LT ? a < b : e->kind == EX_LE ? a <= b
-                 : e->kind == EX_EQ ? a == b : a != b;
-        }
-        return e->kind == EX_LT ? x < y : e->kind == EX_LE ? x <= y
-             : e->kind == EX_EQ ? x == y : x != y;
-    }
+    case EX_CAST: return ir_sem_f32_to_i32(naive_f(it, e->op.a));
+    case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
+        if (e->op.a->type == DT_F32)
+            return ir_sem_compare(e->kind, naive_f(it, e->op.a), naive_f(it, e->op.b));
+        return ir_sem_compare_int(e->kind, naive_i(it, e->op.a), naive_i(it, e->op.b));
     case EX_AND: return naive_i(it, e->op.a) && naive_i(it, e->op.b);
     case EX_OR: return naive_i(it, e->op.a) || naive_i(it, e->op.b);
     case EX_NOT: return !naive_i(it, e->op.a);
     case EX_SELECT: return naive_i(it, e->op.a) ? naive_i(it, e->op.b) : naive_i(it, e->op.c);
-    case EX_NEG: return wrap(0 - (uint64_t)naive_i(it, e->op.a));
-    case EX_ABS: a = naive_i(it, e->op.a); return a < 0 ? wrap(0 - (uint64_t)a) : a;
-    case EX_RELU: a = naive_i(it, e->op.a); return a > 0 ? a : 0;
+    case EX_NEG: case EX_ABS: case EX_RELU: return ir_sem_int(e->kind, naive_i(it, e->op.a), 0);
     case EX_REDUCE: return (int64_t)naive_f(it, e);
-    default: break;
+    default: return ir_sem_int(e->kind, naive_i(it, e->op.a), naive_i(it, e->op.b));
     }
-    a = naive_i(it, e->op.a);
-    b = naive_i(it, e->op.b);
-    switch (e->kind) {
-    case EX_ADD: return wrap((uint64_t)a + (uint64_t)b);
-    case EX_SUB: return wrap((uint64_t)a - (uint64_t)b);
-    case EX_MUL: return wrap((uint64_t)a * (uint64_t)b);
-    case EX_DIV: return ir_floordiv(a, b);
-    case EX_MOD: return ir_floormod(a, b);
-    case EX_MIN: return a < b ? a : b;
-    case EX_MAX: return a > b ? a : b;
-    default: fail_msg("bad integer operator %s", ir_op_name(e->kind));
-    }
-    return 0;
 }
 
 static double naive_load(Naive *it, const Expr *e)
@@ -132,7 +97,7 @@ static double naive_f(Naive *it, const Expr *e)
     case EX_LOAD: return naive_load(it, e);
     case EX_CAST:
         if (e->type == DT_F32)
-            return (double)(float)naive_i(it, e->op.a);
+            return ir_sem_i2f(naive_i(it, e->op.a));
         break;
     case EX_SELECT: return naive_i(it, e->op.a) ? naive_f(it, e->op.b) : naive_f(it, e->op.c);
     case EX_REDUCE: {
