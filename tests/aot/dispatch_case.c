@@ -32,14 +32,12 @@ static const Dispatch tree = {sizeof nodes / sizeof *nodes, nodes};
 
 TeProgram *dispatch_program(const char *name)
 {
-    Arena *a = ir_arena_new();
-    Source src = {"dispatch.tex", tex, strlen(tex)};
-    DiagList d;
-    ir_diags_init(&d, a, &src);
-    TeProgram *p = fe_compile(&src, name, &d);
-    if (!p)
-        ir_diags_print(&d, stderr);
-    ir_arena_destroy(a);
+    FeUnit u;
+    if (fe_load_text("dispatch.tex", name, tex, &u) != 0)
+        ir_diags_print(&u.diags, stderr);
+    TeProgram *p = u.prog;
+    u.prog = NULL; /* the caller's */
+    fe_unload(&u);
     return p;
 }
 

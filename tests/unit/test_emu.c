@@ -177,12 +177,9 @@ static void test_duplicated_barrier(void **state)
     const char *text = "dim T in 1..16\n"
                        "input S[4, T, T] f32\n"
                        "output M[h: 4, i: T] = max[j: T](S[h, i, j])\n";
-    Arena *a = ir_arena_new();
-    Source src = {"dup.tex", text, strlen(text)};
-    DiagList d;
-    ir_diags_init(&d, a, &src);
-    TeProgram *te = fe_compile(&src, "dup", &d);
-    assert_non_null(te);
+    FeUnit u;
+    assert_int_equal(fe_load_text("dup.tex", "dup", text, &u), 0);
+    TeProgram *te = u.prog;
     MicroKernel mk[2];
     int ns;
     memset(mk, 0, sizeof mk);
@@ -212,8 +209,7 @@ static void test_duplicated_barrier(void **state)
         free(m);
     }
     ex_emu_destroy(p);
-    ir_te_destroy(te);
-    ir_arena_destroy(a);
+    fe_unload(&u);
 }
 
 int main(void)

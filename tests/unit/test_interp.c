@@ -18,13 +18,10 @@
 static float *run(const char *src, const int64_t *dims, const float *const *inputs,
                   const char *out)
 {
-    Arena *a = ir_arena_new();
-    Source s = {"test.tex", src, strlen(src)};
-    DiagList d;
-    ir_diags_init(&d, a, &s);
-    TeProgram *p = fe_compile(&s, "t", &d);
-    if (!p)
-        ir_diags_print(&d, stderr);
+    FeUnit u;
+    if (fe_load_text("test.tex", "t", src, &u) != 0)
+        ir_diags_print(&u.diags, stderr);
+    TeProgram *p = u.prog;
     assert_non_null(p);
     float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
     int in = 0, want = -1;
@@ -44,8 +41,7 @@ static float *run(const char *src, const int64_t *dims, const float *const *inpu
         if (i != want)
             free(bufs[i]);
     free(bufs);
-    ir_te_destroy(p);
-    ir_arena_destroy(a);
+    fe_unload(&u);
     return r;
 }
 
@@ -178,20 +174,16 @@ static void test_math(void **state)
 static void test_bad_sizes(void **state)
 {
     (void)state;
-    Arena *a = ir_arena_new();
-    const char *src = "dim T in 2..4\ninput X[T] f32\noutput Y[i: T] = X[i]\n";
-    Source s = {"t.tex", src, strlen(src)};
-    DiagList d;
-    ir_diags_init(&d, a, &s);
-    TeProgram *p = fe_compile(&s, "t", &d);
-    assert_non_null(p);
+    FeUnit u;
+    assert_int_equal(
+        fe_load_text("t.tex", "t", "dim T in 2..4\ninput X[T] f32\noutput Y[i: T] = X[i]\n", &u), 0);
+    TeProgram *p = u.prog;
     int64_t T = 1;
     char err[256];
     float x[4], y[4], *bufs[] = {x, y};
     assert_int_equal(ir_interp(p, &T, bufs, err, sizeof err), -1);
     assert_non_null(strstr(err, "below the declared range"));
-    ir_te_destroy(p);
-    ir_arena_destroy(a);
+    fe_unload(&u);
 }
 
 int main(void)

@@ -206,27 +206,20 @@ static void check_same(const TeProgram *p, const int64_t *dims, uint64_t seed)
 }
 
 typedef struct Compiled {
-    Arena *a;
+    FeUnit u;
     TeProgram *p;
 } Compiled;
 
 static Compiled compile(const char *text)
 {
-    Compiled c = {ir_arena_new(), NULL};
-    Source src = {.path = "t.tex", .text = text, .len = strlen(text)};
-    DiagList d;
-    ir_diags_init(&d, c.a, &src);
-    c.p = fe_compile(&src, "t", &d);
-    if (!c.p)
-        fail_msg("does not compile: %s", d.head ? d.head->msg : "?");
+    Compiled c;
+    if (fe_load_text("t.tex", "t", text, &c.u) != 0)
+        fail_msg("does not compile: %s", c.u.diags.head ? c.u.diags.head->msg : "?");
+    c.p = c.u.prog;
     return c;
 }
 
-static void destroy(Compiled *c)
-{
-    ir_te_destroy(c->p);
-    ir_arena_destroy(c->a);
-}
+static void destroy(Compiled *c) { fe_unload(&c->u); }
 
 /* Checks a program with one dim T at each of the given sizes and two seeds. */
 static void check_sizes(const char *text, const int64_t *sizes, int nsizes)
