@@ -45,19 +45,11 @@ CgTable *cg_table_new(const LoopProgram *lp)
     }
     for (int i = 0; i < lp->nbuffers; i++)
         nextents += lp->buffers[i]->rank;
-    size_t bytes = sizeof(CgTable) + sizeof(DcrtDim) * (size_t)(te->ndims + 1) +
-                   sizeof(DcrtBuffer) * (size_t)(lp->nbuffers + 1) +
-                   sizeof(int32_t) * (size_t)(te->ntensors + 1) +
-                   sizeof(DcrtKernel) * (size_t)(lp->nkernels + 1) +
-                   sizeof(DcrtVariant) * (size_t)(nvariants + 1) +
-                   sizeof(DcrtNode) * (size_t)(nnodes + 1) +
-                   sizeof(DcrtStage) * (size_t)(lp->nstages + 1) +
-                   sizeof(Expr *) * (size_t)(nextents + lp->nkernels + 1);
-    CgTable *t = calloc(1, bytes);
+    CgTable *t = calloc(1, sizeof *t);
     if (!t)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    char *m = (char *)(t + 1);
-#define TAKE(T, n) ((T *)((m += sizeof(T) * (size_t)((n) + 1)) - sizeof(T) * (size_t)((n) + 1)))
+    t->arena = ir_arena_new();
+#define TAKE(T, n) ((T *)ir_arena_alloc(t->arena, sizeof(T) * (size_t)((n) + 1)))
     DcrtDim *dims = TAKE(DcrtDim, te->ndims);
     DcrtBuffer *bufs = TAKE(DcrtBuffer, lp->nbuffers);
     int32_t *params = TAKE(int32_t, te->ntensors);
@@ -67,7 +59,6 @@ CgTable *cg_table_new(const LoopProgram *lp)
     DcrtStage *stages = TAKE(DcrtStage, lp->nstages);
     t->sizes = TAKE(Expr *, nextents + lp->nkernels);
 #undef TAKE
-    t->mem = t;
 
     for (int i = 0; i < te->ndims; i++) {
         const Var *d = te->dims[i];
@@ -128,4 +119,10 @@ CgTable *cg_table_new(const LoopProgram *lp)
     return t;
 }
 
-void cg_table_free(CgTable *t) { free(t); }
+void cg_table_free(CgTable *t)
+{
+    if (!t)
+        return;
+    ir_arena_destroy(t->arena);
+    free(t);
+}

@@ -246,7 +246,7 @@ typedef struct CgTable {
     DcrtProgram prog;
     int nsizes;
     Expr **sizes;
-    void *mem;  /* everything the arrays hold */
+    Arena *arena; /* everything the arrays hold */
 } CgTable;
 
 CgTable *cg_table_new(const LoopProgram *lp);

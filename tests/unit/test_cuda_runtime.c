@@ -20,6 +20,12 @@
 
 #include "dietcode/runtime.h"
 
+/* Under AddressSanitizer, an allocation that cannot be satisfied returns
+ * NULL (as malloc does without it) instead of aborting: last_error checks
+ * that libdcrt reports one. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
 /* y[i] += 1 for i < n, one thread per element. */
 static const char add_one_ptx[] =
     ".version 7.0\n"
