@@ -141,29 +141,56 @@ static CgRange emu_loop_range(CgFn *g, ForKind fk, LLVMValueRef extent)
     return (CgRange){.index = LLVMGetParam(g->fn, fk == FK_BLOCK ? 2 : 3), .guard = true};
 }
 
+/* A runtime function of the emulator, declared convergent like a barrier. */
+static LLVMValueRef convergent_fn(CgFn *g, const char *name, LLVMTypeRef fty)
+{
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+    if (fn)
+        return fn;
+    fn = LLVMAddFunction(g->mod, name, fty);
+    const char *attrs[] = {"convergent", "nounwind"};
+    for (int i = 0; i < 2; i++)
+        LLVMAddAttributeAtIndex(
+            fn, LLVMAttributeFunctionIndex,
+            LLVMCreateEnumAttribute(g->cx,
+                                    LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
+    return fn;
+}
+
+/* The number of calls to fn in the kernel so far: ids for its barriers. */
+static int64_t calls_in_kernel(CgFn *g, LLVMValueRef fn)
+{
+    int64_t n = 0;
+    for (LLVMUseRef u = LLVMGetFirstUse(fn); u; u = LLVMGetNextUse(u)) {
+        LLVMValueRef call = LLVMGetUser(u);
+        n += LLVMGetBasicBlockParent(LLVMGetInstructionParent(call)) == g->fn;
+    }
+    return n;
+}
+
 /* A barrier is rt_simt_barrier_at(id), id numbering the kernel's barriers:
  * the host backend may tail-duplicate the call into several places (it
  * does not treat it as convergent), and the id keeps it one barrier. */
 static void emu_barrier(CgFn *g)
 {
     LLVMTypeRef fty = LLVMFunctionType(g->voidt, &g->i64, 1, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, "rt_simt_barrier_at");
-    int64_t id = 0;
-    for (LLVMUseRef u = fn ? LLVMGetFirstUse(fn) : NULL; u; u = LLVMGetNextUse(u)) {
-        LLVMValueRef call = LLVMGetUser(u);
-        id += LLVMGetBasicBlockParent(LLVMGetInstructionParent(call)) == g->fn;
-    }
-    if (!fn) {
-        fn = LLVMAddFunction(g->mod, "rt_simt_barrier_at", fty);
-        const char *attrs[] = {"convergent", "nounwind"};
-        for (int i = 0; i < 2; i++)
-            LLVMAddAttributeAtIndex(
-                fn, LLVMAttributeFunctionIndex,
-                LLVMCreateEnumAttribute(
-                    g->cx, LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
-    }
+    LLVMValueRef fn = convergent_fn(g, "rt_simt_barrier_at", fty);
+    int64_t id = calls_in_kernel(g, fn);
     LLVMValueRef arg = LLVMConstInt(g->i64, (unsigned long long)id, 0);
     LLVMBuildCall2(g->b, fty, fn, &arg, 1, "");
+}
+
+/* A shuffle is rt_simt_shfl_xor(v, mask, id), its barriers numbered apart
+ * from the kernel's own (ids from 2^40). */
+static LLVMValueRef emu_shuffle_xor(CgFn *g, LLVMValueRef v, int mask)
+{
+    LLVMTypeRef pt[3] = {g->f32, g->i32, g->i64};
+    LLVMTypeRef fty = LLVMFunctionType(g->f32, pt, 3, 0);
+    LLVMValueRef fn = convergent_fn(g, "rt_simt_shfl_xor", fty);
+    int64_t id = ((int64_t)1 << 40) + calls_in_kernel(g, fn);
+    LLVMValueRef args[3] = {v, LLVMConstInt(g->i32, (unsigned)mask, 0),
+                            LLVMConstInt(g->i64, (unsigned long long)id, 0)};
+    return LLVMBuildCall2(g->b, fty, fn, args, 3, "");
 }
 
 static LLVMValueRef emu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
@@ -198,6 +225,7 @@ static void emu_init(void)
         .loop_range = emu_loop_range,
         .barrier = emu_barrier,
         .shared_alloc = emu_shared_alloc,
+        .shuffle_xor = emu_shuffle_xor,
         .math = emu_math,
     };
 }

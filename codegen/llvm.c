@@ -723,6 +723,26 @@ static LLVMValueRef compare(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef b
     return LLVMBuildICmp(B, p, a, b, "");
 }
 
+/* shfl_xor: the target's shuffle, lane by lane for a vector. */
+static LLVMValueRef shuffle(Lower *L, Expr *e, LLVMValueRef v)
+{
+    CgFn *g = L->g;
+    int64_t mask;
+    if (!g->target->shuffle_xor || !ir_is_const(e->op.b, &mask))
+        ir_panic(__FILE__, __LINE__, "a warp shuffle on target %s", g->target->name);
+    if (!is_vec(v))
+        return g->target->shuffle_xor(g, v, (int)mask);
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+    LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(v));
+    for (unsigned i = 0; i < n; i++) {
+        LLVMValueRef lane = LLVMConstInt(g->i32, i, 0);
+        LLVMValueRef x = g->target->shuffle_xor(g, LLVMBuildExtractElement(g->b, v, lane, ""),
+                                                (int)mask);
+        r = LLVMBuildInsertElement(g->b, r, x, lane, "");
+    }
+    return r;
+}
+
 /* The guard under which a conditionally evaluated operand runs: only
  * operands that could read memory they may not need one. */
 static LLVMValueRef narrow(Lower *L, LLVMValueRef guard, LLVMValueRef cond, Expr *operand)
@@ -771,6 +791,7 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
     }
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         return compare(L, e->kind, ex(L, e->op.a, guard), ex(L, e->op.b, guard));
+    case EX_SHFL_XOR: return shuffle(L, e, to_f32(L, ex(L, e->op.a, guard)));
     default: break;
     }
     LLVMValueRef a = ex(L, e->op.a, guard);

@@ -184,6 +184,14 @@ static CgRange nvptx_loop_range(CgFn *g, ForKind fk, LLVMValueRef extent)
 
 static void nvptx_barrier(CgFn *g) { cg_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
 
+/* shfl.sync.bfly.b32 over the full warp (c = 0x1f: lanes wrap within it) */
+static LLVMValueRef nvptx_shuffle_xor(CgFn *g, LLVMValueRef v, int mask)
+{
+    LLVMValueRef args[4] = {LLVMConstInt(g->i32, 0xffffffffu, 0), v,
+                            LLVMConstInt(g->i32, (unsigned)mask, 0), LLVMConstInt(g->i32, 0x1f, 0)};
+    return cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.f32", NULL, 0, args, 4);
+}
+
 static LLVMValueRef nvptx_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
 {
     size_t fl = 0;
@@ -410,6 +418,7 @@ static void nvptx_init(void)
                 .loop_range = nvptx_loop_range,
                 .barrier = nvptx_barrier,
                 .shared_alloc = nvptx_shared_alloc,
+                .shuffle_xor = nvptx_shuffle_xor,
                 .math = l ? math_libdevice : cg_nvptx_approx_math,
             };
 }

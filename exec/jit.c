@@ -16,6 +16,7 @@ static void define(void)
     cg_jit_define("dcrt_cuda_run", (const void *)dcrt_cuda_run);
     cg_jit_define("dcrt_workspace_size", (const void *)dcrt_workspace_size);
     cg_jit_define("rt_simt_barrier_at", (const void *)rt_simt_barrier_at);
+    cg_jit_define("rt_simt_shfl_xor", (const void *)rt_simt_shfl_xor);
 }
 
 void ex_jit_runtime(void) { pthread_once(&once, define); }

@@ -93,6 +93,8 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
             mk->vaxis == MK_VEC_REDUCE ? " along reduction" : "", mk->stage ? " staged" : "");
     if (mk->split > 1)
         fprintf(out, " split %d", mk->split);
+    if (mk->rthreads > 1)
+        fprintf(out, " rthreads %d", mk->rthreads);
 }
 
 void ir_print_kernel(FILE *out, const Kernel *k)

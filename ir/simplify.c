@@ -345,6 +345,8 @@ static Expr *fold_op(Simp *s, Expr *e)
         if (ir_is_const(a, &ia))
             return ia ? b : x;
         return b == x ? b : e;
+    case EX_SHFL_XOR: /* a value every thread holds is every thread's */
+        return fconst(a, &fa) ? a : e;
     case EX_ABS: case EX_RELU:
         if (e->type == DT_I32) {
             if (ir_is_const(a, &ia))

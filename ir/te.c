@@ -91,6 +91,14 @@ Var *ir_te_find_dim(const TeProgram *p, const char *name)
     return NULL;
 }
 
+Tensor *ir_te_find_tensor(const TeProgram *p, const char *name)
+{
+    for (int i = 0; i < p->ntensors; i++)
+        if (strcmp(p->tensors[i]->name, name) == 0)
+            return p->tensors[i];
+    return NULL;
+}
+
 int64_t ir_eval_dims(const Expr *e, const int64_t *dims)
 {
     int64_t a, b;

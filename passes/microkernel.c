@@ -46,7 +46,7 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk.threads[a] = mk.tile[a] = 1;
     mk.unroll = 1;
-    mk.split = 1;
+    mk.split = mk.rthreads = 1;
     mk.vec = ti->vec_width;
     int n = t->rank;
     bool red = pass_stage_has_reduction(body);
@@ -86,10 +86,18 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti)
 {
     int n = t->rank, nt = 1;
+    /* threads along the reduction: a power of two within a warp, GPU only */
+    int R = ti->kind == PT_GPU ? clampi(mk->rthreads, 1, MK_MAX_RTHREADS) : 1;
+    while (R & (R - 1))
+        R &= R - 1;
     for (int a = 0; a < MK_MAX_AXES; a++) {
         mk->threads[a] = a < n ? clampi(mk->threads[a], 1, 1024) : 1;
         mk->tile[a] = a < n ? clampi(mk->tile[a], 1, 64) : 1;
     }
+    while (R > 1 && R > ti->max_threads)
+        R /= 2;
+    mk->rthreads = R;
+    nt = R;
     for (int a = 0; a < n; a++) {
         while (nt * mk->threads[a] > ti->max_threads && mk->threads[a] > 1)
             mk->threads[a] /= 2;
@@ -123,7 +131,7 @@ void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const Targe
     memset(c, 0, sizeof *c);
     for (int a = 0; a < MK_MAX_AXES; a++)
         c->threads[a] = c->tile[a] = 1;
-    c->unroll = c->split = 1;
+    c->unroll = c->split = c->rthreads = 1;
     c->vec = 1;
     if (n >= 1) {
         bool gpu = ti->kind == PT_GPU;
@@ -172,7 +180,7 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
     memset(mk, 0, sizeof *mk);
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk->threads[a] = mk->tile[a] = 1;
-    mk->unroll = mk->vec = mk->split = 1;
+    mk->unroll = mk->vec = mk->split = mk->rthreads = 1;
     int nt = -1, nl = -1;
     const char *p = s;
     while (*p) {
@@ -195,11 +203,13 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
                 return false;
         } else if ((len == 6 && strncmp(p, "rchunk", 6) == 0) ||
                    (len == 6 && strncmp(p, "unroll", 6) == 0) || (len == 3 && strncmp(p, "vec", 3) == 0) ||
-                   (len == 5 && strncmp(p, "split", 5) == 0)) {
+                   (len == 5 && strncmp(p, "split", 5) == 0) ||
+                   (len == 8 && strncmp(p, "rthreads", 8) == 0)) {
             x = strtol(p + len, &end, 10);
             if (end == p + len || x < 0 || x > 4096)
                 return false;
-            if (p[0] == 'r') mk->rchunk = (int)x;
+            if (len == 8) mk->rthreads = (int)x;
+            else if (p[0] == 'r') mk->rchunk = (int)x;
             else if (p[0] == 'u') mk->unroll = (int)x;
             else if (p[0] == 's') mk->split = (int)x;
             else mk->vec = (int)x;

@@ -32,8 +32,8 @@ typedef struct Stager {
     Arena *a;
     Kernel *k;
     const TargetInfo *ti;
-    Var *zero_vars[MK_MAX_AXES * 2 + 2];
-    Expr *zeros[MK_MAX_AXES * 2 + 2];
+    Var *zero_vars[MK_MAX_AXES * 2 + 3];
+    Expr *zeros[MK_MAX_AXES * 2 + 3];
     int nzero;
     Expr *tpos[MK_MAX_AXES]; /* t_a * tile_a + r_a */
     Expr *kpos;              /* position in the chunk */
@@ -193,27 +193,21 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
                          ir_binop(c, EX_MUL, ir_varref(c, k->tvar[i]), ir_int(c, k->mk.tile[i])),
                          ir_varref(c, k->rvar[i])));
     }
-    /* the chunk position: ki * V (+ lane), read off the ko loop's body */
+    /* the update loop over the chunk */
     Stmt *ki_loop = k->ko_loop->loop.body;
     IR_ASSERT(ki_loop->kind == ST_FOR && ki_loop->loop.var == k->ki);
     s.zero_vars[s.nzero] = k->ki;
     s.zeros[s.nzero++] = ir_int(c, 0);
-    /* kpos: the position in the chunk, as tile wrote it */
-    int V = k->mk.vaxis == MK_VEC_REDUCE && k->kc % k->mk.vec == 0 ? k->mk.vec : 1;
-    Expr *kpos = ir_binop(c, EX_MUL, ir_varref(c, k->ki), ir_int(c, V));
-    Var *lane = NULL;
-    if (V > 1) {
-        /* the lane loop is the innermost loop of the update */
-        Stmt *l = ki_loop->loop.body;
-        while (l->kind == ST_FOR && l->loop.body->kind == ST_FOR)
-            l = l->loop.body;
-        IR_ASSERT(l->kind == ST_FOR);
-        lane = l->loop.var;
-        kpos = ir_binop(c, EX_ADD, kpos, ir_varref(c, lane));
-        s.zero_vars[s.nzero] = lane;
+    /* the chunk position as tile wrote it: zero at ki = rlane = lane = 0 */
+    if (k->rlane) {
+        s.zero_vars[s.nzero] = k->rlane;
         s.zeros[s.nzero++] = ir_int(c, 0);
     }
-    s.kpos = ir_simplify(c, kpos);
+    if (k->lane) {
+        s.zero_vars[s.nzero] = k->lane;
+        s.zeros[s.nzero++] = ir_int(c, 0);
+    }
+    s.kpos = k->kpos;
 
     ir_stmt_visit(ki_loop, scan_store, &s);
     if (s.nst == 0)

@@ -17,6 +17,20 @@
  *           where the reduction axes, when their extents are constants, are
  *           fused into one index k = ko*kc + ki and recovered by / and %.
  *
+ * With rthreads R > 1 (GPU) the thread loop runs R times as many
+ * threads, R consecutive ones per point of the thread tile (rl = Th % R,
+ * the spatial thread index Th / R); thread rl sums the elements
+ * k = ko*kc + (ki*R + rl)*V + lane (kc a multiple of R*V), so a warp reads
+ * runs of consecutive elements, and after the chunks
+ *
+ *         for r...:  acc[r...] = lanes of acc[r...] combined
+ *         for s in R/2, R/4, .., 1:  for r...:  acc[r...] = combine(acc[r...], shfl_xor(acc[r...], s))
+ *         for r...:  if (flat(r) % R == rl)  Y[x...] = epilogue(acc[r...])
+ *
+ * a butterfly of warp shuffles gives every thread the same sum (each step
+ * adds the same two values, in either order), and the R threads share
+ * the final stores.
+ *
  * Points past the tensor's edge are computed like the others (local
  * padding); pad then guards their loads and stores. A reduction update
  * past the reduction's end is guarded with a select, unless a zero-filled
@@ -130,6 +144,8 @@ typedef struct Tiler {
     Canon cn;
     Expr *x[MK_MAX_AXES]; /* spatial index per axis */
     Var *r[MK_MAX_AXES];  /* register-tile loops */
+    int R;                /* threads along the reduction (1: none) */
+    Var *rl;              /* this thread's place among them (R > 1) */
 } Tiler;
 
 static Expr *C(Tiler *t, int64_t v) { return ir_int(t->c, v); }
@@ -174,12 +190,15 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     const MicroKernel *mk = t->mk;
     Canon *cn = &t->cn;
     bool vred = mk->vaxis == MK_VEC_REDUCE && mk->vec > 1;
+    int R = t->R;
     int kc = mk->rchunk > 0 ? mk->rchunk : (Kc > 0 ? (int)Kc : 0);
     if (Kc > 0 && kc > Kc)
         kc = (int)Kc;
-    if (vred && (kc == 0 || kc % mk->vec != 0))
+    if (vred && (kc == 0 || kc % mk->vec != 0) && R == 1)
         vred = false;
     int V = vred ? mk->vec : 1;
+    if (R > 1) /* whole runs of R*V elements a step (the excess is guarded) */
+        kc = kc < R * V ? R * V : (kc + R * V - 1) / (R * V) * (R * V);
 
     /* acc[tile..., lanes] */
     int64_t shape[MK_MAX_AXES + 1];
@@ -206,17 +225,21 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
 
     Stmt *init = tile_loops(t, ir_store(t->a, acc, na, aidx, ir_float(c, cn->ident)), lane);
 
-    /* k = ko*kc + ki (+ lane) */
+    /* k = ko*kc + kpos, the position in the chunk kpos = (ki (*R + rl))*V (+ lane) */
     Var *ko = NULL, *ki;
-    Expr *k;
+    Expr *k, *kpos = NULL;
     if (kc > 0) {
         Expr *nko = ir_simplify(c, ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, K, C(t, kc - 1)), C(t, kc)));
         ko = ir_var(c, "ko", VK_LOOP, nko);
-        ki = ir_var(c, "ki", VK_LOOP, C(t, kc / V));
-        k = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(t, ko), C(t, kc)),
-                     ir_binop(c, EX_MUL, VR(t, ki), C(t, V)));
+        ki = ir_var(c, "ki", VK_LOOP, C(t, kc / (V * R)));
+        Expr *run = VR(t, ki);
+        if (R > 1)
+            run = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, run, C(t, R)), VR(t, t->rl));
+        kpos = ir_binop(c, EX_MUL, run, C(t, V));
         if (vred)
-            k = ir_binop(c, EX_ADD, k, VR(t, lane));
+            kpos = ir_binop(c, EX_ADD, kpos, VR(t, lane));
+        kpos = ir_simplify(c, kpos);
+        k = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(t, ko), C(t, kc)), kpos);
     } else {
         ki = ir_var(c, "k", VK_LOOP, K);
         k = VR(t, ki);
@@ -248,22 +271,47 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
 
     /* the final store reads the accumulator (lanes combined in order) */
     Expr *res;
+    Expr *li[MK_MAX_AXES + 1];
+    memcpy(li, aidx, sizeof(Expr *) * (size_t)na);
     if (vred) {
-        Expr *li[MK_MAX_AXES + 1];
-        memcpy(li, aidx, sizeof(Expr *) * (size_t)na);
         li[na - 1] = C(t, 0);
         res = ir_load(c, acc, na, li, false);
         for (int l = 1; l < V; l++) {
             li[na - 1] = C(t, l);
             res = ir_binop(c, cn->comb, res, ir_load(c, acc, na, li, false));
         }
+        li[na - 1] = C(t, 0);
     } else {
         res = cur;
+    }
+    Stmt *shfl = NULL;
+    if (R > 1) {
+        /* lanes into acc[r..., 0], then the butterfly over the R threads */
+        Stmt *steps[8];
+        int ns = 0;
+        Expr *a0 = ir_load(c, acc, na, li, false);
+        steps[ns++] = tile_loops(t, ir_store(t->a, acc, na, li, res), NULL);
+        for (int s = R / 2; s >= 1; s /= 2)
+            steps[ns++] = tile_loops(
+                t, ir_store(t->a, acc, na, li,
+                            ir_binop(c, cn->comb, a0, ir_binop(c, EX_SHFL_XOR, a0, C(t, s)))),
+                NULL);
+        shfl = ir_seq(t->a, ns, steps);
+        res = a0;
     }
     Stmt *fin = at_point(t, cn->final);
     Expr *zero = C(t, 0);
     Expr *old = ir_load(c, cn->acc, 1, &zero, false);
     fin->store.value = ir_replace(c, fin->store.value, old, res);
+    if (R > 1) {
+        /* the R threads take turns at the register tile's points */
+        Expr *flat = C(t, 0);
+        for (int a = 0; a < cn->rank; a++)
+            flat = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, flat, C(t, mk->tile[a])), VR(t, t->r[a]));
+        Expr *mine = ir_binop(c, EX_EQ, ir_simplify(c, ir_binop(c, EX_MOD, flat, C(t, R))),
+                              VR(t, t->rl));
+        fin = ir_if(t->a, mine, fin, NULL);
+    }
     Stmt *final = tile_loops(t, fin, NULL);
 
     t->k->ko_loop = ko_loop;
@@ -271,17 +319,20 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     t->k->ki = ki;
     t->k->kc = kc;
     t->k->lane = lane;
-    Stmt *items[3] = {init, update, final};
-    return ir_alloc(t->a, acc, ir_seq(t->a, 3, items));
+    t->k->kpos = kpos;
+    t->k->rlane = t->rl;
+    Stmt *items[4] = {init, update, shfl, final};
+    if (!shfl)
+        items[2] = final;
+    return ir_alloc(t->a, acc, ir_seq(t->a, shfl ? 4 : 3, items));
 }
 
 static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *arena)
 {
-    Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}};
+    Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}, 1, NULL};
     Canon *cn = &t.cn;
     const MicroKernel *mk = &k->mk;
     int n = cn->rank;
-    (void)ti;
 
     /* the fused reduction extent, when the body is a single reduction */
     Expr *K = NULL;
@@ -328,19 +379,27 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
             VR(&t, t.r[a])));
     }
     NB = ir_simplify(c, NB);
+    if (cn->red && ti->kind == PT_GPU && mk->rthreads > 1) {
+        t.R = mk->rthreads;
+        t.rl = ir_var(c, "rl", VK_LOOP, C(&t, t.R));
+    }
     Var *B = ir_var(c, "B", VK_LOOP, NB);
-    Var *Th = ir_var(c, "Th", VK_LOOP, C(&t, NT));
+    Var *Th = ir_var(c, "Th", VK_LOOP, C(&t, NT * t.R));
 
     Stmt *inner = cn->red ? tile_reduction(&t, K, Kc) : tile_loops(&t, at_point(&t, cn->point), NULL);
 
-    /* thread lets, innermost axis varying fastest */
+    /* thread lets, the reduction's threads varying fastest, then the
+     * innermost axis */
     Expr *below = C(&t, 1);
-    int64_t tbelow = 1;
+    int64_t tbelow = t.R;
     for (int a = n - 1; a >= 0; a--) {
         Expr *q = ir_binop(c, EX_DIV, VR(&t, Th), C(&t, tbelow));
         inner = ir_let(arena, tv[a], ir_simplify(c, a == 0 ? q : ir_binop(c, EX_MOD, q, C(&t, mk->threads[a]))), inner);
         tbelow *= mk->threads[a];
     }
+    if (t.R > 1)
+        inner = ir_let(arena, t.rl, ir_simplify(c, ir_binop(c, EX_MOD, VR(&t, Th), C(&t, t.R))),
+                       inner);
     Stmt *body = ir_for(arena, Th, FK_THREAD, inner);
     for (int a = n - 1; a >= 0; a--) {
         Expr *q = ir_binop(c, EX_DIV, VR(&t, B), below);
@@ -348,7 +407,7 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
         below = ir_binop(c, EX_MUL, below, nb[a]);
     }
     k->body = ir_for(arena, B, FK_BLOCK, body);
-    k->nthreads = (int)NT;
+    k->nthreads = (int)(NT * t.R);
     k->nspatial = n;
     for (int a = 0; a < n; a++) {
         k->tvar[a] = tv[a];

@@ -17,6 +17,9 @@
  * rt_simt_release), so blocks reuse them; blocks may run in parallel on
  * several OS threads, each with its own fibers.
  *
+ * A warp shuffle (rt_simt_shfl_xor) is two barriers around an exchange
+ * through a per-block array of one float per thread.
+ *
  * Under AddressSanitizer every switch is announced with
  * __sanitizer_start/finish_switch_fiber, and a reused stack is unpoisoned.
  */
@@ -71,6 +74,9 @@ typedef struct Simt {
     void *args;
     const void *sched_bottom; /* ASan: the scheduler's stack */
     size_t sched_size;
+    int nthreads;
+    const char *fault; /* a shuffle's error, reported when the block ends */
+    float xch[RT_SIMT_MAX_THREADS]; /* shuffle exchange, per thread */
 } Simt;
 
 static pthread_key_t key;
@@ -212,6 +218,23 @@ void rt_simt_barrier_at(int64_t id)
     switch_to_sched(s, f, false);
 }
 
+float rt_simt_shfl_xor(float v, int32_t mask, int64_t id)
+{
+    Simt *s = tls;
+    if (!s || !s->cur)
+        abort();
+    int64_t self = s->cur->thread, partner = self ^ (int64_t)mask;
+    s->xch[self] = v;
+    rt_simt_barrier_at(id);
+    float r = v;
+    if (partner < 0 || partner >= s->nthreads || partner / 32 != self / 32)
+        s->fault = "a warp shuffle reads a lane outside the thread's warp";
+    else
+        r = s->xch[partner];
+    rt_simt_barrier_at(id);
+    return r;
+}
+
 int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t shared_bytes,
                       void *args, char *err, size_t errlen)
 {
@@ -253,6 +276,8 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
     s->k = k;
     s->block = block;
     s->args = args;
+    s->nthreads = nthreads;
+    s->fault = NULL;
     for (int i = 0; i < nthreads; i++) {
         Fiber *f = &s->f[i];
         char *bottom = f->mem + pg;
@@ -306,6 +331,10 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
         }
         for (int i = 0; i < nthreads; i++)
             s->f[i].state = F_READY;
+    }
+    if (rc == 0 && s->fault) {
+        snprintf(err, errlen, "simt: block %lld: %s", (long long)block, s->fault);
+        rc = -1;
     }
     s->k = NULL;
     s->args = NULL;

@@ -30,11 +30,13 @@ enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
 static const char *usage_text =
     "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|plan|llvm|asm|ptx|obj|header|dispatch[,...]]\n"
     "               [--target=cpu|nvptx] [--arch=ARCH[,...]] [--no-libdevice] [--records=FILE]\n"
-    "               [--set NAME=VALUE ...] [--dump-after=PASS|all] [--stop-after=PASS]\n"
+    "               [--set NAME=VALUE ...] [--mk NAME=MICROKERNEL ...]\n"
+    "               [--dump-after=PASS|all] [--stop-after=PASS]\n"
     "               [--verify-each] [--time-passes]\n"
     "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
     "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
     "               [--seed N] [--check] [--bench N] [--records=FILE]\n"
+    "               [--mk NAME=MICROKERNEL ...]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ...] [--per-shape]\n"
     "               [--seed N]\n"
@@ -67,6 +69,10 @@ static const char *usage_text =
     "  --time-passes       print the time each pass takes\n"
     "  --records=FILE      compile with the kernels and dispatch tree tuned into FILE\n"
     "  --emit=dispatch     print the dispatch trees (from --records) as JSON\n"
+    "  --mk NAME=MK        compile stage NAME with this micro-kernel (the form\n"
+    "                      --emit=loops prints, e.g. 'threads [1, 8] tile [1, 1]\n"
+    "                      rchunk 128 unroll 1 vec 4 along reduction rthreads 32'),\n"
+    "                      over records and defaults; an inlined stage has none\n"
     "  --target=cpu        (run) the object --emit=obj writes, JIT-compiled for this\n"
     "                      CPU (default)\n"
     "  --target=reference  (run) run with the reference interpreter\n"
@@ -186,81 +192,6 @@ static FeUnit load_program(const char *path)
 /* ---- dcc FILE.tex ---- */
 
 /* Options shared by compiling and running: the pipeline's. */
-typedef struct CompileOpts {
-    PipelineOpts pipe;
-    PassTarget target;
-    const char *gpu_arch;  /* GPU: the sm_XX compiled for (records of it preferred) */
-    const char *records;   /* tuned kernels and dispatch, or NULL */
-    SrchTree **trees;      /* filled from records when non-NULL (per tensor id) */
-    /* what the records used (set by lower_program and records_schedule) */
-    char used_target[16], used_arch[64];
-} CompileOpts;
-
-static bool is_pass_name(const char *s)
-{
-    for (const char *const *n = pass_names(); *n; n++)
-        if (strcmp(*n, s) == 0)
-            return true;
-    return false;
-}
-
-static void set_dump_after(CompileOpts *o, const char *v)
-{
-    if (strcmp(v, "all") != 0 && !is_pass_name(v))
-        usage_error("unknown pass '%s' for --dump-after", v);
-    o->pipe.dump_after = v;
-}
-
-static void set_stop_after(CompileOpts *o, const char *v)
-{
-    if (!is_pass_name(v))
-        usage_error("unknown pass '%s' for --stop-after", v);
-    o->pipe.stop_after = v;
-}
-
-/* The schedule tuned into o->records for p (NULL without records); exits 1
- * when the file cannot be used. A CPU build takes the cpu records of this
- * CPU (else of the CPU the file has records of); a GPU build the cuda
- * records of its arch (else of another GPU), else the model backend's.
- * o->used_target and o->used_arch say which. */
-static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
-{
-    bool gpu = o->target == PT_GPU;
-    const char *target = gpu ? "cuda" : "cpu", *arch = gpu ? o->gpu_arch : srch_host_arch();
-    snprintf(o->used_target, sizeof o->used_target, "%s", target);
-    snprintf(o->used_arch, sizeof o->used_arch, "%s", arch);
-    if (!o->records)
-        return NULL;
-    StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
-    char err[1024];
-    int rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees, o->used_arch,
-                                        sizeof o->used_arch, err, sizeof err);
-    if (rc == 1 && gpu) { /* no cuda records: tuned offline? */
-        target = "model";
-        rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees, o->used_arch,
-                                        sizeof o->used_arch, err, sizeof err);
-    }
-    if (rc != 0)
-        fail("%s", err);
-    snprintf(o->used_target, sizeof o->used_target, "%s", target);
-    return sched;
-}
-
-/* Lowers the program; exits 1 with a message on an internal verifier error. */
-static LoopProgram *lower_program(TeProgram *p, CompileOpts *o)
-{
-    TargetInfo ti = pass_target_info(o->target);
-    char err[512];
-    StageSchedule *sched = records_schedule(p, o);
-    LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);
-    free(sched);
-    if (!lp)
-        ir_panic(__FILE__, __LINE__, "loop IR verifier: %s", err);
-    return lp;
-}
-
-/* ---- dims given with --set (dcc run; dcc --emit=plan) ---- */
-
 typedef struct NamedArg {
     const char *name, *value;
 } NamedArg;
@@ -292,6 +223,99 @@ static void free_named(NamedArgs *arr)
         free((char *)arr->a[i].name);
     arr->n = 0;
 }
+
+typedef struct CompileOpts {
+    PipelineOpts pipe;
+    PassTarget target;
+    const char *gpu_arch;  /* GPU: the sm_XX compiled for (records of it preferred) */
+    const char *records;   /* tuned kernels and dispatch, or NULL */
+    SrchTree **trees;      /* filled from records when non-NULL (per tensor id) */
+    const NamedArgs *mks;  /* --mk NAME=TEXT: stages' micro-kernels given by hand */
+    /* what the records used (set by lower_program and records_schedule) */
+    char used_target[16], used_arch[64];
+} CompileOpts;
+
+static bool is_pass_name(const char *s)
+{
+    for (const char *const *n = pass_names(); *n; n++)
+        if (strcmp(*n, s) == 0)
+            return true;
+    return false;
+}
+
+static void set_dump_after(CompileOpts *o, const char *v)
+{
+    if (strcmp(v, "all") != 0 && !is_pass_name(v))
+        usage_error("unknown pass '%s' for --dump-after", v);
+    o->pipe.dump_after = v;
+}
+
+static void set_stop_after(CompileOpts *o, const char *v)
+{
+    if (!is_pass_name(v))
+        usage_error("unknown pass '%s' for --stop-after", v);
+    o->pipe.stop_after = v;
+}
+
+/* The schedule tuned into o->records for p, then the micro-kernels given
+ * with --mk (NULL with neither); exits 1 when the file cannot be used or a
+ * --mk names no stage or does not parse. A CPU build takes the cpu records
+ * of this CPU (else of the CPU the file has records of); a GPU build the
+ * cuda records of its arch (else of another GPU), else the model
+ * backend's. o->used_target and o->used_arch say which. */
+static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
+{
+    bool gpu = o->target == PT_GPU;
+    const char *target = gpu ? "cuda" : "cpu", *arch = gpu ? o->gpu_arch : srch_host_arch();
+    snprintf(o->used_target, sizeof o->used_target, "%s", target);
+    snprintf(o->used_arch, sizeof o->used_arch, "%s", arch);
+    bool hand = o->mks && o->mks->n > 0;
+    if (!o->records && !hand)
+        return NULL;
+    StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
+    char err[1024];
+    if (o->records) {
+        int rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees,
+                                            o->used_arch, sizeof o->used_arch, err, sizeof err);
+        if (rc == 1 && gpu) { /* no cuda records: tuned offline? */
+            target = "model";
+            rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees,
+                                            o->used_arch, sizeof o->used_arch, err, sizeof err);
+        }
+        if (rc != 0)
+            fail("%s", err);
+        snprintf(o->used_target, sizeof o->used_target, "%s", target);
+    }
+    for (int i = 0; hand && i < o->mks->n; i++) {
+        const NamedArg *m = &o->mks->a[i];
+        const Tensor *t = ir_te_find_tensor(p, m->name);
+        if (!t || t->kind == TK_INPUT)
+            fail("--mk %s: the program computes no tensor named '%s'", m->name, m->name);
+        MicroKernel *mk = calloc(1, sizeof *mk);
+        int ns = 0;
+        if (!pass_parse_microkernel(m->value, mk, &ns) || (ns != 0 && ns != t->rank))
+            fail("--mk %s: not a micro-kernel of a rank-%d stage: '%s' (expected e.g. "
+                 "'threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged')",
+                 m->name, t->rank, m->value);
+        sched[t->id] = (StageSchedule){1, mk, NULL};
+    }
+    return sched;
+}
+
+/* Lowers the program; exits 1 with a message on an internal verifier error. */
+static LoopProgram *lower_program(TeProgram *p, CompileOpts *o)
+{
+    TargetInfo ti = pass_target_info(o->target);
+    char err[512];
+    StageSchedule *sched = records_schedule(p, o);
+    LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);
+    free(sched);
+    if (!lp)
+        ir_panic(__FILE__, __LINE__, "loop IR verifier: %s", err);
+    return lp;
+}
+
+/* ---- dims given with --set (dcc run; dcc --emit=plan) ---- */
 
 /* The dims' values from --set, checked against the program. */
 static int64_t *resolve_dims(const TeProgram *p, const NamedArgs *sets)
@@ -449,9 +473,10 @@ static int cmd_compile(int argc, char **argv)
 {
     const char *out = NULL, *emit = NULL, *file = NULL, *arch = NULL;
     CompileOpts co = {.target = PT_CPU};
-    NamedArgs sets = {.n = 0};
+    NamedArgs sets = {.n = 0}, mks = {.n = 0};
     bool target_cpu = false, no_libdevice = false;
-    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS, O_SET };
+    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS, O_SET,
+           O_MK };
     static const struct option opts[] = {
         {"emit", required_argument, 0, 'e'},
         {"output", required_argument, 0, 'o'},
@@ -464,8 +489,10 @@ static int cmd_compile(int argc, char **argv)
         {"no-libdevice", no_argument, 0, O_NOLIBDEV},
         {"records", required_argument, 0, O_RECORDS},
         {"set", required_argument, 0, O_SET},
+        {"mk", required_argument, 0, O_MK},
         {0, 0, 0, 0},
     };
+    co.mks = &mks;
     int c;
     optind = 1;
     opterr = 0; /* bad_option() reports, naming dcc rather than argv[0] */
@@ -489,6 +516,7 @@ static int cmd_compile(int argc, char **argv)
         case O_NOLIBDEV: no_libdevice = true; break;
         case O_RECORDS: co.records = optarg; break;
         case O_SET: add_named(&sets, optarg, "--set"); break;
+        case O_MK: add_named(&mks, optarg, "--mk"); break;
         default: bad_option(argv);
         }
     }
@@ -599,7 +627,7 @@ static int cmd_compile(int argc, char **argv)
 
 typedef struct RunOpts {
     const char *file, *target;
-    NamedArgs sets, inputs, outputs;
+    NamedArgs sets, inputs, outputs, mks;
     uint64_t seed;
     bool check;
     int64_t bench;
@@ -611,6 +639,7 @@ static void free_run_opts(RunOpts *o)
     free_named(&o->sets);
     free_named(&o->inputs);
     free_named(&o->outputs);
+    free_named(&o->mks);
 }
 
 static RunOpts parse_run_opts(int argc, char **argv)
@@ -621,6 +650,7 @@ static RunOpts parse_run_opts(int argc, char **argv)
         {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
         {"seed", required_argument, 0, 'S'},   {"check", no_argument, 0, 'c'},
         {"bench", required_argument, 0, 'b'},  {"records", required_argument, 0, 'r'},
+        {"mk", required_argument, 0, 'm'},
         {0, 0, 0, 0},
     };
     int c;
@@ -640,6 +670,7 @@ static RunOpts parse_run_opts(int argc, char **argv)
             break;
         case 'c': o.check = true; break;
         case 'r': o.records = optarg; break;
+        case 'm': add_named(&o.mks, optarg, "--mk"); break;
         case 'b':
             if (!parse_int(optarg, &v) || v < 1 || v > 1000000)
                 usage_error("--bench expects a run count from 1 to 1000000, got '%s'", optarg);
@@ -861,7 +892,8 @@ static int cmd_run(int argc, char **argv)
     Exec x = {.p = p};
     bool gpu = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0;
     if (strcmp(o.target, "reference") != 0) {
-        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = "sm_80", .records = o.records};
+        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = "sm_80", .records = o.records,
+                          .mks = &o.mks};
         x.lp = lower_program(p, &co);
     }
     char err[8192];

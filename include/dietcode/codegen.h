@@ -86,6 +86,9 @@ struct CgTarget {
     /* Storage for an MS_SHARED buffer of array type ty (per block). */
     LLVMValueRef (*shared_alloc)(CgFn *g, const Tensor *buf, LLVMTypeRef ty);
     LLVMValueRef (*math)(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
+    /* shfl_xor of an f32 scalar across the block's threads (GPU forms);
+     * NULL: the target has no warps. */
+    LLVMValueRef (*shuffle_xor)(CgFn *g, LLVMValueRef v, int mask);
 };
 
 /* The state of lowering one kernel: what hooks read and fill. */

@@ -150,8 +150,12 @@ struct Stmt {
  * outermost axis into that many parts, each a grid of its own writing
  * partial results to a scratch buffer, and a second launch combines them
  * in a fixed order (split-K: more parallelism for a long reduction over
- * few outputs, deterministic results). */
-enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64 };
+ * few outputs, deterministic results). rthreads > 1 (GPU) gives every
+ * output point that many threads of one warp along the reduction: each
+ * sums every rthreads-th element (vec-wide runs), and a butterfly of warp
+ * shuffles combines them in a fixed order (the GEMV-like kernels that win
+ * at small T). */
+enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 32 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
     int threads[MK_MAX_AXES];
@@ -162,6 +166,7 @@ typedef struct MicroKernel {
     VecAxis vaxis;
     bool stage;
     int split;      /* 1: the reduction in one launch */
+    int rthreads;   /* threads along the reduction per output (0 or 1: none) */
 } MicroKernel;
 
 /* One kernel: a block loop over a grid of independent blocks. Its grid is
@@ -179,6 +184,8 @@ typedef struct Kernel {
     Var *ko, *ki;       /* chunk index; position in the chunk (or its vector part) */
     Var *lane;          /* vector lane along the reduction (MK_VEC_REDUCE) */
     int kc;             /* chunk length; 0 when the reduction is not tiled */
+    Expr *kpos;         /* position in the chunk (of ki, rlane, lane), when kc > 0 */
+    Var *rlane;         /* the thread's place along the reduction (rthreads > 1) */
     int nspatial;
     Var *tvar[MK_MAX_AXES];  /* per spatial axis: thread index (let) */
     Var *rvar[MK_MAX_AXES];  /* per spatial axis: register-tile loop */
@@ -341,6 +348,7 @@ Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int r
 Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi);
 Tensor *ir_te_find(const TeProgram *p, const char *name);
 Var *ir_te_find_dim(const TeProgram *p, const char *name);
+Tensor *ir_te_find_tensor(const TeProgram *p, const char *name);
 /* Evaluates an integer expression over dims only (extents). */
 int64_t ir_eval_dims(const Expr *e, const int64_t *dim_values);
 /* The same in exact arithmetic: false when a step overflows int64. */

@@ -4,6 +4,11 @@
  * Forms: INFIX prints "a OP b", PREFIX "OPa", CALL "name(a, ...)".
  * The enum, the printer, the folder and the code generators all switch
  * over this list, so adding an operator starts here.
+ *
+ * shfl_xor(v, m) is not in the language: the tile pass makes it for GPU
+ * kernels. It is v as evaluated by the thread whose index in the block is
+ * this thread's xor m (a warp shuffle, shfl.sync.bfly), and every thread
+ * of the block must evaluate it together, as at a barrier.
  */
 #ifndef DIETCODE_OPS_H
 #define DIETCODE_OPS_H
@@ -37,7 +42,8 @@
     X(RELU,    "relu",    1, CALL,   0)             \
     X(GELU,    "gelu",    1, CALL,   0)             \
     X(CAST,    "cast",    1, CALL,   0)             \
-    X(SELECT,  "select",  3, CALL,   0)
+    X(SELECT,  "select",  3, CALL,   0)             \
+    X(SHFL_XOR, "shfl_xor", 2, CALL, 0)
 
 /* Reductions: name, identity as a float, combining binary operator. */
 #define IR_REDUCE_OPS(X)          \

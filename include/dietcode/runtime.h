@@ -144,6 +144,11 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
  * arms of a thread-dependent branch, and it is still one barrier). */
 void rt_simt_barrier(void);
 void rt_simt_barrier_at(int64_t id);
+/* __shfl_xor_sync(0xffffffff, v, mask): v as the thread whose index is
+ * this one's xor mask passed it; every thread of the block calls it
+ * together (as a barrier, numbered id). A partner outside the calling
+ * thread's warp of 32 or past the block is an error of the block. */
+float rt_simt_shfl_xor(float v, int32_t mask, int64_t id);
 /* Frees the calling OS thread's fiber stacks (they are freed at thread
  * exit anyway); for leak checkers. */
 void rt_simt_release(void);

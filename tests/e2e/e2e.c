@@ -121,21 +121,25 @@ static MicroKernel *variant(const TeProgram *p, int v)
             m->threads[a] = m->tile[a] = 1;
         m->unroll = 1;
         m->vec = 1;
-        if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3, staged */
+        if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3, staged; on the
+                         * GPU 2 threads along the reduction */
             if (n >= 1) { m->tile[n - 1] = 5; m->threads[n - 1] = 2; }
             if (n >= 2) { m->tile[n - 2] = 7; m->threads[n - 2] = 3; }
             m->rchunk = 3;
             m->stage = true;
+            m->rthreads = 2;
         } else if (v == 2) { /* vectors of 4 along the innermost axis, not staged */
             if (n >= 1) { m->tile[n - 1] = 8; m->threads[n - 1] = 3; }
             if (n >= 2) { m->tile[n - 2] = 3; }
             m->rchunk = 5;
             m->vec = 4;
-        } else if (v == 3) { /* vectors of 8 along the reduction, chunk 24 */
+        } else if (v == 3) { /* vectors of 8 along the reduction, chunk 24; on the
+                                * GPU 4 threads along it (chunks of 32) */
             if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 5; }
             m->rchunk = 24;
             m->vec = 8;
             m->vaxis = MK_VEC_REDUCE;
+            m->rthreads = 4;
         } else { /* the reduction split three ways, 2x3 tiles, chunks of 5 */
             if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 2; }
             if (n >= 2) m->tile[n - 2] = 2;

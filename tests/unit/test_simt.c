@@ -5,7 +5,9 @@
  * thread that returns early, threads at different barriers) must be
  * reported, not hang, and the next block must still run; shared memory
  * starts as NaN in every block; a thread may use most of its stack; blocks
- * run in parallel on several OS threads.
+ * run in parallel on several OS threads. A butterfly of warp shuffles
+ * sums each warp's values in every lane; a partner outside the warp is
+ * reported.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +18,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dietcode/runtime.h"
@@ -233,6 +236,51 @@ static void test_parallel(void **state)
     }
 }
 
+typedef struct Butterfly {
+    int masks;        /* shuffle with 1 << masks-1, ..., 2, 1 */
+    int first;        /* the first mask (R/2); 0: the full warp's 16 */
+    float out[RT_SIMT_MAX_THREADS];
+} Butterfly;
+
+static void butterfly(void *args, int64_t block, int64_t thread, void *shared)
+{
+    (void)block;
+    (void)shared;
+    Butterfly *b = args;
+    float v = (float)thread;
+    for (int m = b->first ? b->first : 16; m >= 1; m /= 2)
+        v += rt_simt_shfl_xor(v, m, 7);
+    b->out[thread] = v;
+}
+
+static void test_shuffle(void **state)
+{
+    (void)state;
+    RtSimtKernel k = {butterfly, 64 << 10};
+    char err[256] = "";
+    Butterfly *b = calloc(1, sizeof *b);
+    /* 96 threads, three warps: each lane ends with its warp's sum */
+    assert_int_equal(rt_simt_run_block(&k, 0, 96, 0, b, err, sizeof err), 0);
+    for (int t = 0; t < 96; t++) {
+        int w = t / 32;
+        assert_true(b->out[t] == (float)(32 * 32 * w + 31 * 32 / 2));
+    }
+    /* groups of 4 (masks 2, 1) inside a block of 12 threads */
+    b->first = 2;
+    assert_int_equal(rt_simt_run_block(&k, 1, 12, 0, b, err, sizeof err), 0);
+    for (int t = 0; t < 12; t++)
+        assert_true(b->out[t] == (float)(4 * (t / 4) * 4 + 6));
+    /* mask 16 in a block of 20 threads: lanes 4..15 have no partner */
+    b->first = 16;
+    assert_int_equal(rt_simt_run_block(&k, 2, 20, 0, b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "outside the thread's warp"));
+    /* the next block runs */
+    b->first = 1;
+    assert_int_equal(rt_simt_run_block(&k, 3, 2, 0, b, err, sizeof err), 0);
+    assert_true(b->out[0] == 1.0f && b->out[1] == 1.0f);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_shared_nan),
         cmocka_unit_test(test_stack),
         cmocka_unit_test(test_parallel),
+        cmocka_unit_test(test_shuffle),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rt_simt_release();
