@@ -406,7 +406,8 @@ static LLVMValueRef clamp_lanes(Lower *L, LLVMValueRef x)
     return splat(L, LLVMBuildTrunc(B, x, L->g->i32, ""));
 }
 
-/* In-bounds mask of a padded access: every index in [0, extent). An index
+/* In-bounds mask of a padded access: every index that interval analysis
+ * cannot prove in [0, extent) is compared (NULL: none). An index
  * base + lane (stride 1 along the lanes, the common case) is in range on
  * the lanes [-base, extent - base), compared as small i32 lane numbers. */
 static LLVMValueRef inbounds(Lower *L, const Tensor *t, int n, Expr **idx, LLVMValueRef guard)
@@ -414,6 +415,8 @@ static LLVMValueRef inbounds(Lower *L, const Tensor *t, int n, Expr **idx, LLVMV
     CgFn *g = L->g;
     LLVMValueRef m = NULL;
     for (int i = 0; i < n; i++) {
+        if (ir_prove_in_bounds(g->ec, idx[i], t->shape[i], RANGE_OPEN, NULL))
+            continue; /* pad marks the load; this index needs no check */
         LLVMValueRef e = ex(L, t->shape[i], NULL), c;
         Expr *b0;
         if (varies(L, idx[i]) && classify(L, idx[i], &b0) == AC_CONTIG) {
@@ -454,6 +457,28 @@ static LLVMValueRef gep(Lower *L, LLVMValueRef base, LLVMValueRef off)
     return LLVMBuildGEP2(L->g->b, L->g->f32, base, &off, 1, "");
 }
 
+/* A vector load whose lanes are all in or all out: on SIMT targets a
+ * branch around a plain load (a masked load becomes one branch and one
+ * scalar load per lane there), zeros when out. */
+static LLVMValueRef uniform_load(Lower *L, LLVMTypeRef vt, LLVMValueRef ptr, LLVMValueRef mask)
+{
+    CgFn *g = L->g;
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->cx, g->fn, "vload");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->cx, g->fn, "vjoin");
+    LLVMBuildCondBr(g->b, mask, yes, join);
+    LLVMPositionBuilderAtEnd(g->b, yes);
+    LLVMValueRef v = LLVMBuildLoad2(g->b, vt, ptr, "");
+    LLVMSetAlignment(v, 4);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+    LLVMValueRef phi = LLVMBuildPhi(g->b, vt, "");
+    LLVMValueRef vals[2] = {LLVMConstNull(vt), v};
+    LLVMBasicBlockRef from2[2] = {from, yes};
+    LLVMAddIncoming(phi, vals, from2, 2);
+    return phi;
+}
+
 static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
 {
     CgFn *g = L->g;
@@ -484,6 +509,8 @@ static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
             LLVMSetAlignment(v, 4);
             return v;
         }
+        if (!is_vec(mask) && g->target->shuffle_xor)
+            return uniform_load(L, vt, gep(L, base, off), mask);
         LLVMTypeRef over[2] = {vt, g->ptr};
         LLVMValueRef args[4] = {gep(L, base, park(L, t, off, mask)), LLVMConstInt(g->i32, 4, 0),
                                 splat(L, mask), LLVMConstNull(vt)};

@@ -41,6 +41,10 @@ typedef struct Stager {
     int nst;
     int bytes;
     Var *thread;
+    /* the lets inside the thread loop (t_a, rl: positions from Th) */
+    int nlets;
+    Var *letv[MK_MAX_AXES + 1];
+    Expr *letval[MK_MAX_AXES + 1];
 } Stager;
 
 /* Which part of a tile an index moves along: -1 none, 0..n-1 spatial
@@ -63,7 +67,86 @@ static int classify(Stager *s, Expr *idx, Expr **base)
 
 static Expr *C(Stager *s, int64_t v) { return ir_int(s->c, v); }
 
-/* Builds the shared copy of one load, or returns false. */
+static bool multiple_of(ExprCtx *c, Expr *e, int64_t m)
+{
+    int64_t r;
+    return ir_is_const(ir_simplify(c, ir_binop(c, EX_MOD, e, ir_int(c, m))), &r) && r == 0;
+}
+
+/* Row-major word offset of idx in a buffer of the given shape. */
+static Expr *offset_of(ExprCtx *c, int nd, const int64_t *shape, Expr *const *idx)
+{
+    Expr *f = idx[0];
+    for (int d = 1; d < nd; d++)
+        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, ir_int(c, shape[d])), idx[d]);
+    return ir_simplify(c, f);
+}
+
+/* Wavefronts a warp spends on one staged buffer per chunk, laid out with
+ * the given shape: the copy's stores (its lane var v, Vc words each) and
+ * the update's reads (ki steps; the register tile's points it depends on;
+ * vectors along the vectorised tile axis). */
+static int64_t layout_cost(Stager *s, int nd, const int64_t *shape, Expr *const *dst, Var *v,
+                           int Vc, int64_t steps, Expr *const *ridx, const bool *used)
+{
+    ExprCtx *c = s->c;
+    Kernel *k = s->k;
+    int n = k->nspatial;
+    int64_t cost = 0;
+    /* the copy's stores: one of Vc words when v runs along the row, else
+     * Vc scalar ones */
+    Expr *st = offset_of(c, nd, shape, dst);
+    Expr *next = ir_simplify(c, ir_subst(c, st, v, ir_binop(c, EX_ADD, ir_varref(c, v), ir_int(c, 1))));
+    int64_t stride = 0;
+    ir_is_const(ir_simplify(c, ir_binop(c, EX_SUB, next, st)), &stride);
+    if (Vc > 1 && stride == 1) {
+        cost += steps * ir_access_wavefronts(c, st, s->thread, k->nthreads, s->nlets, s->letv,
+                                             s->letval, v, Vc);
+    } else {
+        for (int l = 0; l < Vc; l++)
+            cost += steps * ir_access_wavefronts(c, ir_subst(c, st, v, ir_int(c, l)), s->thread,
+                                                 k->nthreads, s->nlets, s->letv, s->letval, NULL, 1);
+    }
+    /* the update's reads: vectors along the last spatial axis when the
+     * vectorize pass will make them (its tile var runs along the row) */
+    Expr *rd = offset_of(c, nd, shape, ridx);
+    int last = n - 1;
+    int V = k->mk.vaxis == MK_VEC_SPATIAL && k->mk.vec > 1 && n > 0 &&
+                    k->mk.tile[last] % k->mk.vec == 0 ? k->mk.vec : 1;
+    int64_t reads = k->kc / (k->mk.vaxis == MK_VEC_REDUCE && k->lane ? k->mk.vec : 1) /
+                    (k->rlane ? k->mk.rthreads : 1);
+    Var *lane = NULL;
+    for (int a = 0; a < n; a++) {
+        if (!used[a])
+            continue;
+        if (a == last && V > 1) {
+            Expr *nx = ir_simplify(c, ir_subst(c, rd, k->rvar[a],
+                                               ir_binop(c, EX_ADD, ir_varref(c, k->rvar[a]), ir_int(c, 1))));
+            int64_t d = 0;
+            if (ir_is_const(ir_simplify(c, ir_binop(c, EX_SUB, nx, rd)), &d) && d == 1) {
+                lane = k->rvar[a];
+                reads *= k->mk.tile[a] / V;
+                continue;
+            }
+        }
+        reads *= k->mk.tile[a];
+    }
+    int w = lane ? (V > 4 ? 4 : V) : 1;
+    int64_t per = ir_access_wavefronts(c, rd, s->thread, k->nthreads, s->nlets, s->letv, s->letval,
+                                       lane, w);
+    return cost + reads * per * (lane ? V / w : 1);
+}
+
+/* Builds the shared copy of one load, or returns false.
+ *
+ * On the GPU the copy moves 128-bit vectors (4 floats along the source's
+ * contiguous axis) when that axis is a tile part of a multiple of 4 and
+ * both the tensor's row length and the tile's start along it are proven
+ * multiples of 4, so each vector is 16-byte aligned and wholly in or out
+ * of bounds; the buffer's rows are padded by the number of words (0, 1,
+ * 2, 4 or 8) that costs the fewest wavefronts per chunk over the copy's
+ * stores and the update's reads (ir/banks.c), the least padding among
+ * equals. */
 static bool stage_load(Stager *s, Expr *ld)
 {
     ExprCtx *c = s->c;
@@ -72,6 +155,7 @@ static bool stage_load(Stager *s, Expr *ld)
     int which[MK_MAX_AXES + 8];
     Expr *base[MK_MAX_AXES + 8];
     bool used[MK_MAX_AXES + 1] = {0};
+    bool gpu = s->ti->kind == PT_GPU;
     if (rank > MK_MAX_AXES + 8)
         return false;
     for (int d = 0; d < rank; d++) {
@@ -101,13 +185,19 @@ static bool stage_load(Stager *s, Expr *ld)
     }
     if (nd == 0 || s->bytes + elems * 4 > s->ti->shared_bytes)
         return false;
-    char name[64];
-    snprintf(name, sizeof name, "%s_s", ld->load.t->name);
-    Tensor *buf = ir_buffer(s->a, name, MS_SHARED, c, nd, shape);
 
-    /* the copy: thread Th takes elements Th, Th + NT, ... in source order */
-    int64_t NT = k->nthreads, steps = (elems + NT - 1) / NT;
+    /* 128-bit copies along the source's last axis */
+    const Tensor *src_t = ld->load.t;
+    int dl = rank - 1, Vc = 1;
+    if (gpu && which[dl] >= 0 && ext[which[dl]] % 4 == 0 &&
+        multiple_of(c, src_t->shape[dl], 4) && multiple_of(c, base[dl], 4))
+        Vc = 4;
+
+    /* the copy: thread Th takes units Th, Th + NT, ... (Vc elements each)
+     * in source order */
+    int64_t NT = k->nthreads, units = elems / Vc, steps = (units + NT - 1) / NT;
     Var *e = ir_var(c, "e", VK_LOOP, C(s, steps));
+    Var *v = ir_var(c, "v", VK_LOOP, C(s, Vc));
     Expr *flat = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, e), C(s, NT)),
                           ir_varref(c, s->thread));
     Expr *src[MK_MAX_AXES + 8], *dst[MK_MAX_AXES + 1];
@@ -118,23 +208,53 @@ static bool stage_load(Stager *s, Expr *ld)
             continue;
         }
         int part = which[d];
+        int64_t eu = d == dl ? ext[part] / Vc : ext[part];
         Expr *q = below == 1 ? flat : ir_binop(c, EX_DIV, flat, C(s, below));
-        Expr *coord = ir_simplify(c, ir_binop(c, EX_MOD, q, C(s, ext[part])));
-        below *= ext[part];
+        Expr *coord = ir_simplify(c, ir_binop(c, EX_MOD, q, C(s, eu)));
+        if (d == dl && Vc > 1)
+            coord = ir_simplify(c, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, coord, C(s, Vc)),
+                                            ir_varref(c, v)));
+        below *= eu;
         src[d] = ir_simplify(c, ir_binop(c, EX_ADD, base[d], coord));
         dst[layout_of[part]] = coord;
     }
-    Stmt *copy = ir_store(s->a, buf, nd, dst, ir_load(c, ld->load.t, rank, src, ld->load.padded));
-    if (steps * NT != elems)
-        copy = ir_if(s->a, ir_binop(c, EX_LT, flat, C(s, elems)), copy, NULL);
-    copy = ir_for(s->a, e, FK_SERIAL, copy);
-
     Expr *ridx[MK_MAX_AXES + 1];
     for (int part = 0; part <= n; part++)
         if (used[part])
             ridx[layout_of[part]] = part == n ? s->kpos : s->tpos[part];
+
+    /* the row padding with the fewest wavefronts (GPU) */
+    int64_t row = shape[nd - 1];
+    if (gpu) {
+        static const int pads[] = {0, 1, 2, 4, 8};
+        int64_t best = -1;
+        int pick = 0;
+        for (size_t i = 0; i < sizeof pads / sizeof *pads; i++) {
+            shape[nd - 1] = row + pads[i];
+            if (s->bytes + elems / row * shape[nd - 1] * 4 > s->ti->shared_bytes)
+                break;
+            int64_t cost = layout_cost(s, nd, shape, dst, v, Vc, steps, ridx, used);
+            if (cost >= 0 && (best < 0 || cost < best)) {
+                best = cost;
+                pick = pads[i];
+            }
+        }
+        shape[nd - 1] = row + pick;
+    }
+    int64_t words = elems / row * shape[nd - 1];
+
+    char name[64];
+    snprintf(name, sizeof name, "%s_s", src_t->name);
+    Tensor *buf = ir_buffer(s->a, name, MS_SHARED, c, nd, shape);
+    Stmt *copy = ir_store(s->a, buf, nd, dst, ir_load(c, ld->load.t, rank, src, ld->load.padded));
+    if (Vc > 1)
+        copy = ir_for(s->a, v, FK_VECTORIZED, copy);
+    if (steps * NT != units)
+        copy = ir_if(s->a, ir_binop(c, EX_LT, flat, C(s, units)), copy, NULL);
+    copy = ir_for(s->a, e, FK_SERIAL, copy);
+
     s->st[s->nst++] = (Staged){ld, buf, ir_load(c, buf, nd, ridx, false), copy};
-    s->bytes += (int)(elems * 4);
+    s->bytes += (int)(words * 4);
     return true;
 }
 
@@ -183,6 +303,10 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
     if (!th)
         return;
     Stager s = {.c = c, .a = a, .k = k, .ti = ti, .thread = th->loop.var};
+    for (Stmt *l = th->loop.body; l->kind == ST_LET && s.nlets < MK_MAX_AXES + 1; l = l->let.body) {
+        s.letv[s.nlets] = l->let.var;
+        s.letval[s.nlets++] = l->let.value;
+    }
     int n = k->nspatial;
     for (int i = 0; i < n; i++) {
         s.zero_vars[s.nzero] = k->tvar[i];

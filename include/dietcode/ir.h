@@ -329,6 +329,21 @@ bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m);
 /* Proves 0 <= idx < extent; sets *range to idx's numeric interval. */
 bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interval *range);
 
+/* ir/banks.c: shared-memory bank conflicts (the model is the file's
+ * opening comment) */
+/* Wavefronts of a warp's access: nthreads (<= 32) threads each reading
+ * `width` (1, 2, 4) consecutive 4-byte words from words[t]; `width` when
+ * conflict-free. */
+int ir_bank_wavefronts(const int64_t *words, int nthreads, int width);
+/* The same for an access at word offset `offset` (an index expression)
+ * by the first warp of a block of nthreads threads: `thread` is the thread
+ * loop's variable, letv/letval the lets between it and the access
+ * (outermost first), lane the vector lane variable of a width-word access
+ * (NULL for width 1). -1 when the offset is not a function of the thread. */
+int ir_access_wavefronts(ExprCtx *c, Expr *offset, const Var *thread, int64_t nthreads,
+                         int nlets, Var *const *letv, Expr *const *letval, const Var *lane,
+                         int width);
+
 /* ir/print.c */
 void ir_print_expr(FILE *out, const Expr *e);
 char *ir_expr_str(Arena *a, const Expr *e);
