@@ -226,6 +226,7 @@ static void emu_init(void)
         .barrier = emu_barrier,
         .shared_alloc = emu_shared_alloc,
         .shuffle_xor = emu_shuffle_xor,
+        .index32 = true,
         .math = emu_math,
     };
 }

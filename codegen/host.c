@@ -485,7 +485,7 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
                 (long long)d->hi, (long long)d->max);
     }
     if (gpu)
-        fprintf(f, " *\n * %s_launch checks the dims and that no tensor exceeds INT32_MAX\n"
+        fprintf(f, " *\n * %s_launch checks the dims and that no tensor exceeds 2^31 - 2^20 - 1\n"
                    " * elements, loads the embedded PTX through the CUDA driver on first call\n"
                    " * (libdcrt.a dlopens libcuda.so.1), and launches the kernels on stream\n"
                    " * (a CUstream, NULL for the default). Tensors are device pointers\n"
@@ -496,7 +496,7 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
                    " * before it returns; otherwise it returns as soon as they are queued.\n",
                 prog, prog);
     else
-        fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds INT32_MAX elements,\n"
+        fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds 2^31 - 2^20 - 1 elements,\n"
                    " * computes the outputs (tensors row-major, float32) with a thread pool\n"
                    " * (one thread per core), running the kernels built for the best of the\n"
                    " * instruction sets below that this CPU has. workspace holds the\n"

@@ -7,7 +7,9 @@
  * of CgTarget; everything else is here, once.
  *
  * Types: booleans are i1, integers i64 (the interpreter's semantics: wrapping
- * + - *, floor division and modulo, x / 0 = 0), floats f32. Float + - * carry
+ * + - *, floor division and modulo, x / 0 = 0), or i32 in a kernel of a
+ * target with index32 when codegen/index.c proves every integer of the
+ * kernel fits, floats f32. Float + - * carry
  * the `contract` flag so LLVM forms FMAs; nothing else is relaxed.
  *
  * Vectorised loops are lowered Halide-style rather than as loops: the loop
@@ -68,6 +70,7 @@ typedef struct Lower {
     int nvlets, capvlets;
     MemoEnt *memo; /* per statement: expressions are straight-line code */
     size_t memocap, memocount;
+    LLVMTypeRef ity; /* the kernel's integers: i64, or i32 (cg_index32) */
 } Lower;
 
 static void st(Lower *L, Stmt *s, LLVMValueRef guard);
@@ -128,7 +131,7 @@ static void bcast(Lower *L, LLVMValueRef *a, LLVMValueRef *b)
 
 static LLVMValueRef cint(Lower *L, LLVMValueRef shape, int64_t v)
 {
-    LLVMValueRef c = LLVMConstInt(L->g->i64, (unsigned long long)v, 1);
+    LLVMValueRef c = LLVMConstInt(L->ity, (unsigned long long)v, 1);
     return is_vec(shape) ? splat_n(L, c, LLVMGetVectorSize(LLVMTypeOf(shape))) : c;
 }
 
@@ -141,7 +144,7 @@ static LLVMValueRef cfloat(Lower *L, LLVMValueRef shape, double v)
 static LLVMValueRef as_int(Lower *L, LLVMValueRef v)
 {
     if (elem_type(v) == L->g->i1)
-        return LLVMBuildZExt(L->g->b, v, like(L, L->g->i64, v), "");
+        return LLVMBuildZExt(L->g->b, v, like(L, L->ity, v), "");
     return v;
 }
 
@@ -403,7 +406,7 @@ static LLVMValueRef clamp_lanes(Lower *L, LLVMValueRef x)
     LLVMValueRef zero = cint(L, x, 0), w = cint(L, x, L->width);
     x = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, x, zero, ""), zero, x, "");
     x = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, x, w, ""), w, x, "");
-    return splat(L, LLVMBuildTrunc(B, x, L->g->i32, ""));
+    return splat(L, LLVMBuildIntCast2(B, x, L->g->i32, true, ""));
 }
 
 /* In-bounds mask of a padded access: every index that interval analysis
@@ -653,7 +656,7 @@ static LLVMValueRef cast(Lower *L, Expr *e, LLVMValueRef a)
         if (et == g->f32) { /* saturating, NaN -> 0 */
             LLVMTypeRef over[2] = {like(L, g->i32, a), LLVMTypeOf(a)};
             r = cg_intrinsic(g, "llvm.fptosi.sat", over, 2, &a, 1);
-            r = LLVMBuildSExt(g->b, r, like(L, g->i64, a), "");
+            r = LLVMBuildIntCast2(g->b, r, like(L, L->ity, a), true, "");
         } else { /* a boolean or an integer: already one */
             r = as_int(L, a);
         }
@@ -784,7 +787,7 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
     switch (e->kind) {
     case EX_INT:
         return e->type == DT_BOOL ? LLVMConstInt(g->i1, e->ival != 0, 0)
-                                  : LLVMConstInt(g->i64, (unsigned long long)e->ival, 1);
+                                  : LLVMConstInt(L->ity, (unsigned long long)e->ival, 1);
     case EX_FLOAT: return LLVMConstReal(g->f32, e->fval);
     case EX_VAR: return var_value(L, e->var);
     case EX_LOAD: return load(L, e, guard);
@@ -857,12 +860,12 @@ static void serial_loop(Lower *L, Var *v, LLVMValueRef lo, LLVMValueRef hi, Stmt
     LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exit");
     LLVMBuildBr(g->b, head);
     LLVMPositionBuilderAtEnd(g->b, head);
-    LLVMValueRef i = LLVMBuildPhi(g->b, g->i64, v->name);
+    LLVMValueRef i = LLVMBuildPhi(g->b, L->ity, v->name);
     LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, i, hi, ""), bodyb, exit);
     LLVMPositionBuilderAtEnd(g->b, bodyb);
     bind(L, v, i);
     st(L, body, guard);
-    LLVMValueRef next = LLVMBuildAdd(g->b, i, LLVMConstInt(g->i64, 1, 0), "");
+    LLVMValueRef next = LLVMBuildAdd(g->b, i, LLVMConstInt(L->ity, 1, 0), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
     LLVMBuildBr(g->b, head);
     LLVMValueRef vals[2] = {lo, next};
@@ -890,11 +893,17 @@ static void branch(Lower *L, LLVMValueRef cond, Stmt *then, Stmt *els, LLVMValue
     LLVMPositionBuilderAtEnd(g->b, join);
 }
 
+/* A hook's index or bound (i64) as the kernel's integer type. */
+static LLVMValueRef to_ity(Lower *L, LLVMValueRef v)
+{
+    return LLVMTypeOf(v) == L->ity ? v : LLVMBuildIntCast2(L->g->b, v, L->ity, true, "");
+}
+
 static void vector_loop(Lower *L, Var *v, int width, Stmt *body)
 {
     LLVMValueRef lanes[MAX_VEC];
     for (int i = 0; i < width; i++)
-        lanes[i] = LLVMConstInt(L->g->i64, (unsigned long long)i, 0);
+        lanes[i] = LLVMConstInt(L->ity, (unsigned long long)i, 0);
     L->lane = v;
     L->width = width;
     bind(L, v, LLVMConstVector(lanes, (unsigned)width));
@@ -917,9 +926,10 @@ static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
         LLVMValueRef ext = ex(L, v->extent, NULL);
         CgRange r = g->target->loop_range(g, s->loop.fk, ext);
         if (!r.index) {
-            serial_loop(L, v, r.lo, r.hi, s->loop.body, guard);
+            serial_loop(L, v, to_ity(L, r.lo), to_ity(L, r.hi), s->loop.body, guard);
             return;
         }
+        r.index = to_ity(L, r.index);
         bind(L, v, r.index);
         if (r.guard) {
             LLVMValueRef c = LLVMBuildICmp(g->b, LLVMIntSLT, r.index, ext, "");
@@ -939,7 +949,7 @@ static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
     case FK_UNROLLED:
         if (cst && n <= 4 * MAX_VEC) {
             for (int64_t i = 0; i < n; i++) {
-                bind(L, v, LLVMConstInt(g->i64, (unsigned long long)i, 0));
+                bind(L, v, LLVMConstInt(L->ity, (unsigned long long)i, 0));
                 st(L, s->loop.body, guard);
             }
             bind(L, v, NULL);
@@ -947,7 +957,7 @@ static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
         }
         /* fall through */
     case FK_SERIAL:
-        serial_loop(L, v, LLVMConstInt(g->i64, 0, 0), ex(L, v->extent, NULL), s->loop.body, guard);
+        serial_loop(L, v, LLVMConstInt(L->ity, 0, 0), ex(L, v->extent, NULL), s->loop.body, guard);
         return;
     }
 }
@@ -1047,12 +1057,15 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     };
     g.dimv = calloc((size_t)te->ndims + 1, sizeof *g.dimv);
     g.bufv = calloc((size_t)lp->nbuffers + 1, sizeof *g.bufv);
-    Lower L = {.g = &g, .nvars = ir_var_count(te->ctx)};
+    bool narrow = t->index32 && cg_index32(lp, k);
+    Lower L = {.g = &g, .nvars = ir_var_count(te->ctx), .ity = narrow ? g.i32 : g.i64};
     L.env = calloc((size_t)L.nvars + 1, sizeof *L.env);
     if (!g.dimv || !g.bufv || !L.env)
         ir_panic(__FILE__, __LINE__, "out of memory");
     g.priv = &L;
     t->kernel_begin(&g, k, sym);
+    for (int i = 0; narrow && i < te->ndims; i++)
+        g.dimv[i] = LLVMBuildTrunc(g.b, g.dimv[i], g.i32, te->dims[i]->name);
     st(&L, k->body, NULL);
     t->kernel_end(&g);
     LLVMDisposeBuilder(g.b);

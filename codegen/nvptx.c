@@ -419,6 +419,7 @@ static void nvptx_init(void)
                 .barrier = nvptx_barrier,
                 .shared_alloc = nvptx_shared_alloc,
                 .shuffle_xor = nvptx_shuffle_xor,
+                .index32 = true,
                 .math = l ? math_libdevice : cg_nvptx_approx_math,
             };
 }

@@ -1,6 +1,7 @@
 /* TE programs: construction, lookup, size arithmetic and the verifier.
  * A program owns its arena and expression context; destroying the program
  * frees every node at once. */
+#include "dietcode/abi.h"
 #include "dietcode/ir.h"
 
 #include <stdlib.h>
@@ -169,13 +170,14 @@ bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t er
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
         int64_t n = ir_te_numel(t, dims);
-        if (n < 0 || n > INT32_MAX) {
+        if (n < 0 || n > DCRT_MAX_ELEMENTS) {
             /* kernels index with 32-bit arithmetic on the GPU: refuse rather
              * than compute a wrong answer */
             snprintf(err, errlen,
-                     "sizes too large: tensor %s would have %s%lld elements, more than 32-bit "
-                     "indices can address (%d)",
-                     t->name, n < 0 ? "over " : "", (long long)(n < 0 ? INT64_MAX : n), INT32_MAX);
+                     "sizes too large: tensor %s would have %s%lld elements, more than the %d a "
+                     "tensor may have (32-bit indices)",
+                     t->name, n < 0 ? "over " : "", (long long)(n < 0 ? INT64_MAX : n),
+                     DCRT_MAX_ELEMENTS);
             return false;
         }
         for (int j = 0; j < t->rank; j++) {

@@ -10,8 +10,8 @@
  *   - every dim within LO .. its largest accepted value (DCRT_ERR_DIM_RANGE)
  *   - every extent of every tensor, and of every scratch buffer the chosen
  *     variants use, computed without overflow and at least 1, and no such
- *     buffer over INT32_MAX elements (DCRT_ERR_TOO_LARGE: kernels may index
- *     with 32-bit arithmetic on the GPU)
+ *     buffer over DCRT_MAX_ELEMENTS elements (DCRT_ERR_TOO_LARGE: GPU kernels
+ *     may index with 32-bit arithmetic, codegen/index.c)
  *   - every grid 1 .. INT32_MAX blocks (DCRT_ERR_TOO_LARGE)
  * The workspace holds the intermediates, then the scratch buffers of the
  * chosen variants, in buffer order, each at a multiple of DCRT_ALIGN bytes.
@@ -118,11 +118,12 @@ static int buffer_size(const DcrtProgram *p, const DcrtBuffer *b, const int64_t 
         if (__builtin_mul_overflow(n, e, &n))
             n = INT64_MAX;
     }
-    if (n > INT32_MAX)
+    if (n > DCRT_MAX_ELEMENTS)
         return failf(DCRT_ERR_TOO_LARGE,
-                     "%s: sizes too large: tensor %s would have %s%lld elements, more than 32-bit "
-                     "indices can address (%d)",
-                     p->name, b->name, n == INT64_MAX ? "over " : "", (long long)n, INT32_MAX);
+                     "%s: sizes too large: tensor %s would have %s%lld elements, more than the "
+                     "%d a tensor may have (32-bit indices)",
+                     p->name, b->name, n == INT64_MAX ? "over " : "", (long long)n,
+                     DCRT_MAX_ELEMENTS);
     *numel = n;
     return DCRT_OK;
 }

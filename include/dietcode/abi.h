@@ -22,10 +22,15 @@
 
 #define DCRT_ABI_VERSION 1
 
+/* The most elements a tensor (or scratch buffer) may have: 2^31 - 2^20 - 1,
+ * so that GPU kernels may index in 32 bits, every position of a tile that
+ * runs up to 2^20 elements past a tensor's end included. */
+#define DCRT_MAX_ELEMENTS 2146435071
+
 /* Error codes of generated prog_run / prog_launch and of libdcrt. */
 #define DCRT_OK 0
 #define DCRT_ERR_DIM_RANGE 1     /* a dim < LO or > the largest accepted value */
-#define DCRT_ERR_TOO_LARGE 2     /* a tensor over INT32_MAX elements (32-bit indices) */
+#define DCRT_ERR_TOO_LARGE 2     /* a tensor over DCRT_MAX_ELEMENTS elements, or a grid over INT32_MAX */
 #define DCRT_ERR_NULL_POINTER 3  /* a tensor pointer is NULL */
 #define DCRT_ERR_OUT_OF_MEMORY 4 /* the workspace could not be allocated */
 #define DCRT_ERR_THREADS 5       /* the thread pool could not start */

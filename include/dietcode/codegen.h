@@ -89,6 +89,8 @@ struct CgTarget {
     /* shfl_xor of an f32 scalar across the block's threads (GPU forms);
      * NULL: the target has no warps. */
     LLVMValueRef (*shuffle_xor)(CgFn *g, LLVMValueRef v, int mask);
+    /* integers of a kernel in 32 bits where cg_index32 proves it safe */
+    bool index32;
 };
 
 /* The state of lowering one kernel: what hooks read and fill. */
@@ -195,6 +197,12 @@ char *cg_emit_ptx(const LoopProgram *lp, const char *arch, bool libdevice, char 
  * builds the same expansions over exact llvm.exp2/log2, so tests can run
  * them on the host (tests/unit/test_nvptx.c). */
 LLVMValueRef cg_nvptx_approx_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
+
+/* ---- codegen/index.c ---- */
+
+/* Whether every integer kernel k of lp computes provably fits in i32 for
+ * every call the plan accepts (then kernels may compute in 32 bits). */
+bool cg_index32(const LoopProgram *lp, const Kernel *k);
 
 /* ---- codegen/llvm.c: loop IR -> LLVM IR ---- */
 

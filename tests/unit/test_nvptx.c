@@ -238,12 +238,45 @@ static void test_arch_checks(void **state)
     compiled_free(&c);
 }
 
+/* Kernels compute in 32 bits exactly when every integer provably fits for
+ * every call the plan accepts (codegen/index.c). */
+static bool all_index32(const char *text)
+{
+    Compiled c = compile_text("i.tex", text, PT_GPU);
+    bool all = true;
+    for (int i = 0; i < c.lp->nkernels; i++)
+        all &= cg_index32(c.lp, c.lp->kernels[i]);
+    compiled_free(&c);
+    return all;
+}
+
+static void test_index32(void **state)
+{
+    (void)state;
+    /* the dense layer: T <= INT32_MAX / 2304 bounds every index */
+    assert_true(all_index32("dim T in 1..128\ninput X[T, 768] f32\ninput W[2304, 768] f32\n"
+                            "output Y[i: T, j: 2304] = sum[k: 768](X[i, k] * W[j, k])\n"));
+    /* integer values in an expression that stay within T's cap... */
+    assert_true(all_index32("dim T in 1..128\ninput X[T] f32\noutput Y[i: T] = X[i] * f32(i - T / 2)\n"));
+    /* ...and 3 * i, which does not (T may approach 2^31) */
+    assert_false(all_index32("dim T in 1..128\ninput X[T] f32\noutput Y[i: T] = X[i] * f32(3 * i)\n"));
+    /* T * T * i reaches 2^60: 64 bits */
+    assert_false(all_index32("dim T in 1..100000\ninput X[T] f32\n"
+                             "output Y[i: T] = X[i] + f32(T * T * i)\n"));
+    /* a dim no tensor's size bounds: N * N may not fit */
+    assert_false(all_index32("dim N in 1..10\ninput X[4] f32\noutput Y[i: 4] = X[i] * f32(N * N)\n"));
+    /* a rank-3 tensor of two dims: each is bounded by the other's lowest */
+    assert_true(all_index32("dim B in 1..8\ndim T in 1..64\ninput X[B, T, 64] f32\n"
+                            "output Y[b: B, t: T] = sum[k: 64](X[b, t, k])\n"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arch_checks),
         cmocka_unit_test(test_approx_math_on_host),
         cmocka_unit_test(test_examples_to_ptx),
+        cmocka_unit_test(test_index32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
