@@ -1,4 +1,5 @@
-/* vectorize: unroll the register tiles and vectorise the innermost one.
+/* vectorize: unroll the register tiles and vectorise the innermost one;
+ * unroll the loop over a reduction chunk by the micro-kernel's unroll.
  *
  * requires: tile's handles (register-tile variables, reduction lane).
  * ensures:  register-tile loops over straight-line code are FK_UNROLLED, so
@@ -8,7 +9,10 @@
  *           split into r = ro * vec + rl with ro unrolled and rl
  *           FK_VECTORIZED; with vectors along the reduction, the lane loop
  *           is FK_VECTORIZED. Codegen turns vectorized loops into vector
- *           instructions.
+ *           instructions. The chunk's loop ki (a constant trip count n)
+ *           with unroll u > 1 becomes ki = kio * u' + kiu with kiu
+ *           FK_UNROLLED, u' the largest divisor of n up to u (the whole
+ *           loop unrolled when u' = n).
  */
 #include "dietcode/passes.h"
 
@@ -119,11 +123,60 @@ static void vec_stmt(Vec *v, Stmt *s)
     }
 }
 
+/* The loop over variable var under s, or NULL. */
+static Stmt *find_loop(Stmt *s, const Var *var)
+{
+    Stmt *r = NULL;
+    switch (s->kind) {
+    case ST_FOR:
+        return s->loop.var == var ? s : find_loop(s->loop.body, var);
+    case ST_LET: return find_loop(s->let.body, var);
+    case ST_ALLOC: return find_loop(s->alloc.body, var);
+    case ST_IF:
+        r = find_loop(s->ifs.then, var);
+        return r || !s->ifs.els ? r : find_loop(s->ifs.els, var);
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n && !r; i++)
+            r = find_loop(s->seq.s[i], var);
+        return r;
+    case ST_STORE: case ST_BARRIER: return NULL;
+    }
+    return NULL;
+}
+
+static void unroll_chunk(Vec *v)
+{
+    Kernel *k = v->k;
+    int64_t n;
+    Stmt *s = k->ki && k->mk.unroll > 1 ? find_loop(k->body, k->ki) : NULL;
+    if (!s || !ir_is_const(s->loop.var->extent, &n) || n < 2)
+        return;
+    int64_t u = k->mk.unroll < n ? k->mk.unroll : n;
+    while (n % u != 0)
+        u--;
+    if (u < 2)
+        return;
+    if (u == n) {
+        if (n <= MAX_UNROLL)
+            s->loop.fk = FK_UNROLLED;
+        return;
+    }
+    Var *kio = ir_var(v->c, "kio", VK_LOOP, ir_int(v->c, n / u));
+    Var *kiu = ir_var(v->c, "kiu", VK_LOOP, ir_int(v->c, u));
+    Expr *to = ir_binop(v->c, EX_ADD, ir_binop(v->c, EX_MUL, ir_varref(v->c, kio), ir_int(v->c, u)),
+                        ir_varref(v->c, kiu));
+    Split sp = {v->c, s->loop.var, to};
+    ir_stmt_map_exprs(s->loop.body, split_expr, &sp);
+    Stmt *inner = ir_for(v->a, kiu, FK_UNROLLED, s->loop.body);
+    *s = *ir_for(v->a, kio, FK_SERIAL, inner);
+}
+
 void pass_vectorize(LoopProgram *lp, const TargetInfo *ti)
 {
     (void)ti;
     for (int i = 0; i < lp->nkernels; i++) {
         Vec v = {lp->te->ctx, lp->te->arena, lp->kernels[i]};
         vec_stmt(&v, lp->kernels[i]->body);
+        unroll_chunk(&v);
     }
 }

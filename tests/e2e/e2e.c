@@ -121,17 +121,20 @@ static MicroKernel *variant(const TeProgram *p, int v)
             m->threads[a] = m->tile[a] = 1;
         m->unroll = 1;
         m->vec = 1;
-        if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3, staged; on the
-                         * GPU 2 threads along the reduction */
+        if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3 unrolled, staged;
+                         * on the GPU 2 threads along the reduction */
             if (n >= 1) { m->tile[n - 1] = 5; m->threads[n - 1] = 2; }
             if (n >= 2) { m->tile[n - 2] = 7; m->threads[n - 2] = 3; }
             m->rchunk = 3;
+            m->unroll = 3;
             m->stage = true;
             m->rthreads = 2;
-        } else if (v == 2) { /* vectors of 4 along the innermost axis, not staged */
+        } else if (v == 2) { /* vectors of 4 along the innermost axis, not staged,
+                                * chunks of 6 unrolled by 2 */
             if (n >= 1) { m->tile[n - 1] = 8; m->threads[n - 1] = 3; }
             if (n >= 2) { m->tile[n - 2] = 3; }
-            m->rchunk = 5;
+            m->rchunk = 6;
+            m->unroll = 2;
             m->vec = 4;
         } else if (v == 3) { /* vectors of 8 along the reduction, chunk 24; on the
                                 * GPU 4 threads along it (chunks of 32) */
