@@ -35,6 +35,8 @@ typedef struct Stager {
     Var *zero_vars[MK_MAX_AXES * 2 + 3];
     Expr *zeros[MK_MAX_AXES * 2 + 3];
     int nzero;
+    Var *unit_vars[MK_MAX_AXES * 2]; /* thread and tile positions of extent 1 */
+    int nunit;
     Expr *tpos[MK_MAX_AXES]; /* t_a * tile_a + r_a */
     Expr *kpos;              /* position in the chunk */
     Staged st[MAX_STAGED];
@@ -52,6 +54,8 @@ typedef struct Stager {
 static int classify(Stager *s, Expr *idx, Expr **base)
 {
     ExprCtx *c = s->c;
+    /* positions along axes of one thread and one point are always 0 */
+    idx = ir_simplify(c, ir_subst_many(c, idx, s->nunit, s->unit_vars, s->zeros));
     *base = ir_simplify(c, ir_subst_many(c, idx, s->nzero, s->zero_vars, s->zeros));
     Expr *delta = ir_simplify(c, ir_binop(c, EX_SUB, idx, *base));
     int64_t v;
@@ -309,6 +313,10 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
     }
     int n = k->nspatial;
     for (int i = 0; i < n; i++) {
+        if (k->mk.threads[i] == 1)
+            s.unit_vars[s.nunit++] = k->tvar[i];
+        if (k->mk.tile[i] == 1)
+            s.unit_vars[s.nunit++] = k->rvar[i];
         s.zero_vars[s.nzero] = k->tvar[i];
         s.zeros[s.nzero++] = ir_int(c, 0);
         s.zero_vars[s.nzero] = k->rvar[i];

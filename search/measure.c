@@ -15,9 +15,9 @@
  *   cpu    one warm-up run, then runs until the budget (20 ms unless set)
  *          or SRCH_MAX_REPEATS have passed (at least 3), wall clock.
  *   cuda   a warm-up, then 5 runs timed with CUDA events.
- *   model  no hardware: the analytic time flops / (prior x adaptation),
- *          with the occupancy registers allow and a spill penalty when
- *          ptxas (search/ptxas.c) reports on the kernel's PTX.
+ *   model  no hardware: the analytic time of the lowered kernels
+ *          (search/cost.c), with the registers ptxas (search/ptxas.c)
+ *          reports when it is installed, and a penalty for spills.
  */
 #include "dietcode/exec.h"
 #include "dietcode/search.h"
@@ -245,20 +245,12 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
     if (!b)
         return -1;
     if (m->bk == BK_MODEL) {
-        int64_t ext[MK_MAX_AXES + 1];
-        srch_stage_extents(st, dims, ext);
-        double g = srch_prior_gflops(st, mk) * srch_adapt(st, mk, ext, NULL);
-        if (b->have_ptx && b->ptx.regs > 0) {
-            /* registers bound the threads an SM keeps resident (65536 per
-             * SM); fewer than 1024 hide latency less well */
-            double resident = 65536.0 / b->ptx.regs;
-            if (resident > st->tg->threads_per_core)
-                resident = st->tg->threads_per_core;
-            g *= resident >= 1024 ? 1.0 : sqrt(resident / 1024.0);
-            if (b->ptx.spill_bytes > 0)
-                g *= 0.5;
-        }
-        times_ms[(*ntimes)++] = srch_stage_flops(st, ext) / (g * 1e6) + 0.002;
+        double ms = srch_model_ms(b->lp, m->arch, dims, b->have_ptx ? b->ptx.regs : 0, err, errlen);
+        if (ms < 0)
+            return -1;
+        if (b->have_ptx && b->ptx.spill_bytes > 0)
+            ms *= 1.5; /* local-memory traffic the model does not see */
+        times_ms[(*ntimes)++] = ms;
         return 0;
     }
     if (m->bk == BK_CUDA)

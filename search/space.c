@@ -104,12 +104,14 @@ static int accumulators(const SrchStage *st, const MicroKernel *mk)
         n *= mk->tile[a];
     if (st->tg->ti.kind == PT_CPU && mk->vaxis == MK_VEC_SPATIAL && mk->vec > 1)
         n /= mk->vec;
+    if (st->tg->ti.kind == PT_GPU && mk->vaxis == MK_VEC_REDUCE && mk->vec > 1)
+        n *= mk->vec; /* a lane each */
     return n < 1 ? 1 : n;
 }
 
 static int total_threads(const SrchStage *st, const MicroKernel *mk)
 {
-    int n = 1;
+    int n = mk->rthreads > 1 ? mk->rthreads : 1;
     for (int a = 0; a < st->rank; a++)
         n *= mk->threads[a];
     return n;
@@ -135,6 +137,12 @@ static bool legal(const SrchStage *st, const MicroKernel *mk)
     }
     if (st->reduction && mk->rchunk > pow2_ceil(st->ext_max[st->rank]) * 2)
         return false;
+    /* a split needs parts of some length, rthreads runs of work each */
+    if (mk->split > 1 && st->ext_max[st->rank] / mk->split < 16)
+        return false;
+    if (mk->rthreads > 1 && mk->rthreads * (mk->vaxis == MK_VEC_REDUCE ? mk->vec : 1) >
+                                pow2_ceil(st->ext_max[st->rank]))
+        return false;
     return true;
 }
 
@@ -145,6 +153,8 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
         mk->rchunk = 0;
         mk->stage = false;
         mk->unroll = 1;
+        mk->split = 1;
+        mk->rthreads = 1;
         if (mk->vaxis == MK_VEC_REDUCE)
             mk->vaxis = MK_VEC_SPATIAL;
     }
@@ -160,9 +170,16 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk.threads[a] = mk.tile[a] = 1;
     mk.unroll = 1 << pick(rng, 3);
+    mk.split = mk.rthreads = 1;
     if (gpu) {
-        /* 32..1024 threads spread over the axes, innermost first */
+        /* 32..1024 threads spread over the reduction (sometimes) and the
+         * axes, innermost first */
         int budget = 5 + pick(rng, 4); /* log2: 32..256 */
+        if (st->reduction && pick(rng, 3) == 0) {
+            int l = 1 + pick(rng, 5); /* 2..32 threads along the reduction */
+            mk.rthreads = 1 << l;
+            budget -= l;
+        }
         for (int a = n - 1; a >= 0 && budget > 0; a--) {
             int l = a == 0 ? budget : pick(rng, budget + 1);
             mk.threads[a] = 1 << l;
@@ -173,7 +190,10 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
         mk.vec = 1 << pick(rng, 3);
         mk.rchunk = st->reduction ? 4 << pick(rng, 4) : 0;
         mk.stage = st->reduction && n >= 2 && pick(rng, 4) != 0;
-        mk.vaxis = MK_VEC_SPATIAL;
+        mk.vaxis = st->reduction && st->vec_reduce && pick(rng, 4) == 0 ? MK_VEC_REDUCE
+                                                                         : MK_VEC_SPATIAL;
+        if (st->reduction && pick(rng, 3) == 0)
+            mk.split = 2 << pick(rng, 4); /* 2..16 parts */
         return mk;
     }
     mk.vec = pick(rng, 4) == 0 ? vw / 2 : vw;
@@ -200,6 +220,49 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
         if (legal(st, &mk) || tries > 200)
             return mk;
     }
+}
+
+int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
+{
+    int n = st->rank, nt = 0;
+    if (st->tg->ti.kind != PT_GPU || !st->reduction || n < 1)
+        return 0;
+    for (int t = 0; t < 3 && nt < max; t++) {
+        MicroKernel mk;
+        memset(&mk, 0, sizeof mk);
+        for (int a = 0; a < MK_MAX_AXES; a++)
+            mk.threads[a] = mk.tile[a] = 1;
+        mk.unroll = mk.split = mk.rthreads = 1;
+        mk.vec = 4;
+        if (t == 0) {
+            /* small T: a warp per output along the reduction (GEMV) */
+            mk.threads[n - 1] = 8;
+            mk.rthreads = 32;
+            mk.rchunk = 128;
+            mk.vaxis = st->vec_reduce ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
+            if (!st->vec_reduce)
+                mk.vec = 1;
+        } else if (t == 1) {
+            /* middle: 32 x 128 blocks, the reduction split four ways */
+            mk.threads[n - 1] = 32;
+            mk.tile[n - 1] = 4;
+            if (n >= 2) { mk.threads[n - 2] = 8; mk.tile[n - 2] = 4; }
+            mk.rchunk = 16;
+            mk.stage = n >= 2;
+            mk.split = 4;
+        } else {
+            /* large T: 128 x 128 blocks of 8 x 8 tiles */
+            mk.threads[n - 1] = 16;
+            mk.tile[n - 1] = 8;
+            if (n >= 2) { mk.threads[n - 2] = 16; mk.tile[n - 2] = 8; }
+            mk.rchunk = 8;
+            mk.stage = n >= 2;
+        }
+        normalise(st, &mk);
+        if (legal(st, &mk))
+            out[nt++] = mk;
+    }
+    return nt;
 }
 
 /* Padding efficiency of block tile b over extent e. */
@@ -272,7 +335,7 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
                 }
             }
         } else {
-            int gene = pick(rng, 6);
+            int gene = pick(rng, gpu && st->reduction ? 8 : 6);
             int a = n > 0 ? pick(rng, n) : 0;
             switch (gene) {
             case 0: /* threads */
@@ -299,9 +362,21 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
             case 4: /* staging / packing */
                 mk.stage = st->reduction && !mk.stage;
                 break;
-            default: /* vectors */
+            case 6: /* GPU: threads along the reduction */
+                mk.rthreads = pick(rng, 2) ? mk.rthreads * 2 : mk.rthreads / 2;
+                if (mk.rthreads < 1)
+                    mk.rthreads = 1;
+                break;
+            case 7: /* GPU: split-K */
+                mk.split = pick(rng, 2) ? mk.split * 2 : mk.split / 2;
+                if (mk.split < 1)
+                    mk.split = 1;
+                break;
+            case 5: /* vectors */
                 if (gpu) {
                     mk.vec = 1 << pick(rng, 3);
+                    if (st->reduction && st->vec_reduce && pick(rng, 3) == 0)
+                        mk.vaxis = mk.vaxis == MK_VEC_REDUCE ? MK_VEC_SPATIAL : MK_VEC_REDUCE;
                 } else if (st->reduction && pick(rng, 2)) {
                     mk.vaxis = mk.vaxis == MK_VEC_REDUCE ? MK_VEC_SPATIAL : MK_VEC_REDUCE;
                     if (mk.vaxis == MK_VEC_SPATIAL && n > 0) {
@@ -353,8 +428,14 @@ double srch_adapt(const SrchStage *st, const MicroKernel *mk, const int64_t *ext
         pad *= fit(ext[a], b);
         nb *= (ext[a] + b - 1) / b;
     }
-    if (st->reduction && mk->rchunk > 0)
-        pad *= fit(ext[st->rank], mk->rchunk);
+    if (st->reduction && mk->rchunk > 0) {
+        /* each of split parts runs whole chunks of rthreads x vec runs */
+        int64_t run = (int64_t)(mk->rthreads > 1 ? mk->rthreads : 1) *
+                      (mk->vaxis == MK_VEC_REDUCE && mk->vec > 1 ? mk->vec : 1);
+        int64_t chunk = mk->rchunk < run ? run : (mk->rchunk + run - 1) / run * run;
+        pad *= fit(ext[st->rank], chunk * (mk->split > 1 ? mk->split : 1));
+    }
+    nb *= mk->split > 1 ? mk->split : 1;
     if (nblocks)
         *nblocks = nb;
     const SrchTarget *tg = st->tg;
@@ -443,4 +524,6 @@ void srch_features(const SrchStage *st, const MicroKernel *mk, const SrchPtxInfo
     f[i++] = (float)(n > 0 ? log2((double)mk->tile[n - 1] / mk->vec + 1.0) : 0);
     f[i++] = ptx ? (float)ptx->regs : NAN;
     f[i++] = ptx ? (float)log2(ptx->spill_bytes + 1.0) : NAN;
+    f[i++] = (float)log2(mk->rthreads > 1 ? mk->rthreads : 1);
+    f[i++] = (float)log2(mk->split > 1 ? mk->split : 1);
 }

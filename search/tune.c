@@ -329,12 +329,17 @@ static void search_run(Search *S)
     /* the target's default is the first trial: the search starts from a
      * known-good kernel and never ends worse than untuned code */
     add_cand(S, &S->st->def);
+    /* then one template per regime (GPU reductions), measured next */
+    MicroKernel tmpl[4];
+    int ntmpl = srch_space_templates(S->st, tmpl, 4), nfirst = 1;
+    for (int i = 0; i < ntmpl; i++)
+        nfirst += add_cand(S, &tmpl[i]) != NULL;
     for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
         MicroKernel mk = srch_space_sample(S->st, &S->rng);
         add_cand(S, &mk);
     }
-    if (S->trials > 0)
-        measure_cand(S, &S->c[0]);
+    for (int i = 0; i < nfirst && S->done < S->trials; i++)
+        measure_cand(S, &S->c[i]);
     while (S->done < S->trials && !tu->failed) {
         char err[256];
         if (!srch_model_train(S->model, err, sizeof err) && tu->o->warn)

@@ -257,7 +257,7 @@ SrchTarget srch_target_cpu(void);
  * SM count (sm_80 108, sm_90 132, ...). name is "cuda" or "model". */
 SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm);
 
-enum { SRCH_NFEAT = 26 };
+enum { SRCH_NFEAT = 28 };
 
 /* What ptxas -v says of one kernel (0 where it says nothing). */
 typedef struct SrchPtxInfo {
@@ -285,6 +285,11 @@ void srch_stage_extents(const SrchStage *st, const int64_t *dims, int64_t *ext);
 double srch_stage_flops(const SrchStage *st, const int64_t *ext);
 /* A random legal micro-kernel from the target's limits (never from a shape). */
 MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng);
+/* Micro-kernels to start a GPU reduction's search from, one per regime:
+ * a warp per output along the reduction (small T), split-K tiles
+ * (middle), 128 x 128 blocks of 8 x 8 tiles (large T); those legal for the
+ * stage, at most max. 0 elsewhere. */
+int srch_space_templates(const SrchStage *st, MicroKernel *out, int max);
 /* A neighbour of mk; with ext non-NULL, a change aimed at that shape's
  * extents (less padding, enough blocks for every core). Always legal. */
 MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *mk, const int64_t *ext,
@@ -416,6 +421,44 @@ typedef struct SrchTuneResult {
     double seconds;
     int nforeign, ncorrupt;     /* records of other workloads; damaged lines */
 } SrchTuneResult;
+
+/* search/cost.c: the GPUs' numbers and the analytic cost of a lowered
+ * GPU program (the model backend's time; the file's opening comment is
+ * the model) */
+typedef struct SrchGpu {
+    const char *arch;
+    int nsm, lanes;          /* SMs; FP32 lanes per SM */
+    double ghz;
+    double dram_gbs;
+    double l2_mb, l2_gbs;
+    int64_t smem_kb;         /* shared memory per SM */
+    int64_t regs_per_sm, threads_per_sm, blocks_per_sm;
+    double launch_us;        /* the floor of one launch */
+} SrchGpu;
+/* The table's row for arch (sm_80's for an unknown one). */
+const SrchGpu *srch_gpu(const char *arch);
+/* What one block of a kernel does at a shape. */
+typedef struct SrchKernelCost {
+    int threads;
+    double fma;              /* FP32 lane-ops (an FMA is one) */
+    double instrs;           /* lane instructions issued, estimated */
+    double load_bytes, store_bytes; /* global */
+    double wavefronts;       /* shared-memory wavefronts */
+    double barriers, shuffles;
+    int64_t shared_bytes;    /* static shared memory */
+    int64_t local_words;     /* per-thread registers for its buffers */
+} SrchKernelCost;
+void srch_kernel_cost(const LoopProgram *lp, const Kernel *k, const int64_t *dims,
+                      SrchKernelCost *out);
+/* One launch of a kernel of that cost on g: grid blocks, regs per thread
+ * (0: estimated), dram_bytes from memory. */
+double srch_launch_ms(const SrchGpu *g, const SrchKernelCost *k, int64_t grid, int regs,
+                      double dram_bytes);
+/* lp (lowered for PT_GPU) run once at dims on arch: the sum over the
+ * plan's launches; regs of the first kernel from ptxas, 0 if unknown. -1
+ * and err when the plan refuses the dims. */
+double srch_model_ms(const LoopProgram *lp, const char *arch, const int64_t *dims, int regs,
+                     char *err, size_t errlen);
 
 /* search/workload.c */
 /* The workload fingerprint of computed tensor t of p (materialized as
