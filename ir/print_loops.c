@@ -95,6 +95,8 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
         fprintf(out, " split %d", mk->split);
     if (mk->rthreads > 1)
         fprintf(out, " rthreads %d", mk->rthreads);
+    if (mk->strided)
+        fputs(" strided", out);
 }
 
 void ir_print_kernel(FILE *out, const Kernel *k)

@@ -220,6 +220,9 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
         } else if (len == 6 && strncmp(p, "staged", 6) == 0) {
             mk->stage = true;
             p += 6;
+        } else if (len == 7 && strncmp(p, "strided", 7) == 0) {
+            mk->strided = true;
+            p += 7;
         } else {
             return false;
         }

@@ -37,7 +37,7 @@ typedef struct Stager {
     int nzero;
     Var *unit_vars[MK_MAX_AXES * 2]; /* thread and tile positions of extent 1 */
     int nunit;
-    Expr *tpos[MK_MAX_AXES]; /* t_a * tile_a + r_a */
+    Expr *tpos[MK_MAX_AXES]; /* the tile pass's positions in the block tile */
     Expr *kpos;              /* position in the chunk */
     Staged st[MAX_STAGED];
     int nst;
@@ -321,9 +321,7 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
         s.zeros[s.nzero++] = ir_int(c, 0);
         s.zero_vars[s.nzero] = k->rvar[i];
         s.zeros[s.nzero++] = ir_int(c, 0);
-        s.tpos[i] = ir_simplify(c, ir_binop(c, EX_ADD,
-                         ir_binop(c, EX_MUL, ir_varref(c, k->tvar[i]), ir_int(c, k->mk.tile[i])),
-                         ir_varref(c, k->rvar[i])));
+        s.tpos[i] = k->tpos[i];
     }
     /* the update loop over the chunk */
     Stmt *ki_loop = k->ko_loop->loop.body;

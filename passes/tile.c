@@ -373,10 +373,19 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
         tv[a] = ir_var(c, name, VK_LOOP, C(&t, mk->threads[a]));
         snprintf(name, sizeof name, "r_%s", cn->sv[a]->name);
         t.r[a] = ir_var(c, name, VK_LOOP, C(&t, mk->tile[a]));
-        t.x[a] = ir_simplify(c, ir_binop(c, EX_ADD,
-            ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(&t, bv[a]), C(&t, bt)),
-                     ir_binop(c, EX_MUL, VR(&t, tv[a]), C(&t, mk->tile[a]))),
-            VR(&t, t.r[a])));
+        /* the point's place in the block tile: contiguous per thread, or
+         * in runs of g, consecutive threads' runs side by side */
+        int g = mk->strided && mk->vec > 1 && mk->tile[a] % mk->vec == 0 ? mk->vec : mk->tile[a];
+        Expr *pos = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(&t, tv[a]), C(&t, g)),
+                             g == mk->tile[a] ? VR(&t, t.r[a])
+                                              : ir_binop(c, EX_MOD, VR(&t, t.r[a]), C(&t, g)));
+        if (g != mk->tile[a])
+            pos = ir_binop(c, EX_ADD, pos,
+                           ir_binop(c, EX_MUL, ir_binop(c, EX_DIV, VR(&t, t.r[a]), C(&t, g)),
+                                    C(&t, (int64_t)mk->threads[a] * g)));
+        k->tpos[a] = ir_simplify(c, pos);
+        t.x[a] = ir_simplify(c, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(&t, bv[a]), C(&t, bt)),
+                                         k->tpos[a]));
     }
     NB = ir_simplify(c, NB);
     if (cn->red && ti->kind == PT_GPU && mk->rthreads > 1) {

@@ -149,6 +149,11 @@ static bool legal(const SrchStage *st, const MicroKernel *mk)
 static void normalise(const SrchStage *st, MicroKernel *mk)
 {
     pass_legalize_microkernel(mk, st->t, &st->tg->ti);
+    bool runs = false; /* strided changes nothing without a tile of several runs */
+    for (int a = 0; a < st->rank; a++)
+        runs |= mk->vec > 1 && mk->tile[a] > mk->vec && mk->tile[a] % mk->vec == 0;
+    if (!runs || st->tg->ti.kind != PT_GPU)
+        mk->strided = false;
     if (!st->reduction) {
         mk->rchunk = 0;
         mk->stage = false;
@@ -194,6 +199,7 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
                                                                          : MK_VEC_SPATIAL;
         if (st->reduction && pick(rng, 3) == 0)
             mk.split = 2 << pick(rng, 4); /* 2..16 parts */
+        mk.strided = pick(rng, 2) == 0;
         return mk;
     }
     mk.vec = pick(rng, 4) == 0 ? vw / 2 : vw;
@@ -251,12 +257,13 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
             mk.stage = n >= 2;
             mk.split = 4;
         } else {
-            /* large T: 128 x 128 blocks of 8 x 8 tiles */
+            /* large T: 128 x 128 blocks of 8 x 8 tiles in runs of 4 */
             mk.threads[n - 1] = 16;
             mk.tile[n - 1] = 8;
             if (n >= 2) { mk.threads[n - 2] = 16; mk.tile[n - 2] = 8; }
             mk.rchunk = 8;
             mk.stage = n >= 2;
+            mk.strided = true;
         }
         normalise(st, &mk);
         if (legal(st, &mk))
@@ -377,6 +384,8 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
                     mk.vec = 1 << pick(rng, 3);
                     if (st->reduction && st->vec_reduce && pick(rng, 3) == 0)
                         mk.vaxis = mk.vaxis == MK_VEC_REDUCE ? MK_VEC_SPATIAL : MK_VEC_REDUCE;
+                    if (pick(rng, 2) == 0)
+                        mk.strided = !mk.strided;
                 } else if (st->reduction && pick(rng, 2)) {
                     mk.vaxis = mk.vaxis == MK_VEC_REDUCE ? MK_VEC_SPATIAL : MK_VEC_REDUCE;
                     if (mk.vaxis == MK_VEC_SPATIAL && n > 0) {
@@ -526,4 +535,5 @@ void srch_features(const SrchStage *st, const MicroKernel *mk, const SrchPtxInfo
     f[i++] = ptx ? (float)log2(ptx->spill_bytes + 1.0) : NAN;
     f[i++] = (float)log2(mk->rthreads > 1 ? mk->rthreads : 1);
     f[i++] = (float)log2(mk->split > 1 ? mk->split : 1);
+    f[i++] = (float)mk->strided;
 }

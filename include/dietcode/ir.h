@@ -154,7 +154,10 @@ struct Stmt {
  * output point that many threads of one warp along the reduction: each
  * sums every rthreads-th element (vec-wide runs), and a butterfly of warp
  * shuffles combines them in a fixed order (the GEMV-like kernels that win
- * at small T). */
+ * at small T). strided lays a thread's register tile out in runs of vec
+ * consecutive points, consecutive threads' runs side by side (the CUTLASS
+ * SIMT layout): shared reads and global stores of a warp are then
+ * contiguous. */
 enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 32 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
@@ -167,6 +170,7 @@ typedef struct MicroKernel {
     bool stage;
     int split;      /* 1: the reduction in one launch */
     int rthreads;   /* threads along the reduction per output (0 or 1: none) */
+    bool strided;   /* a thread's tile in runs of vec points, runs threads*vec apart */
 } MicroKernel;
 
 /* One kernel: a block loop over a grid of independent blocks. Its grid is
@@ -189,6 +193,7 @@ typedef struct Kernel {
     int nspatial;
     Var *tvar[MK_MAX_AXES];  /* per spatial axis: thread index (let) */
     Var *rvar[MK_MAX_AXES];  /* per spatial axis: register-tile loop */
+    Expr *tpos[MK_MAX_AXES]; /* per spatial axis: the point's place in the block tile */
 } Kernel;
 
 /* A dispatch decision tree over the dims' values (from tuning): nodes in

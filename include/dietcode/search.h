@@ -257,7 +257,7 @@ SrchTarget srch_target_cpu(void);
  * SM count (sm_80 108, sm_90 132, ...). name is "cuda" or "model". */
 SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm);
 
-enum { SRCH_NFEAT = 28 };
+enum { SRCH_NFEAT = 29 };
 
 /* What ptxas -v says of one kernel (0 where it says nothing). */
 typedef struct SrchPtxInfo {

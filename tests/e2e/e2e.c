@@ -129,12 +129,14 @@ static MicroKernel *variant(const TeProgram *p, int v)
             m->unroll = 3;
             m->stage = true;
             m->rthreads = 2;
-        } else if (v == 2) { /* vectors of 4 along the innermost axis, not staged,
-                                * chunks of 6 unrolled by 2 */
+        } else if (v == 2) { /* vectors of 4 along the innermost axis in runs
+                                * threads x 4 apart, not staged, chunks of 6
+                                * unrolled by 2 */
             if (n >= 1) { m->tile[n - 1] = 8; m->threads[n - 1] = 3; }
             if (n >= 2) { m->tile[n - 2] = 3; }
             m->rchunk = 6;
             m->unroll = 2;
+            m->strided = true;
             m->vec = 4;
         } else if (v == 3) { /* vectors of 8 along the reduction, chunk 24; on the
                                 * GPU 4 threads along it (chunks of 32) */
