@@ -297,9 +297,9 @@ void ir_loop_program_add_variant(LoopProgram *lp, const MicroKernel *mk, int n, 
 int ir_microkernel_cmp(const MicroKernel *a, const MicroKernel *b)
 {
     const int fa[] = {a->rchunk, a->unroll, a->vec, (int)a->vaxis, a->stage, a->split,
-                      a->rthreads > 1 ? a->rthreads : 1, a->strided};
+                      a->rthreads > 1 ? a->rthreads : 1, a->strided, a->pipeline};
     const int fb[] = {b->rchunk, b->unroll, b->vec, (int)b->vaxis, b->stage, b->split,
-                      b->rthreads > 1 ? b->rthreads : 1, b->strided};
+                      b->rthreads > 1 ? b->rthreads : 1, b->strided, b->pipeline};
     for (int i = 0; i < MK_MAX_AXES; i++) {
         if (a->threads[i] != b->threads[i])
             return a->threads[i] < b->threads[i] ? -1 : 1;

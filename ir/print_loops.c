@@ -97,6 +97,8 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
         fprintf(out, " rthreads %d", mk->rthreads);
     if (mk->strided)
         fputs(" strided", out);
+    if (mk->pipeline)
+        fputs(" pipelined", out);
 }
 
 void ir_print_kernel(FILE *out, const Kernel *k)

@@ -114,6 +114,8 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
         mk->vec = 1;
     if (mk->rchunk == 0)
         mk->stage = false;
+    if (!mk->stage || ti->kind != PT_GPU)
+        mk->pipeline = false;
 }
 
 void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
@@ -223,6 +225,9 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
         } else if (len == 7 && strncmp(p, "strided", 7) == 0) {
             mk->strided = true;
             p += 7;
+        } else if (len == 9 && strncmp(p, "pipelined", 9) == 0) {
+            mk->pipeline = true;
+            p += 9;
         } else {
             return false;
         }

@@ -22,9 +22,18 @@ enum { MAX_STAGED = 8 };
 
 typedef struct Staged {
     const Expr *orig;       /* the global load replaced */
-    Tensor *buf;            /* its shared copy */
+    char name[64];
+    int nd;                 /* its shared copy: shape and the indices */
+    int64_t shape[MK_MAX_AXES + 1];
+    Expr *dst[MK_MAX_AXES + 1];  /* of the copy's element (e, v) */
+    Expr *ridx[MK_MAX_AXES + 1]; /* of the update's read */
+    Expr *value;            /* the element (e, v) of chunk ko, from global memory */
+    Var *e, *v;             /* the copy's steps and vector lanes */
+    int64_t steps;
+    int Vc;
+    Expr *guard;            /* the copy's step holds an element (NULL: always) */
+    Tensor *buf;            /* made by stage_kernel */
     Expr *repl;             /* the load of the copy in the update */
-    Stmt *copy;             /* the cooperative copy */
 } Staged;
 
 typedef struct Stager {
@@ -70,6 +79,9 @@ static int classify(Stager *s, Expr *idx, Expr **base)
 }
 
 static Expr *C(Stager *s, int64_t v) { return ir_int(s->c, v); }
+
+/* Double-buffered (GPU, a micro-kernel that asks for it). */
+static bool pipelined(const Stager *s) { return s->ti->kind == PT_GPU && s->k->mk.pipeline; }
 
 static bool multiple_of(ExprCtx *c, Expr *e, int64_t m)
 {
@@ -187,7 +199,8 @@ static bool stage_load(Stager *s, Expr *ld)
         shape[nd++] = ext[part];
         elems *= ext[part];
     }
-    if (nd == 0 || s->bytes + elems * 4 > s->ti->shared_bytes)
+    int nbuf = pipelined(s) ? 2 : 1;
+    if (nd == 0 || s->bytes + elems * 4 * nbuf > s->ti->shared_bytes)
         return false;
 
     /* 128-bit copies along the source's last axis */
@@ -235,7 +248,7 @@ static bool stage_load(Stager *s, Expr *ld)
         int pick = 0;
         for (size_t i = 0; i < sizeof pads / sizeof *pads; i++) {
             shape[nd - 1] = row + pads[i];
-            if (s->bytes + elems / row * shape[nd - 1] * 4 > s->ti->shared_bytes)
+            if (s->bytes + elems / row * shape[nd - 1] * 4 * nbuf > s->ti->shared_bytes)
                 break;
             int64_t cost = layout_cost(s, nd, shape, dst, v, Vc, steps, ridx, used);
             if (cost >= 0 && (best < 0 || cost < best)) {
@@ -247,18 +260,16 @@ static bool stage_load(Stager *s, Expr *ld)
     }
     int64_t words = elems / row * shape[nd - 1];
 
-    char name[64];
-    snprintf(name, sizeof name, "%s_s", src_t->name);
-    Tensor *buf = ir_buffer(s->a, name, MS_SHARED, c, nd, shape);
-    Stmt *copy = ir_store(s->a, buf, nd, dst, ir_load(c, ld->load.t, rank, src, ld->load.padded));
-    if (Vc > 1)
-        copy = ir_for(s->a, v, FK_VECTORIZED, copy);
+    Staged *st = &s->st[s->nst++];
+    *st = (Staged){.orig = ld, .nd = nd, .e = e, .v = v, .steps = steps, .Vc = Vc};
+    snprintf(st->name, sizeof st->name, "%s_s", src_t->name);
+    memcpy(st->shape, shape, sizeof(int64_t) * (size_t)nd);
+    memcpy(st->dst, dst, sizeof(Expr *) * (size_t)nd);
+    memcpy(st->ridx, ridx, sizeof(Expr *) * (size_t)nd);
+    st->value = ir_load(c, ld->load.t, rank, src, ld->load.padded);
     if (steps * NT != units)
-        copy = ir_if(s->a, ir_binop(c, EX_LT, flat, C(s, units)), copy, NULL);
-    copy = ir_for(s->a, e, FK_SERIAL, copy);
-
-    s->st[s->nst++] = (Staged){ld, buf, ir_load(c, buf, nd, ridx, false), copy};
-    s->bytes += (int)(words * 4);
+        st->guard = ir_binop(c, EX_LT, flat, C(s, units));
+    s->bytes += (int)(words * 4 * (pipelined(s) ? 2 : 1));
     return true;
 }
 
@@ -286,6 +297,51 @@ static void replace_in_store(Stmt *st, void *ud)
         return;
     for (int i = 0; i < s->nst; i++)
         st->store.value = ir_replace(s->c, st->store.value, s->st[i].orig, s->st[i].repl);
+}
+
+/* The copy of staged load st, element by element (for e: [if guard:]
+ * for v:): from global memory at chunk `chunk` (NULL: from the registers
+ * regs) into the shared buffer (its first index `which` when double
+ * buffered; NULL: not double buffered) or, with chunk and regs both
+ * given, into the registers. */
+static Stmt *copy(Stager *s, const Staged *st, Expr *chunk, Tensor *regs, Expr *which)
+{
+    ExprCtx *c = s->c;
+    Expr *ev[2] = {ir_varref(c, st->e), st->Vc > 1 ? ir_varref(c, st->v) : ir_int(c, 0)};
+    Expr *value = chunk ? ir_simplify(c, ir_subst(c, st->value, s->k->ko, chunk))
+                        : ir_load(c, regs, 2, ev, false);
+    Stmt *body;
+    if (chunk && regs) {
+        body = ir_store(s->a, regs, 2, ev, value);
+    } else {
+        Expr *dst[MK_MAX_AXES + 2];
+        int nb = 0;
+        if (which)
+            dst[nb++] = which;
+        memcpy(dst + nb, st->dst, sizeof(Expr *) * (size_t)st->nd);
+        body = ir_store(s->a, st->buf, st->nd + nb, dst, value);
+    }
+    if (st->Vc > 1)
+        body = ir_for(s->a, st->v, FK_VECTORIZED, body);
+    if (st->guard)
+        body = ir_if(s->a, st->guard, body, NULL);
+    /* in registers across the compute: unrolled, so they stay registers */
+    return ir_for(s->a, st->e, regs ? FK_UNROLLED : FK_SERIAL, body);
+}
+
+static Stmt *find_loop_of(Stmt *s, const Var *v)
+{
+    Stmt *r = NULL;
+    switch (s->kind) {
+    case ST_FOR: return s->loop.var == v ? s : find_loop_of(s->loop.body, v);
+    case ST_ALLOC: return find_loop_of(s->alloc.body, v);
+    case ST_LET: return find_loop_of(s->let.body, v);
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n && !r; i++)
+            r = find_loop_of(s->seq.s[i], v);
+        return r;
+    default: return NULL;
+    }
 }
 
 /* The FK_THREAD loop of a kernel (under the block loop and its lets). */
@@ -342,16 +398,68 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
     ir_stmt_visit(ki_loop, scan_store, &s);
     if (s.nst == 0)
         return;
+    bool pipe = pipelined(&s);
+    Var *ko = k->ko;
+    for (int i = 0; i < s.nst; i++) {
+        Staged *st = &s.st[i];
+        int64_t shape[MK_MAX_AXES + 2];
+        Expr *ridx[MK_MAX_AXES + 2];
+        int nb = 0;
+        if (pipe) { /* [ko % 2, ...] */
+            shape[nb] = 2;
+            ridx[nb++] = ir_simplify(c, ir_binop(c, EX_MOD, ir_varref(c, ko), ir_int(c, 2)));
+        }
+        memcpy(shape + nb, st->shape, sizeof(int64_t) * (size_t)st->nd);
+        memcpy(ridx + nb, st->ridx, sizeof(Expr *) * (size_t)st->nd);
+        st->buf = ir_buffer(a, st->name, MS_SHARED, c, st->nd + nb, shape);
+        st->repl = ir_load(c, st->buf, st->nd + nb, ridx, false);
+    }
     ir_stmt_visit(ki_loop, replace_in_store, &s);
 
-    Stmt *items[MAX_STAGED + 3];
+    Stmt *items[2 * MAX_STAGED + 3];
     int ni = 0;
-    items[ni++] = ir_barrier(a);
-    for (int i = 0; i < s.nst; i++)
-        items[ni++] = s.st[i].copy;
-    items[ni++] = ir_barrier(a);
-    items[ni++] = ki_loop;
-    k->ko_loop->loop.body = ir_seq(a, ni, items);
+    if (!pipe) {
+        /* barrier, copy chunk ko, barrier, compute */
+        items[ni++] = ir_barrier(a);
+        for (int i = 0; i < s.nst; i++)
+            items[ni++] = copy(&s, &s.st[i], ir_varref(c, ko), NULL, NULL);
+        items[ni++] = ir_barrier(a);
+        items[ni++] = ki_loop;
+        k->ko_loop->loop.body = ir_seq(a, ni, items);
+    } else {
+        /* chunk 0 into buffer 0 before the loop; in the loop, the next
+         * chunk's elements into registers (the last one loads its own chunk
+         * again, so no load leaves the tensor), the compute on buffer
+         * ko % 2, the registers into buffer (ko + 1) % 2, one barrier */
+        Expr *nko = ko->extent;
+        Expr *next = ir_simplify(c, ir_binop(c, EX_MIN, ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1)),
+                                             ir_binop(c, EX_SUB, nko, ir_int(c, 1))));
+        Expr *other = ir_simplify(c, ir_binop(c, EX_MOD, ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1)),
+                                              ir_int(c, 2)));
+        Tensor *regs[MAX_STAGED];
+        for (int i = 0; i < s.nst; i++) {
+            char name[80];
+            snprintf(name, sizeof name, "%s_next", s.st[i].name);
+            int64_t rs[2] = {s.st[i].steps, s.st[i].Vc};
+            regs[i] = ir_buffer(a, name, MS_LOCAL, c, 2, rs);
+            items[ni++] = copy(&s, &s.st[i], next, regs[i], NULL);
+        }
+        items[ni++] = ki_loop;
+        for (int i = 0; i < s.nst; i++)
+            items[ni++] = copy(&s, &s.st[i], NULL, regs[i], other);
+        items[ni++] = ir_barrier(a);
+        Stmt *loop = ir_for(a, ko, FK_SERIAL, ir_seq(a, ni, items));
+        for (int i = s.nst - 1; i >= 0; i--)
+            loop = ir_alloc(a, regs[i], loop);
+        Stmt *pre[MAX_STAGED + 2];
+        int np = 0;
+        for (int i = 0; i < s.nst; i++)
+            pre[np++] = copy(&s, &s.st[i], ir_int(c, 0), NULL, ir_int(c, 0));
+        pre[np++] = ir_barrier(a);
+        pre[np++] = loop;
+        *k->ko_loop = *ir_seq(a, np, pre);
+        k->ko_loop = find_loop_of(k->ko_loop, ko);
+    }
 
     /* the shared buffers live around the thread loop */
     Stmt *inner = IR_NEW(a, Stmt);

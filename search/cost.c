@@ -21,7 +21,11 @@
  *   blocks per SM           n = ceil(grid / SMs)  (the last wave's tail)
  *   compute                 n x max(FMA lane-ops / lanes, wavefronts,
  *                           warp instructions / 4 schedulers,
- *                           barriers x 24 / min(r, n)) cycles,
+ *                           (barriers x 24 + exposed loads x 500) / min(r, n))
+ *                           cycles, an exposed load being a barrier that
+ *                           waits for global loads stored straight into
+ *                           shared memory (a copy that is not double
+ *                           buffered),
  *                           slowed by sqrt(warps resident / 16) below 16
  *   memory                  L2 bytes (every block's loads and stores) over
  *                           L2 bandwidth, and DRAM bytes (each buffer's
@@ -82,6 +86,7 @@ typedef struct Walk {
     SrchKernelCost *k;
     const Expr *seen[MAX_SEEN]; /* nodes of the statement counted so far */
     int nseen;
+    bool copied;     /* a global load went straight to shared memory since the last barrier */
 } Walk;
 
 /* Executions per thread of e: the statement's, less the copies of the
@@ -234,6 +239,19 @@ static void expr_cost(Walk *w, Expr *e)
     k->instrs += mult * lanes;
 }
 
+static void find_global(Expr *e, void *ud)
+{
+    if (e->kind == EX_LOAD && e->load.t->scope == MS_GLOBAL)
+        *(bool *)ud = true;
+}
+
+static bool has_global_load(Expr *e)
+{
+    bool g = false;
+    ir_expr_visit(e, find_global, &g);
+    return g;
+}
+
 static bool uses_buffer(const Stmt *s, const Tensor *t);
 
 static void find_load(Expr *e, void *ud)
@@ -351,12 +369,17 @@ static void walk(Walk *w, Stmt *s)
         return;
     case ST_BARRIER:
         k->barriers += w->mult;
+        if (w->copied) /* the block waits out those loads' latency here */
+            k->exposed += w->mult;
+        w->copied = false;
         return;
     case ST_STORE:
         w->nseen = 0;
         for (int i = 0; i < s->store.n; i++)
             expr_cost(w, s->store.idx[i]);
         expr_cost(w, s->store.value);
+        if (s->store.buf->scope == MS_SHARED && has_global_load(s->store.value))
+            w->copied = true;
         mem_access(w, s->store.buf, s->store.n, s->store.idx, true, false);
         return;
     }
@@ -404,7 +427,7 @@ double srch_launch_ms(const SrchGpu *g, const SrchKernelCost *k, int64_t grid, i
         cyc = k->wavefronts;
     if (issue > cyc)
         cyc = issue;
-    cyc += k->barriers * 24.0 / conc;
+    cyc += (k->barriers * 24.0 + k->exposed * 500.0) / conc;
     double resident_warps = conc * warps;
     if (resident_warps < 16)
         cyc /= sqrt(resident_warps / 16.0);

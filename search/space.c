@@ -200,6 +200,7 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
         if (st->reduction && pick(rng, 3) == 0)
             mk.split = 2 << pick(rng, 4); /* 2..16 parts */
         mk.strided = pick(rng, 2) == 0;
+        mk.pipeline = mk.stage && pick(rng, 2) == 0;
         return mk;
     }
     mk.vec = pick(rng, 4) == 0 ? vw / 2 : vw;
@@ -254,7 +255,7 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
             mk.tile[n - 1] = 4;
             if (n >= 2) { mk.threads[n - 2] = 8; mk.tile[n - 2] = 4; }
             mk.rchunk = 16;
-            mk.stage = n >= 2;
+            mk.stage = mk.pipeline = n >= 2;
             mk.split = 4;
         } else {
             /* large T: 128 x 128 blocks of 8 x 8 tiles in runs of 4 */
@@ -262,7 +263,7 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
             mk.tile[n - 1] = 8;
             if (n >= 2) { mk.threads[n - 2] = 16; mk.tile[n - 2] = 8; }
             mk.rchunk = 8;
-            mk.stage = n >= 2;
+            mk.stage = mk.pipeline = n >= 2;
             mk.strided = true;
         }
         normalise(st, &mk);
@@ -366,8 +367,11 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
             case 3:
                 mk.unroll = 1 << pick(rng, 3);
                 break;
-            case 4: /* staging / packing */
-                mk.stage = st->reduction && !mk.stage;
+            case 4: /* staging / packing; on the GPU, double buffering */
+                if (gpu && mk.stage && pick(rng, 2) == 0)
+                    mk.pipeline = !mk.pipeline;
+                else
+                    mk.stage = st->reduction && !mk.stage;
                 break;
             case 6: /* GPU: threads along the reduction */
                 mk.rthreads = pick(rng, 2) ? mk.rthreads * 2 : mk.rthreads / 2;
@@ -536,4 +540,5 @@ void srch_features(const SrchStage *st, const MicroKernel *mk, const SrchPtxInfo
     f[i++] = (float)log2(mk->rthreads > 1 ? mk->rthreads : 1);
     f[i++] = (float)log2(mk->split > 1 ? mk->split : 1);
     f[i++] = (float)mk->strided;
+    f[i++] = (float)mk->pipeline;
 }

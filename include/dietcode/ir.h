@@ -157,7 +157,9 @@ struct Stmt {
  * at small T). strided lays a thread's register tile out in runs of vec
  * consecutive points, consecutive threads' runs side by side (the CUTLASS
  * SIMT layout): shared reads and global stores of a warp are then
- * contiguous. */
+ * contiguous. pipeline (GPU, staged) double-buffers the shared copies:
+ * each chunk's global loads go to registers while the previous chunk is
+ * computed, then to the other buffer, with one barrier a chunk. */
 enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 32 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
@@ -171,6 +173,7 @@ typedef struct MicroKernel {
     int split;      /* 1: the reduction in one launch */
     int rthreads;   /* threads along the reduction per output (0 or 1: none) */
     bool strided;   /* a thread's tile in runs of vec points, runs threads*vec apart */
+    bool pipeline;  /* staged through two buffers: the next chunk loads during this one */
 } MicroKernel;
 
 /* One kernel: a block loop over a grid of independent blocks. Its grid is

@@ -257,7 +257,7 @@ SrchTarget srch_target_cpu(void);
  * SM count (sm_80 108, sm_90 132, ...). name is "cuda" or "model". */
 SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm);
 
-enum { SRCH_NFEAT = 29 };
+enum { SRCH_NFEAT = 30 };
 
 /* What ptxas -v says of one kernel (0 where it says nothing). */
 typedef struct SrchPtxInfo {
@@ -445,6 +445,7 @@ typedef struct SrchKernelCost {
     double load_bytes, store_bytes; /* global */
     double wavefronts;       /* shared-memory wavefronts */
     double barriers, shuffles;
+    double exposed;          /* barriers that wait for global loads copied to shared memory */
     int64_t shared_bytes;    /* static shared memory */
     int64_t local_words;     /* per-thread registers for its buffers */
 } SrchKernelCost;

@@ -122,13 +122,15 @@ static MicroKernel *variant(const TeProgram *p, int v)
         m->unroll = 1;
         m->vec = 1;
         if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3 unrolled, staged;
-                         * on the GPU 2 threads along the reduction */
+                         * on the GPU double-buffered, 2 threads along the
+                         * reduction */
             if (n >= 1) { m->tile[n - 1] = 5; m->threads[n - 1] = 2; }
             if (n >= 2) { m->tile[n - 2] = 7; m->threads[n - 2] = 3; }
             m->rchunk = 3;
             m->unroll = 3;
             m->stage = true;
             m->rthreads = 2;
+            m->pipeline = true;
         } else if (v == 2) { /* vectors of 4 along the innermost axis in runs
                                 * threads x 4 apart, not staged, chunks of 6
                                 * unrolled by 2 */

@@ -70,8 +70,9 @@ cat >"$forms" <<'FORMS'
 bert_qkv|Y|threads [1, 8] tile [1, 1] rchunk 128 unroll 1 vec 4 along reduction rthreads 32
 bert_qkv|Y|threads [2, 4] tile [4, 1] rchunk 64 unroll 1 vec 4 along reduction rthreads 16
 bert_qkv|Y|threads [4, 32] tile [2, 4] rchunk 32 unroll 1 vec 4 staged rthreads 2
-bert_qkv|Y|threads [16, 16] tile [8, 8] rchunk 8 unroll 2 vec 4 staged strided
-bert_qkv|Y|threads [8, 32] tile [4, 4] rchunk 16 unroll 4 vec 4 staged split 4
+bert_qkv|Y|threads [16, 16] tile [8, 8] rchunk 8 unroll 2 vec 4 staged strided pipelined
+bert_qkv|Y|threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined
+bert_qkv|Y|threads [8, 32] tile [4, 4] rchunk 16 unroll 4 vec 4 staged split 4 pipelined
 attention|S|threads [1, 2, 8] tile [1, 2, 4] rchunk 64 unroll 1 vec 4 along reduction rthreads 16
 FORMS
 i=0
