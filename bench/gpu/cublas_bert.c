@@ -18,7 +18,14 @@
  * --reps timed runs of --batch back-to-back calls each; a run's time over
  * --batch is one call's, and the median over runs is reported. The ratio
  * is cublas_time / dcc_time (above 1: dcc is faster); the summary gives
- * its geometric mean per layer and overall.
+ * its geometric mean per layer, per band of T (1-16, 17-64, 65-128) and
+ * overall.
+ *
+ * Each is timed twice: warm, the same W and b every call (they stay in
+ * L2, as in a benchmark loop), and cold, each call on the next of several
+ * copies of W and b that together hold more than twice the L2 cache, so
+ * a call finds its weights in memory, as one layer of a model does after
+ * the others ran.
  *
  * Check, for every (layer, T): dcc's Y against cuBLAS's (a fresh GEMM on
  * the bias), max |dcc - cublas| <= 1e-4 max |cublas|; and, for T = 1 and
@@ -66,10 +73,14 @@ enum { NLAYERS = sizeof layers / sizeof layers[0], TMAX = 128, WARMUP = 3 };
 static const double RTOL = 1e-4;
 
 /* Device buffers of one layer, sized for TMAX; the host copies of X, W, b. */
+enum { MAX_COPIES = 64 };
+
 typedef struct Bufs {
     float *x, *w, *b, *y, *yref; /* device */
     float *hx, *hw, *hb, *hbias; /* host; hbias: b broadcast to TMAX rows */
     float *hy, *hyref;
+    int ncopies;                 /* cold: copies of W and b rotated through */
+    float *wc[MAX_COPIES], *bc[MAX_COPIES];
 } Bufs;
 
 static cudaStream_t stream;
@@ -122,11 +133,12 @@ static float *device(size_t n)
     return p;
 }
 
-static Bufs bufs_new(const Layer *l, int tmax)
+static Bufs bufs_new(const Layer *l, int tmax, size_t l2_bytes)
 {
     size_t n = (size_t)l->n, k = (size_t)l->k, t = (size_t)tmax;
-    Bufs B = {device(t * k), device(n * k), device(n), device(t * n), device(t * n),
-              host(t * k),   host(n * k),   host(n),   host(t * n),   host(t * n), host(t * n)};
+    Bufs B = {.x = device(t * k), .w = device(n * k), .b = device(n), .y = device(t * n),
+              .yref = device(t * n), .hx = host(t * k), .hw = host(n * k), .hb = host(n),
+              .hbias = host(t * n), .hy = host(t * n), .hyref = host(t * n)};
     /* the seeded generator of `dcc run` (seed 1, a stream per tensor name) */
     rt_rng_fill(1, rt_rng_hash("X"), B.hx, t * k);
     rt_rng_fill(1, rt_rng_hash("W"), B.hw, n * k);
@@ -136,6 +148,17 @@ static Bufs bufs_new(const Layer *l, int tmax)
     cuda_ok(cudaMemcpy(B.x, B.hx, t * k * sizeof(float), cudaMemcpyHostToDevice), "copy X");
     cuda_ok(cudaMemcpy(B.w, B.hw, n * k * sizeof(float), cudaMemcpyHostToDevice), "copy W");
     cuda_ok(cudaMemcpy(B.b, B.hb, n * sizeof(float), cudaMemcpyHostToDevice), "copy b");
+    /* copies of the weights: more than twice L2 in all */
+    size_t each = (n * k + n) * sizeof(float);
+    B.ncopies = (int)(2 * l2_bytes / each) + 2;
+    if (B.ncopies > MAX_COPIES)
+        B.ncopies = MAX_COPIES;
+    for (int i = 0; i < B.ncopies; i++) {
+        B.wc[i] = device(n * k);
+        B.bc[i] = device(n);
+        cuda_ok(cudaMemcpy(B.wc[i], B.w, n * k * sizeof(float), cudaMemcpyDeviceToDevice), "copy W");
+        cuda_ok(cudaMemcpy(B.bc[i], B.b, n * sizeof(float), cudaMemcpyDeviceToDevice), "copy b");
+    }
     return B;
 }
 
@@ -146,23 +169,30 @@ static void bufs_free(Bufs *B)
         cudaFree(d[i]);
     for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
         free(h[i]);
+    for (int i = 0; i < B->ncopies; i++) {
+        cudaFree(B->wc[i]);
+        cudaFree(B->bc[i]);
+    }
 }
 
-/* The two sides of one call. */
-static void call_dcc(const Layer *l, const Bufs *B, int T)
+/* The two sides of one call, on copy c of the weights (-1: the originals). */
+static void call_dcc(const Layer *l, const Bufs *B, int T, int c)
 {
+    const float *w = c < 0 ? B->w : B->wc[c], *b = c < 0 ? B->b : B->bc[c];
     /* these layers have no intermediates: no workspace (0 would be libdcrt's) */
-    dcc_ok(l->launch(T, (uint64_t)(uintptr_t)B->x, (uint64_t)(uintptr_t)B->w, (uint64_t)(uintptr_t)B->b,
+    dcc_ok(l->launch(T, (uint64_t)(uintptr_t)B->x, (uint64_t)(uintptr_t)w, (uint64_t)(uintptr_t)b,
                      (uint64_t)(uintptr_t)B->y, 0, stream),
            l->name);
 }
 
 /* Row-major Y[T, N] is column-major N x T; so Y^T = W X^T is op(A) = W
- * (column-major K x N, transposed) times B = X^T (column-major K x T). */
-static void call_cublas(const Layer *l, const Bufs *B, int T)
+ * (column-major K x N, transposed) times B = X^T (column-major K x T).
+ * (cuBLAS reads the bias from Y: the copies of b are dcc's only.) */
+static void call_cublas(const Layer *l, const Bufs *B, int T, int c)
 {
     const float one = 1.0f;
-    blas_ok(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, l->n, T, l->k, &one, B->w, l->k, B->x, l->k,
+    const float *w = c < 0 ? B->w : B->wc[c];
+    blas_ok(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, l->n, T, l->k, &one, w, l->k, B->x, l->k,
                         &one, B->yref, l->n),
             "cublasSgemm");
 }
@@ -174,17 +204,19 @@ static int cmp_float(const void *a, const void *b)
 }
 
 /* Median time of one call in microseconds: WARMUP calls, then reps runs of
- * batch calls between two events on the stream. */
-static double time_us(void (*call)(const Layer *, const Bufs *, int), const Layer *l,
-                      const Bufs *B, int T, int reps, int batch)
+ * batch calls between two events on the stream; cold, each call on the
+ * next copy of the weights. */
+static double time_us(void (*call)(const Layer *, const Bufs *, int, int), const Layer *l,
+                      const Bufs *B, int T, int reps, int batch, bool cold)
 {
     float t[64];
+    int c = 0;
     for (int i = 0; i < WARMUP; i++)
-        call(l, B, T);
+        call(l, B, T, cold ? c++ % B->ncopies : -1);
     for (int r = 0; r < reps; r++) {
         cuda_ok(cudaEventRecord(ev0, stream), "cudaEventRecord");
         for (int i = 0; i < batch; i++)
-            call(l, B, T);
+            call(l, B, T, cold ? c++ % B->ncopies : -1);
         cuda_ok(cudaEventRecord(ev1, stream), "cudaEventRecord");
         cuda_ok(cudaEventSynchronize(ev1), "a timed run");
         cuda_ok(cudaEventElapsedTime(&t[r], ev0, ev1), "cudaEventElapsedTime");
@@ -211,8 +243,8 @@ static double check(const Layer *l, Bufs *B, int T)
     size_t n = (size_t)T * (size_t)l->n;
     cuda_ok(cudaMemcpyAsync(B->yref, B->hbias, n * sizeof(float), cudaMemcpyHostToDevice, stream),
             "copy the bias");
-    call_cublas(l, B, T);
-    call_dcc(l, B, T);
+    call_cublas(l, B, T, -1);
+    call_dcc(l, B, T, -1);
     cuda_ok(cudaStreamSynchronize(stream), "the checked calls");
     cuda_ok(cudaMemcpy(B->hy, B->y, n * sizeof(float), cudaMemcpyDeviceToHost), "copy Y");
     cuda_ok(cudaMemcpy(B->hyref, B->yref, n * sizeof(float), cudaMemcpyDeviceToHost), "copy Y");
@@ -261,7 +293,7 @@ int main(int argc, char **argv)
             return 2;
         }
     int tmax = arg(argc, argv, "--tmax", TMAX, 1, TMAX), reps = arg(argc, argv, "--reps", 11, 1, 64);
-    int batch = arg(argc, argv, "--batch", 5, 1, 1000), budget = arg(argc, argv, "--budget", 150, 1, 3600);
+    int batch = arg(argc, argv, "--batch", 5, 1, 1000), budget = arg(argc, argv, "--budget", 60, 1, 3600);
     double start = now_s();
 
     char err[512];
@@ -289,20 +321,20 @@ int main(int argc, char **argv)
            "# warm-up calls), in us per call; ratio = cublas / dcc (above 1: dcc faster).\n"
            "# Check: max|dcc - cublas| / max|cublas| <= %g (rel_err) for every T.\n",
            reps, batch, WARMUP, RTOL);
-    printf("%-9s %4s %5s %5s %10s %10s %7s %9s\n", "layer", "T", "N", "K", "dcc_us", "cublas_us",
-           "ratio", "rel_err");
+    printf("# cold: W and b rotated among copies holding more than twice the L2 (%d MB).\n",
+           prop.l2CacheSize >> 20);
+    printf("%-9s %4s %5s %5s %10s %10s %7s %10s %10s %7s %9s\n", "layer", "T", "N", "K", "dcc_us",
+           "cublas_us", "ratio", "cold_dcc", "cold_cubl", "cold_r", "rel_err");
 
+    /* geometric means: [warm, cold][layer + overall][band + all] */
+    enum { NBANDS = 3 };
+    static const int band_hi[NBANDS] = {16, 64, TMAX};
+    double logs[2][NLAYERS + 1][NBANDS + 1] = {{{0}}};
+    int counts[NLAYERS + 1][NBANDS + 1] = {{0}};
     int nfail = 0, nskip = 0;
-    double logsum_all = 0;
-    int count_all = 0;
-    double geo[NLAYERS];
-    int count[NLAYERS];
     for (int li = 0; li < NLAYERS; li++) {
         const Layer *l = &layers[li];
-        Bufs B = bufs_new(l, tmax);
-        double logsum = 0, best = 0, worst = INFINITY;
-        int tbest = 0, tworst = 0;
-        count[li] = 0;
+        Bufs B = bufs_new(l, tmax, (size_t)prop.l2CacheSize);
         for (int T = 1; T <= tmax; T++) {
             if (now_s() - start > budget) {
                 nskip += tmax - T + 1;
@@ -318,32 +350,48 @@ int main(int argc, char **argv)
                     bad = true;
                 }
             }
-            double td = time_us(call_dcc, l, &B, T, reps, batch);
-            double tc = time_us(call_cublas, l, &B, T, reps, batch);
-            double ratio = tc / td;
-            printf("%-9s %4d %5d %5d %10.2f %10.2f %7.3f %9.2e%s\n", l->name, T, l->n, l->k, td, tc,
-                   ratio, e, bad ? "  FAIL" : "");
+            double td = time_us(call_dcc, l, &B, T, reps, batch, false);
+            double tc = time_us(call_cublas, l, &B, T, reps, batch, false);
+            double cd = time_us(call_dcc, l, &B, T, reps, batch, true);
+            double cc = time_us(call_cublas, l, &B, T, reps, batch, true);
+            printf("%-9s %4d %5d %5d %10.2f %10.2f %7.3f %10.2f %10.2f %7.3f %9.2e%s\n", l->name, T,
+                   l->n, l->k, td, tc, tc / td, cd, cc, cc / cd, e, bad ? "  FAIL" : "");
             nfail += bad;
-            logsum += log(ratio);
-            count[li]++;
-            if (ratio > best)
-                best = ratio, tbest = T;
-            if (ratio < worst)
-                worst = ratio, tworst = T;
+            int band = 0;
+            while (T > band_hi[band])
+                band++;
+            int rows[2] = {li, NLAYERS}, cols[2] = {band, NBANDS};
+            for (int r = 0; r < 2; r++)
+                for (int q = 0; q < 2; q++) {
+                    logs[0][rows[r]][cols[q]] += log(tc / td);
+                    logs[1][rows[r]][cols[q]] += log(cc / cd);
+                    counts[rows[r]][cols[q]]++;
+                }
         }
-        geo[li] = count[li] ? exp(logsum / count[li]) : NAN;
-        logsum_all += logsum;
-        count_all += count[li];
-        if (count[li])
-            printf("# %s: geomean ratio %.3f over %d T (worst %.3f at T=%d, best %.3f at T=%d)\n",
-                   l->name, geo[li], count[li], worst, tworst, best, tbest);
         bufs_free(&B);
+    }
+    printf("# geometric mean of cublas/dcc, warm (cold), by band of T\n");
+    printf("%-9s %17s %17s %17s %17s\n", "layer", "T 1-16", "T 17-64", "T 65-128", "all");
+    for (int r = 0; r <= NLAYERS; r++) {
+        printf("%-9s", r < NLAYERS ? layers[r].name : "overall");
+        for (int q = 0; q <= NBANDS; q++) {
+            int n = counts[r][q];
+            if (n)
+                printf(" %7.3f (%7.3f)", exp(logs[0][r][q] / n), exp(logs[1][r][q] / n));
+            else
+                printf(" %17s", "-");
+        }
+        printf("\n");
     }
     printf("summary:");
     for (int li = 0; li < NLAYERS; li++)
-        printf(" %s %.3f%s", layers[li].name, geo[li], li + 1 < NLAYERS ? "," : "");
-    printf("; overall geomean cublas/dcc %.3f over %d (layer, T)\n",
-           count_all ? exp(logsum_all / count_all) : NAN, count_all);
+        printf(" %s %.3f%s", layers[li].name,
+               counts[li][NBANDS] ? exp(logs[0][li][NBANDS] / counts[li][NBANDS]) : NAN,
+               li + 1 < NLAYERS ? "," : "");
+    int all = counts[NLAYERS][NBANDS];
+    printf("; overall geomean cublas/dcc %.3f warm, %.3f cold, over %d (layer, T)\n",
+           all ? exp(logs[0][NLAYERS][NBANDS] / all) : NAN,
+           all ? exp(logs[1][NLAYERS][NBANDS] / all) : NAN, all);
     if (nskip)
         printf("INCOMPLETE: the %d s budget ran out; %d (layer, T) not measured\n", budget, nskip);
     printf("check: %s\n", nfail ? "FAILED" : "every (layer, T) within tolerance");
