@@ -8,7 +8,10 @@
  * small and large T alike; one whose operands are contiguous along the
  * output (a convolution) gets the outer-product kernel: 6 x (2 vectors)
  * tiles with operands packed per block. Elementwise stages get one vector
- * per thread along the innermost axis.
+ * per thread along the innermost axis. On the GPU a reduction to a scalar
+ * or a vector gets a warp along the reduction per output (32 partial sums
+ * joined by shuffles: parallel, and more precise than one long sum), a
+ * larger output 16 x 16 threads of 4 x 4 points, staged.
  */
 #include "dietcode/passes.h"
 
@@ -53,7 +56,18 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
     Contig cg = {n ? t->axes[n - 1] : NULL, 0, 0};
     if (red)
         ir_expr_visit((Expr *)body, count_contig, &cg);
-    if (ti->kind == PT_GPU) {
+    if (ti->kind == PT_GPU && red && n <= 1) {
+        /* a reduction to a vector or a scalar: a warp along the reduction
+         * of each of 8 outputs (one for a scalar), 128-bit loads when the
+         * operands run along it, partial sums combined by shuffles */
+        if (n == 1)
+            mk.threads[0] = 8;
+        mk.rthreads = 32;
+        bool along = cg.reduce > 0 || n == 0;
+        mk.vec = along ? 4 : 1;
+        mk.vaxis = along ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
+        mk.rchunk = 32 * mk.vec;
+    } else if (ti->kind == PT_GPU) {
         if (n >= 1) { mk.threads[n - 1] = 16; mk.tile[n - 1] = 4; }
         if (n >= 2) { mk.threads[n - 2] = 16; mk.tile[n - 2] = 4; }
         mk.rchunk = red ? 16 : 0;
