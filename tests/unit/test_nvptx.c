@@ -270,6 +270,62 @@ static void test_index32(void **state)
                             "output Y[b: B, t: T] = sum[k: 64](X[b, t, k])\n"));
 }
 
+/* The PTX of the dense layer with micro-kernel mk. */
+static char *dense_ptx(const char *mk)
+{
+    Compiled c;
+    assert_int_equal(fe_load_text("d.tex", "d",
+                                  "dim T in 1..128\ninput X[T, 768] f32\ninput W[2304, 768] f32\n"
+                                  "output Y[i: T, j: 2304] = sum[k: 768](X[i, k] * W[j, k])\n",
+                                  &c.u),
+                     0);
+    MicroKernel *mks = calloc((size_t)c.u.prog->ntensors, sizeof *mks);
+    int ns;
+    for (int i = 0; i < c.u.prog->ntensors; i++)
+        assert_true(pass_parse_microkernel(mk, &mks[i], &ns));
+    TargetInfo ti = pass_target_info(PT_GPU);
+    char err[512];
+    LoopProgram *lp = pass_run_pipeline(c.u.prog, mks, &ti, NULL, err, sizeof err);
+    assert_non_null(lp);
+    char *ptx = cg_emit_ptx(lp, "sm_80", true, err, sizeof err);
+    assert_non_null(ptx);
+    free(mks);
+    fe_unload(&c.u);
+    return ptx;
+}
+
+/* Every dimension of the GPU space changes the code it generates (issue
+ * 10: a dimension that does not leaves the space). */
+static void test_space_dimensions(void **state)
+{
+    (void)state;
+    static const char *base = "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged";
+    static const char *changed[] = {
+        "threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged",          /* threads */
+        "threads [8, 16] tile [4, 8] rchunk 16 unroll 1 vec 4 staged",           /* tile */
+        "threads [8, 16] tile [4, 4] rchunk 32 unroll 1 vec 4 staged",           /* rchunk */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 4 vec 4 staged",           /* unroll */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 2 staged",           /* vec */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 along reduction staged", /* vaxis */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4",                  /* stage */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged split 2",   /* split */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged rthreads 2", /* rthreads */
+        "threads [8, 16] tile [4, 8] rchunk 16 unroll 1 vec 4 staged strided",   /* strided (vs tile) */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined", /* pipeline */
+    };
+    char *ref = dense_ptx(base);
+    char *tile8 = dense_ptx(changed[1]);
+    for (size_t i = 0; i < sizeof changed / sizeof *changed; i++) {
+        char *p = dense_ptx(changed[i]);
+        const char *against = i == 9 ? tile8 : ref;
+        if (strcmp(p, against) == 0)
+            fail_msg("'%s' gives the same PTX as '%s'", changed[i], i == 9 ? changed[1] : base);
+        free(p);
+    }
+    free(tile8);
+    free(ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_approx_math_on_host),
         cmocka_unit_test(test_examples_to_ptx),
         cmocka_unit_test(test_index32),
+        cmocka_unit_test(test_space_dimensions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
