@@ -27,7 +27,7 @@ bench: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense bench_tuning bench_aot
 	$(BUILD)/bench/bench_aot $(CURDIR)
-	$(BUILD)/bench/bench_dense --step 8 --reps 15
+	$(BUILD)/bench/bench_dense --step 8 --reps 15 $(CURDIR)
 
 # DietCode's claim: joint tuning against per-shape tuning and OpenBLAS (BERT
 # QKV, T = 1..128, CPU); about 10 minutes on 2 cores.

@@ -9,6 +9,7 @@
 
 extern char *openblas_get_corename(void);
 extern void openblas_set_num_threads(int);
+extern void omp_set_num_threads(int); /* oneDNN's runtime is OpenMP (libgomp) */
 
 
 static int cmpd(const void *a, const void *b)
@@ -45,6 +46,7 @@ void bench_openblas_coretype(char **argv)
 
 const char *bench_openblas_core(void) { return openblas_get_corename(); }
 void bench_openblas_threads(int n) { openblas_set_num_threads(n); }
+void bench_dnnl_threads(int n) { omp_set_num_threads(n); }
 
 void bench_dcrt_threads(int n)
 {

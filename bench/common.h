@@ -1,6 +1,7 @@
-/* bench/common.h: what the benchmarks share: timing, and OpenBLAS made to
- * use the best kernel set this CPU supports (Debian's build misdetects
- * recent CPUs as an old SSE3 core): SkylakeX with AVX-512, else Haswell. */
+/* bench/common.h: what the benchmarks share: timing, threads for dcc,
+ * oneDNN and OpenBLAS, and OpenBLAS made to use the best kernel set this
+ * CPU supports (Debian's build misdetects recent CPUs as an old SSE3 core):
+ * SkylakeX with AVX-512, else Haswell. */
 #ifndef DC_BENCH_COMMON_H
 #define DC_BENCH_COMMON_H
 
@@ -11,6 +12,8 @@ double bench_median_ms(int reps, void (*run)(void *), void *ctx);
 void bench_openblas_coretype(char **argv);
 const char *bench_openblas_core(void);
 void bench_openblas_threads(int n);
+/* Threads for oneDNN (its OpenMP runtime). */
+void bench_dnnl_threads(int n);
 /* Threads for dcc's objects (libdcrt's pool reads DCRT_NUM_THREADS once). */
 void bench_dcrt_threads(int n);
 

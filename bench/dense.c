@@ -1,90 +1,127 @@
-/* bench/dense: dcc's CPU kernels against OpenBLAS cblas_sgemm on the
- * BERT-base dense layers, Y[T, N] = X[T, K] * W[N, K]^T, for T = 1..128.
+/* bench/dense: dcc's CPU kernels against oneDNN (dnnl_sgemm) and OpenBLAS
+ * (cblas_sgemm) on the four dense layers of BERT-base, Y[T, N] = X[T, K]
+ * W[N, K]^T + b, for T = 1, 1 + step, ..., 128.
  *
- *   dense [--mk "threads [...] tile [...] ..."] [--step S] [--reps R] [--threads N]
+ *   dense [--mk "threads [...] tile [...] ..."] [--step S] [--reps R] [--threads N] [SRCDIR]
  *
- * Both run with the same number of threads, on the same buffers, timed side
- * by side in one run (median of R after a warm-up). OpenBLAS is made to use
- * the best kernel set this CPU supports (Debian's build misdetects recent
- * CPUs as an old SSE3 core): SkylakeX with AVX-512, else Haswell. Prints
- * GFLOP/s of both per shape and the geometric mean of dcc / OpenBLAS. Not a
- * test: timing decides nothing here.
+ * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
+ * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
+ * `dcc run` does; with --mk, that micro-kernel), and as the object
+ * `dcc --emit=obj` wrote at build time (default micro-kernels, the default
+ * instruction sets), linked in. The libraries compute the same GEMM with
+ * beta = 1 into a Y that holds the broadcast bias, so they add the bias in
+ * the GEMM as dcc's kernel does (the timed calls keep accumulating into Y,
+ * which changes the values, not the work). Same buffers, same threads, the
+ * median of R timed calls after a warm-up; dcc first, then oneDNN, then
+ * OpenBLAS, because the libraries' idle threads spin for a while after a
+ * call and would take a core from whatever runs next. OpenBLAS is made to
+ * use the best kernels this CPU has (Debian's build takes recent CPUs for
+ * an SSE3 core): SkylakeX with AVX-512, else Haswell.
+ *
+ * Prints GFLOP/s per T and the geometric means of dcc / oneDNN and dcc /
+ * OpenBLAS, JIT and AOT. Not a test: timing decides nothing here.
  */
 #include "dietcode/exec.h"
-#include "dietcode/ir.h"
+#include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
+#include "bert_attn_out.h"
+#include "bert_ffn1.h"
+#include "bert_ffn2.h"
+#include "bert_qkv.h"
 #include "common.h"
 
 #include <cblas.h>
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+typedef int (*RunFn)(int64_t T, const float *X, const float *W, const float *b, float *Y,
+                     void *workspace);
 
-/* Builds Y[i: T, j: N] = sum[k: K](X[i, k] * W[j, k]) through the IR API. */
-static TeProgram *dense(int64_t N, int64_t K)
-{
-    TeProgram *p = ir_te_new("dense");
-    ExprCtx *c = p->ctx;
-    Var *T = ir_te_add_dim(p, "T", 1, 128);
-    T->max = 2147483647;
-    Expr *xs[2] = {ir_varref(c, T), ir_int(c, K)}, *ws[2] = {ir_int(c, N), ir_int(c, K)};
-    Tensor *X = ir_te_add_input(p, "X", DT_F32, 2, xs);
-    Tensor *W = ir_te_add_input(p, "W", DT_F32, 2, ws);
-    Var *ax[2] = {ir_var(c, "i", VK_AXIS, ir_varref(c, T)), ir_var(c, "j", VK_AXIS, ir_int(c, N))};
-    Var *k = ir_var(c, "k", VK_AXIS, ir_int(c, K));
-    Expr *xi[2] = {ir_varref(c, ax[0]), ir_varref(c, k)}, *wi[2] = {ir_varref(c, ax[1]), ir_varref(c, k)};
-    Expr *prod = ir_binop(c, EX_MUL, ir_load(c, X, 2, xi, false), ir_load(c, W, 2, wi, false));
-    ir_te_add_compute(p, "Y", TK_OUTPUT, 2, ax, ir_reduce(c, RD_SUM, 1, &k, prod));
-    return p;
-}
+typedef struct Layer {
+    const char *name, *path;
+    int64_t n, k;
+    RunFn aot;
+} Layer;
+
+static const Layer layers[] = {
+    {"qkv", "examples/bert_qkv.tex", 2304, 768, bert_qkv_run},
+    {"attn_out", "bench/layers/bert_attn_out.tex", 768, 768, bert_attn_out_run},
+    {"ffn1", "bench/layers/bert_ffn1.tex", 3072, 768, bert_ffn1_run},
+    {"ffn2", "bench/layers/bert_ffn2.tex", 768, 3072, bert_ffn2_run},
+};
+enum { NLAYERS = sizeof layers / sizeof *layers, TMAX = 128 };
 
 /* T = 1, then every step-th value, always ending at 128. */
 static int64_t next_T(int64_t T, int step)
 {
     int64_t n = T == 1 && step > 1 ? step : T + step;
-    return T < 128 && n > 128 ? 128 : n;
+    return T < TMAX && n > TMAX ? TMAX : n;
 }
 
 typedef struct Case {
+    const Layer *l;
     ExCpu *cp;
-    int64_t T, N, K;
-    float *bufs[3];
+    float **bufs; /* by the program's tensor ids */
+    const float *x, *w, *b;
+    float *y;
+    int64_t T;
 } Case;
 
-static void run_dcc(void *ctx)
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "dense: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static void run_jit(void *ctx)
 {
     Case *c = ctx;
-    int64_t dims[1] = {c->T};
     char err[256];
-    if (ex_cpu_run(c->cp, dims, c->bufs, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "dense: %s\n", err);
-        exit(1);
-    }
+    if (ex_cpu_run(c->cp, &c->T, c->bufs, NULL, err, sizeof err) != 0)
+        die(c->l->name, err);
+}
+
+static void run_aot(void *ctx)
+{
+    Case *c = ctx;
+    if (c->l->aot(c->T, c->x, c->w, c->b, c->y, NULL) != DCRT_OK)
+        die(c->l->name, dcrt_last_error());
+}
+
+static void run_dnnl(void *ctx)
+{
+    Case *c = ctx;
+    if (dnnl_sgemm('N', 'T', c->T, c->l->n, c->l->k, 1.0f, c->x, c->l->k, c->w, c->l->k, 1.0f, c->y,
+                   c->l->n) != dnnl_success)
+        die(c->l->name, "dnnl_sgemm failed");
 }
 
 static void run_blas(void *ctx)
 {
     Case *c = ctx;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->T, (int)c->N, (int)c->K, 1.0f,
-                c->bufs[0], (int)c->K, c->bufs[1], (int)c->K, 0.0f, c->bufs[2], (int)c->N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->T, (int)c->l->n, (int)c->l->k,
+                1.0f, c->x, (int)c->l->k, c->w, (int)c->l->k, 1.0f, c->y, (int)c->l->n);
 }
 
 int main(int argc, char **argv)
 {
     bench_openblas_coretype(argv);
-    const char *mkspec = NULL;
+    const char *mkspec = NULL, *src = ".";
     int step = 8, reps = 15, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--mk") == 0) mkspec = argv[i + 1];
-        else if (strcmp(argv[i], "--step") == 0) step = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && strcmp(argv[i], "--mk") == 0) mkspec = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
+        else if (argv[i][0] != '-') src = argv[i];
         else {
-            fprintf(stderr, "usage: dense [--mk SPEC] [--step S] [--reps R] [--threads N]\n");
+            fprintf(stderr, "usage: dense [--mk SPEC] [--step S] [--reps R] [--threads N] [SRCDIR]\n");
             return 2;
         }
     }
@@ -93,71 +130,97 @@ int main(int argc, char **argv)
         return 2;
     }
     bench_openblas_threads(threads);
+    bench_dnnl_threads(threads);
     bench_dcrt_threads(threads);
-    printf("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s), %d threads for both\n",
-           bench_openblas_core(), getenv("OPENBLAS_CORETYPE"), threads);
-    static const int64_t shapes[4][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
-    double logsum = 0;
+    const dnnl_version_t *dv = dnnl_version();
+    printf("# dcc (JIT for this CPU; AOT: the object, default micro-kernels) against oneDNN %d.%d.%d\n"
+           "# dnnl_sgemm and OpenBLAS cblas_sgemm (core %s), %d threads each; Y = X W^T + b, FP32\n",
+           dv->major, dv->minor, dv->patch, bench_openblas_core(), threads);
+    double logs[4] = {0}; /* jit/dnnl, jit/blas, aot/dnnl, aot/blas */
     int count = 0;
-    for (int s = 0; s < 4; s++) {
-        int64_t N = shapes[s][0], K = shapes[s][1];
-        TeProgram *p = dense(N, K);
-        MicroKernel mks[3], *use = NULL;
-        TargetInfo ti = pass_target_info(PT_CPU);
+    for (int li = 0; li < NLAYERS; li++) {
+        const Layer *l = &layers[li];
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/%s", src, l->path);
+        FeUnit u;
+        int rc = fe_load(path, &u, err, sizeof err);
+        if (rc != 0) {
+            if (rc > 0)
+                ir_diags_print(&u.diags, stderr);
+            die(path, rc < 0 ? err : "does not compile");
+        }
+        TeProgram *p = u.prog;
+        MicroKernel *mks = NULL;
         if (mkspec) {
-            if (!pass_parse_microkernel(mkspec, &mks[2], NULL)) {
-                fprintf(stderr, "dense: bad --mk '%s'\n", mkspec);
-                return 2;
-            }
-            use = mks;
+            mks = calloc((size_t)p->ntensors, sizeof *mks);
+            for (int i = 0; i < p->ntensors; i++)
+                if (!pass_parse_microkernel(mkspec, &mks[i], NULL))
+                    die("--mk", mkspec);
         }
-        char err[512];
-        LoopProgram *lp = pass_run_pipeline(p, use, &ti, NULL, err, sizeof err);
+        TargetInfo ti = pass_target_info(PT_CPU);
+        LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
         ExCpu *cp = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
-        if (!cp) {
-            fprintf(stderr, "dense: %s\n", err);
-            return 1;
+        if (!cp)
+            die(l->name, err);
+        int64_t n = l->n, k = l->k;
+        float *x = malloc(sizeof(float) * TMAX * (size_t)k), *w = malloc(sizeof(float) * (size_t)(n * k));
+        float *b = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * TMAX * (size_t)n);
+        rt_rng_fill(1, rt_rng_hash("X"), x, (size_t)(TMAX * k));
+        rt_rng_fill(1, rt_rng_hash("W"), w, (size_t)(n * k));
+        rt_rng_fill(1, rt_rng_hash("b"), b, (size_t)n);
+        for (int64_t i = 0; i < TMAX; i++)
+            memcpy(y + i * n, b, sizeof(float) * (size_t)n);
+        float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+        for (int i = 0; i < p->ntensors; i++) {
+            const char *tn = p->tensors[i]->name;
+            bufs[i] = strcmp(tn, "X") == 0 ? x : strcmp(tn, "W") == 0 ? w : strcmp(tn, "b") == 0 ? b : y;
         }
-        if (s == 0) {
-            printf("micro-kernel: ");
-            ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
-            printf("\n");
-        }
-        printf("\nT x %lld by %lld x %lld\n%5s %12s %12s %7s\n", (long long)K, (long long)K,
-               (long long)N, "T", "dcc GFLOP/s", "BLAS GFLOP/s", "ratio");
-        float *X = malloc(sizeof(float) * 128 * (size_t)K), *W = malloc(sizeof(float) * (size_t)(N * K));
-        float *Y = malloc(sizeof(float) * 128 * (size_t)N);
-        rt_rng_fill(1, 1, X, (size_t)(128 * K));
-        rt_rng_fill(1, 2, W, (size_t)(N * K));
-        /* all of dcc first, then all of OpenBLAS: OpenBLAS's idle threads
-         * spin for a while after each call and would steal a core from
-         * whatever runs next */
-        int64_t Ts[160];
-        double td[160], tb[160];
+        printf("\n%s: T x %lld by %lld x %lld, micro-kernel ", l->name, (long long)k, (long long)k,
+               (long long)n);
+        ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
+        printf("%s\n%5s %9s %9s %9s %9s %8s %8s %8s %8s   (GFLOP/s)\n", mkspec ? " (JIT only)" : "",
+               "T", "dcc JIT", "dcc AOT", "oneDNN", "OpenBLAS", "JIT/dnnl", "JIT/blas", "AOT/dnnl",
+               "AOT/blas");
+        int64_t Ts[TMAX + 1];
         int nt = 0;
-        for (int64_t T = 1; T <= 128; T = next_T(T, step))
+        for (int64_t T = 1; T <= TMAX; T = next_T(T, step))
             Ts[nt++] = T;
+        double t[4][TMAX + 1];
+        void (*runs[4])(void *) = {run_jit, run_aot, run_dnnl, run_blas};
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < nt; i++) {
+                if (r == 1 && mkspec) {
+                    t[r][i] = NAN;
+                    continue;
+                }
+                Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
+                t[r][i] = bench_median_ms(reps, runs[r], &c);
+            }
         for (int i = 0; i < nt; i++) {
-            Case c = {cp, Ts[i], N, K, {X, W, Y}};
-            td[i] = bench_median_ms(reps, run_dcc, &c);
-        }
-        for (int i = 0; i < nt; i++) {
-            Case c = {cp, Ts[i], N, K, {X, W, Y}};
-            tb[i] = bench_median_ms(reps, run_blas, &c);
-        }
-        for (int i = 0; i < nt; i++) {
-            double flop = 2.0 * (double)(Ts[i] * N * K);
-            double gd = flop / td[i] / 1e6, gb = flop / tb[i] / 1e6;
-            printf("%5lld %12.1f %12.1f %7.2f\n", (long long)Ts[i], gd, gb, gd / gb);
-            logsum += log(gd / gb);
+            double flop = 2.0 * (double)Ts[i] * (double)n * (double)k, g[4];
+            for (int r = 0; r < 4; r++)
+                g[r] = flop / t[r][i] / 1e6;
+            printf("%5lld %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %8.2f\n", (long long)Ts[i], g[0],
+                   g[1], g[2], g[3], g[0] / g[2], g[0] / g[3], g[1] / g[2], g[1] / g[3]);
+            logs[0] += log(g[0] / g[2]);
+            logs[1] += log(g[0] / g[3]);
+            logs[2] += log(g[1] / g[2]);
+            logs[3] += log(g[1] / g[3]);
             count++;
         }
-        free(X);
-        free(W);
-        free(Y);
+        free(bufs);
+        free(mks);
+        free(x);
+        free(w);
+        free(b);
+        free(y);
         ex_cpu_destroy(cp);
-        ir_te_destroy(p);
+        fe_unload(&u);
     }
-    printf("\ngeometric mean of dcc / OpenBLAS over %d shapes: %.2fx\n", count, exp(logsum / count));
+    printf("\ngeometric mean over %d (layer, T): JIT %.2fx oneDNN, %.2fx OpenBLAS", count,
+           exp(logs[0] / count), exp(logs[1] / count));
+    if (!mkspec)
+        printf("; AOT %.2fx oneDNN, %.2fx OpenBLAS", exp(logs[2] / count), exp(logs[3] / count));
+    printf("\n");
     return 0;
 }

@@ -5,15 +5,18 @@
  *   joint      one search for the whole range (--trials N in all), then the
  *              measured selection at every T and the dispatch tree;
  *   per-shape  a search of N trials for each T on its own (the Ansor way).
- * Then the dispatched kernels of both, and OpenBLAS (cblas_sgemm plus the
- * bias, same threads), are timed side by side at every T. Prints the
- * tuning times, the geometric-mean latencies and the three ratios: tuning
- * time per-shape / joint, latency joint / per-shape, and each against
- * OpenBLAS.
+ * Then the dispatched kernels of both (JIT-compiled for this CPU, as `dcc
+ * run` does; bench/aot shows the object runs as fast), oneDNN (dnnl_sgemm)
+ * and OpenBLAS (cblas_sgemm), each of the two with the bias copied into Y
+ * and beta = 1, same threads, are timed side by side at every T (dcc
+ * first, then oneDNN, then OpenBLAS: the libraries' idle threads spin for
+ * a while after a call). Prints the tuning times, the geometric-mean
+ * latencies and the ratios: tuning time per-shape / joint, latency joint /
+ * per-shape, and each against oneDNN and OpenBLAS.
  *
  *   tuning [--trials N] [--step S] [--reps R] [--keep DIR] [SRCDIR]
  *
- * --step S tunes and times T = 1, 1+S, ... (and 128) instead of every T;
+ * --step S tunes and times T = 1, 1+S, ..., and 128 instead of every T;
  * --keep DIR keeps the two records files there (a rerun with the same DIR
  * reuses them, so its tuning times are not comparable). Not a test.
  */
@@ -27,6 +30,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +97,9 @@ static Tuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const c
     StageSchedule sched[8];
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lp = NULL;
-    if (srch_schedule_from_records(g->p, records, "cpu", sched, NULL, err, sizeof err) != 0 ||
+    char used[64];
+    if (srch_schedule_from_records(g->p, records, "cpu", srch_host_arch(), sched, NULL, used,
+                                   sizeof used, err, sizeof err) != 0 ||
         !(lp = pass_run_pipeline_sched(g->p, sched, &ti, NULL, err, sizeof err)) ||
         !(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
         fprintf(stderr, "tuning: %s\n", err);
@@ -127,6 +133,19 @@ static void run_blas(void *ctx)
         memcpy(Y + i * 2304, c->bufs[2], 2304 * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->T, 2304, 768, 1.0f, c->bufs[0],
                 768, c->bufs[1], 768, 1.0f, Y, 2304);
+}
+
+static void run_dnnl(void *ctx)
+{
+    Case *c = ctx;
+    float *Y = c->bufs[3];
+    for (int64_t i = 0; i < c->T; i++)
+        memcpy(Y + i * 2304, c->bufs[2], 2304 * sizeof(float));
+    if (dnnl_sgemm('N', 'T', c->T, 2304, 768, 1.0f, c->bufs[0], 768, c->bufs[1], 768, 1.0f, Y,
+                   2304) != dnnl_success) {
+        fprintf(stderr, "tuning: dnnl_sgemm failed\n");
+        exit(1);
+    }
 }
 
 int main(int argc, char **argv)
@@ -164,11 +183,15 @@ int main(int argc, char **argv)
     snprintf(rec_shape, sizeof rec_shape, "%s/per_shape.jsonl", dir);
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     bench_openblas_threads(threads);
+    bench_dnnl_threads(threads);
 
     Prog g = load(path);
-    int npts = (127 + step - 1) / step + 1;
-    if (step == 1)
-        npts = 128;
+    int64_t Ts[130];
+    int nt = 0;
+    for (int64_t T = 1; T < 128; T += step)
+        Ts[nt++] = T;
+    Ts[nt++] = 128;
+    int npts = nt;
     SrchRange range = {"T", 1, 128, npts};
     printf("BERT QKV on the CPU: Y[T, 2304] = X[T, 768] W^T + b, %d values of T in 1..128, "
            "%d threads\n", npts, threads);
@@ -187,11 +210,7 @@ int main(int argc, char **argv)
         bufs[i] = aligned_alloc(64, (size_t)n[i] * sizeof(float));
         rt_rng_fill(9, (uint64_t)i, bufs[i], (size_t)n[i]);
     }
-    int64_t Ts[128];
-    double tj[128], ts[128], tb[128];
-    int nt = 0;
-    for (int i = 0; i < npts; i++)
-        Ts[nt++] = npts == 1 ? 1 : 1 + 127 * i / (npts - 1);
+    double tj[130], ts[130], tb[130], td[130];
     for (int i = 0; i < nt; i++) {
         Case a = {joint.cp, Ts[i], bufs}, b = {shape.cp, Ts[i], bufs};
         tj[i] = bench_median_ms(reps, run_dcc, &a);
@@ -199,22 +218,36 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < nt; i++) {
         Case c = {NULL, Ts[i], bufs};
+        td[i] = bench_median_ms(reps, run_dnnl, &c);
+    }
+    for (int i = 0; i < nt; i++) {
+        Case c = {NULL, Ts[i], bufs};
         tb[i] = bench_median_ms(reps, run_blas, &c);
     }
     printf("\nOpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n", bench_openblas_core(),
            getenv("OPENBLAS_CORETYPE"));
-    printf("%5s %10s %10s %10s\n", "T", "joint ms", "shape ms", "BLAS ms");
-    double lj = 0, ls = 0, lb = 0;
+    const dnnl_version_t *dv = dnnl_version();
+    printf("oneDNN %d.%d.%d\n", dv->major, dv->minor, dv->patch);
+    printf("%5s %10s %10s %10s %10s %9s\n", "T", "joint ms", "shape ms", "oneDNN ms", "BLAS ms",
+           "dnnl/joint");
+    double lj = 0, ls = 0, lb = 0, ld = 0, worst = INFINITY;
+    int tworst = 0;
     for (int i = 0; i < nt; i++) {
         if (nt <= 40 || i % 8 == 0 || i == nt - 1)
-            printf("%5lld %10.4f %10.4f %10.4f\n", (long long)Ts[i], tj[i], ts[i], tb[i]);
+            printf("%5lld %10.4f %10.4f %10.4f %10.4f %9.2f\n", (long long)Ts[i], tj[i], ts[i], td[i],
+                   tb[i], td[i] / tj[i]);
         lj += log(tj[i]);
         ls += log(ts[i]);
         lb += log(tb[i]);
+        ld += log(td[i]);
+        if (td[i] / tj[i] < worst)
+            worst = td[i] / tj[i], tworst = (int)Ts[i];
     }
-    lj = exp(lj / nt), ls = exp(ls / nt), lb = exp(lb / nt);
-    printf("\ngeometric-mean latency: joint %.4f ms, per-shape %.4f ms, OpenBLAS %.4f ms\n", lj, ls,
-           lb);
+    lj = exp(lj / nt), ls = exp(ls / nt), lb = exp(lb / nt), ld = exp(ld / nt);
+    printf("\ngeometric-mean latency: joint %.4f ms, per-shape %.4f ms, oneDNN %.4f ms, OpenBLAS "
+           "%.4f ms\n", lj, ls, ld, lb);
+    printf("speed against oneDNN (oneDNN / dcc):   joint %.2fx (worst %.2fx at T = %d), per-shape "
+           "%.2fx\n", ld / lj, worst, tworst, ld / ls);
     printf("tuning time, per-shape / joint:        %6.1fx  (target >= 20x)\n",
            shape.seconds / joint.seconds);
     printf("latency, joint / per-shape:            %6.3fx  (target <= 1.05x)\n", lj / ls);

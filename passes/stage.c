@@ -203,38 +203,55 @@ static bool stage_load(Stager *s, Expr *ld)
     if (nd == 0 || s->bytes + elems * 4 * nbuf > s->ti->shared_bytes)
         return false;
 
-    /* 128-bit copies along the source's last axis */
+    /* The order the copy walks the tile in, fastest part first, and its
+     * vectors (Vc elements along the fastest part). GPU: the source's
+     * order, 128-bit vectors along its last axis when they are aligned and
+     * wholly in or out of bounds, so a warp's loads are coalesced. CPU:
+     * the buffer's order, vectors of the target's width along its rows, so
+     * the stores are contiguous (the loads gather when the copy
+     * transposes, as packing a panel of W[N, K] as [K][N] does). */
     const Tensor *src_t = ld->load.t;
     int dl = rank - 1, Vc = 1;
-    if (gpu && which[dl] >= 0 && ext[which[dl]] % 4 == 0 &&
-        multiple_of(c, src_t->shape[dl], 4) && multiple_of(c, base[dl], 4))
-        Vc = 4;
+    int walk[MK_MAX_AXES + 1], nw = 0;
+    if (gpu) {
+        for (int d = rank - 1; d >= 0; d--)
+            if (which[d] >= 0)
+                walk[nw++] = which[d];
+        if (which[dl] >= 0 && ext[which[dl]] % 4 == 0 && multiple_of(c, src_t->shape[dl], 4) &&
+            multiple_of(c, base[dl], 4))
+            Vc = 4;
+    } else {
+        for (int i = ns - 1; i >= 0; i--)
+            if (used[order[i]])
+                walk[nw++] = order[i];
+        int vw = s->ti->vec_width;
+        if (vw > 1 && ext[walk[0]] % vw == 0)
+            Vc = vw;
+    }
 
-    /* the copy: thread Th takes units Th, Th + NT, ... (Vc elements each)
-     * in source order */
+    /* the copy: thread Th takes units Th, Th + NT, ... (Vc elements each) */
     int64_t NT = k->nthreads, units = elems / Vc, steps = (units + NT - 1) / NT;
     Var *e = ir_var(c, "e", VK_LOOP, C(s, steps));
     Var *v = ir_var(c, "v", VK_LOOP, C(s, Vc));
     Expr *flat = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, e), C(s, NT)),
                           ir_varref(c, s->thread));
-    Expr *src[MK_MAX_AXES + 8], *dst[MK_MAX_AXES + 1];
+    Expr *coord[MK_MAX_AXES + 1];
     int64_t below = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        if (which[d] < 0) {
-            src[d] = base[d];
-            continue;
-        }
-        int part = which[d];
-        int64_t eu = d == dl ? ext[part] / Vc : ext[part];
+    for (int i = 0; i < nw; i++) {
+        int part = walk[i];
+        int64_t eu = i == 0 ? ext[part] / Vc : ext[part];
         Expr *q = below == 1 ? flat : ir_binop(c, EX_DIV, flat, C(s, below));
-        Expr *coord = ir_simplify(c, ir_binop(c, EX_MOD, q, C(s, eu)));
-        if (d == dl && Vc > 1)
-            coord = ir_simplify(c, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, coord, C(s, Vc)),
-                                            ir_varref(c, v)));
+        coord[part] = ir_simplify(c, ir_binop(c, EX_MOD, q, C(s, eu)));
+        if (i == 0 && Vc > 1)
+            coord[part] = ir_simplify(c, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, coord[part], C(s, Vc)),
+                                                  ir_varref(c, v)));
         below *= eu;
-        src[d] = ir_simplify(c, ir_binop(c, EX_ADD, base[d], coord));
-        dst[layout_of[part]] = coord;
     }
+    Expr *src[MK_MAX_AXES + 8], *dst[MK_MAX_AXES + 1];
+    for (int d = 0; d < rank; d++)
+        src[d] = which[d] < 0 ? base[d] : ir_simplify(c, ir_binop(c, EX_ADD, base[d], coord[which[d]]));
+    for (int i = 0; i < nw; i++)
+        dst[layout_of[walk[i]]] = coord[walk[i]];
     Expr *ridx[MK_MAX_AXES + 1];
     for (int part = 0; part <= n; part++)
         if (used[part])
@@ -273,6 +290,23 @@ static bool stage_load(Stager *s, Expr *ld)
     return true;
 }
 
+/* On the CPU with vectors along the last spatial axis (the outer-product
+ * kernel) only the operands read along that axis are packed (W's panel):
+ * the others are broadcast one element at a time, straight from their
+ * rows. */
+static bool worth_packing(Stager *s, const Expr *ld)
+{
+    const Kernel *k = s->k;
+    int last = k->nspatial - 1;
+    if (s->ti->kind == PT_GPU || last < 0 || k->mk.vaxis != MK_VEC_SPATIAL || k->mk.vec < 2)
+        return true;
+    for (int i = 0; i < ld->load.n; i++)
+        if (ir_expr_uses_var(ld->load.idx[i], k->tvar[last]) ||
+            ir_expr_uses_var(ld->load.idx[i], k->rvar[last]))
+            return true;
+    return false;
+}
+
 static void collect_loads(Expr *e, void *ud)
 {
     Stager *s = ud;
@@ -281,7 +315,8 @@ static void collect_loads(Expr *e, void *ud)
     for (int i = 0; i < s->nst; i++)
         if (s->st[i].orig == e)
             return;
-    stage_load(s, e);
+    if (worth_packing(s, e))
+        stage_load(s, e);
 }
 
 static void scan_store(Stmt *st, void *ud)
@@ -377,8 +412,9 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
         s.zeros[s.nzero++] = ir_int(c, 0);
         s.zero_vars[s.nzero] = k->rvar[i];
         s.zeros[s.nzero++] = ir_int(c, 0);
-        s.tpos[i] = k->tpos[i];
     }
+    for (int i = 0; i < n; i++) /* as classify sees indices: unit positions at 0 */
+        s.tpos[i] = ir_simplify(c, ir_subst_many(c, k->tpos[i], s.nunit, s.unit_vars, s.zeros));
     /* the update loop over the chunk */
     Stmt *ki_loop = k->ko_loop->loop.body;
     IR_ASSERT(ki_loop->kind == ST_FOR && ki_loop->loop.var == k->ki);

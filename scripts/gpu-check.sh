@@ -25,7 +25,7 @@
 # 1. bert: dcc's kernels against cuBLAS on BERT-base's four dense layers
 #    (QKV 768->2304, attention output 768->768, FFN1 768->3072, FFN2
 #    3072->768, each with bias) for every T = 1..128: dcc emits an object
-#    and a header for examples/bert_qkv.tex and bench/gpu/*.tex, and
+#    and a header for examples/bert_qkv.tex and bench/layers/*.tex, and
 #    bench/gpu/cublas_bert.c, linked with them, libdcrt.a, cuBLAS and the
 #    CUDA runtime, times NAME_launch and cublasSgemm (what it compares is
 #    written at the top of its output), checks dcc's results against
@@ -101,8 +101,8 @@ elif [ ! -f "$cuda/include/cublas_v2.h" ]; then
     echo "FAILED: no cuBLAS under $cuda (set CUDA_HOME)"; fails=$((fails + 1))
 else
     built=1
-    for tex in examples/bert_qkv.tex bench/gpu/bert_attn_out.tex bench/gpu/bert_ffn1.tex \
-               bench/gpu/bert_ffn2.tex; do
+    for tex in examples/bert_qkv.tex bench/layers/bert_attn_out.tex bench/layers/bert_ffn1.tex \
+               bench/layers/bert_ffn2.tex; do
         name=$(basename "$tex" .tex)
         records=
         if [ -n "${DC_GPU_TUNE:-}" ]; then

@@ -10,7 +10,7 @@ set -eu
 pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
 libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3"
 if [ "${1:-}" = "--bench" ]; then
-    pkgs="$pkgs libopenblas-dev"
+    pkgs="$pkgs libopenblas-dev libdnnl-dev"
 fi
 
 missing=""

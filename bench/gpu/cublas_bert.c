@@ -7,7 +7,7 @@
  * K 768), the attention output (768, 768), FFN1 (3072, 768) and FFN2 (768,
  * 3072). The dcc side is NAME_launch from the objects `dcc --target=nvptx
  * --emit=obj,header` writes for examples/bert_qkv.tex and the .tex files
- * beside this one (bias fused in the kernel). The cuBLAS side is one cublasSgemm (TN,
+ * in bench/layers/ (bias fused in the kernel). The cuBLAS side is one cublasSgemm (TN,
  * default math mode: no TF32) with beta = 1 into a Y that holds the
  * broadcast bias, so it, too, adds the bias inside the GEMM; the refill of
  * Y is done once, untimed, for the numerical check (the timed calls go on
