@@ -8,7 +8,10 @@
  *           barriers stay outside, and per-thread (local) buffers declared
  *           inside gain a leading thread dimension so their values survive
  *           from one region to the next. This is how one block of GPU
- *           threads runs correctly as plain loops on one core.
+ *           threads runs correctly as plain loops on one core. A region
+ *           that writes no shared buffer is skipped by a thread whose tile
+ *           lies wholly past the output's edge (tile's k->live), so a
+ *           block larger than the output wastes no work.
  */
 #include "dietcode/passes.h"
 
@@ -19,11 +22,34 @@ typedef struct Fission {
     Arena *a;
     Stmt *header;     /* the thread loop: FOR Th { LET t_a ... { body } } */
     Var *thread;
+    Expr *live;       /* the thread's tile reaches into the output (NULL: always) */
 } Fission;
 
-/* A fresh copy of the thread loop and its lets around s. */
+static bool stores_shared(const Stmt *s)
+{
+    switch (s->kind) {
+    case ST_STORE: return s->store.buf->scope == MS_SHARED;
+    case ST_FOR: return stores_shared(s->loop.body);
+    case ST_LET: return stores_shared(s->let.body);
+    case ST_ALLOC: return stores_shared(s->alloc.body);
+    case ST_IF: return stores_shared(s->ifs.then) || (s->ifs.els && stores_shared(s->ifs.els));
+    case ST_SEQ:
+        for (int i = 0; i < s->seq.n; i++)
+            if (stores_shared(s->seq.s[i]))
+                return true;
+        return false;
+    case ST_BARRIER: return false;
+    }
+    return false;
+}
+
+/* A fresh copy of the thread loop and its lets around s. A region that
+ * writes only the thread's own buffers and guarded outputs is skipped by
+ * a thread whose tile lies wholly past the output's edge. */
 static Stmt *wrap(Fission *f, Stmt *s)
 {
+    if (f->live && !stores_shared(s))
+        s = ir_if(f->a, f->live, s, NULL);
     Stmt *lets[MK_MAX_AXES + 1];
     int n = 0;
     for (Stmt *x = f->header->loop.body; x->kind == ST_LET && n < MK_MAX_AXES; x = x->let.body)
@@ -178,13 +204,25 @@ static Stmt *distribute(Fission *f, Stmt *s)
     IR_UNREACHABLE();
 }
 
-/* Replaces every thread loop under s whose body has barriers. */
-static void split_thread_loops(ExprCtx *c, Arena *a, Stmt *s)
+/* Replaces every thread loop under s whose body has barriers; in the
+ * others, threads past the edge skip their work (live). */
+static void split_thread_loops(ExprCtx *c, Arena *a, Stmt *s, Expr *live)
 {
     switch (s->kind) {
     case ST_FOR:
-        if (s->loop.fk == FK_THREAD && ir_stmt_has_barrier(s->loop.body)) {
-            Fission f = {c, a, s, s->loop.var};
+        if (s->loop.fk == FK_THREAD && !ir_stmt_has_barrier(s->loop.body)) {
+            Stmt *b = s->loop.body;
+            while (b->kind == ST_LET)
+                b = b->let.body;
+            if (live && !stores_shared(b)) {
+                Stmt *inner = IR_NEW(a, Stmt);
+                *inner = *b;
+                *b = *ir_if(a, live, inner, NULL);
+            }
+            return;
+        }
+        if (s->loop.fk == FK_THREAD) {
+            Fission f = {c, a, s, s->loop.var, live};
             Stmt *body = s->loop.body;
             while (body->kind == ST_LET)
                 body = body->let.body;
@@ -194,18 +232,18 @@ static void split_thread_loops(ExprCtx *c, Arena *a, Stmt *s)
             *s = *distribute(&f, body);
             return;
         }
-        split_thread_loops(c, a, s->loop.body);
+        split_thread_loops(c, a, s->loop.body, live);
         return;
-    case ST_LET: split_thread_loops(c, a, s->let.body); return;
-    case ST_ALLOC: split_thread_loops(c, a, s->alloc.body); return;
+    case ST_LET: split_thread_loops(c, a, s->let.body, live); return;
+    case ST_ALLOC: split_thread_loops(c, a, s->alloc.body, live); return;
     case ST_IF:
-        split_thread_loops(c, a, s->ifs.then);
+        split_thread_loops(c, a, s->ifs.then, live);
         if (s->ifs.els)
-            split_thread_loops(c, a, s->ifs.els);
+            split_thread_loops(c, a, s->ifs.els, live);
         return;
     case ST_SEQ:
         for (int i = 0; i < s->seq.n; i++)
-            split_thread_loops(c, a, s->seq.s[i]);
+            split_thread_loops(c, a, s->seq.s[i], live);
         return;
     case ST_STORE: case ST_BARRIER: return;
     }
@@ -217,6 +255,6 @@ void pass_bind(LoopProgram *lp, const TargetInfo *ti)
         Kernel *k = lp->kernels[i];
         IR_ASSERT(k->nthreads <= ti->max_threads);
         if (ti->kind == PT_CPU)
-            split_thread_loops(lp->te->ctx, lp->te->arena, k->body);
+            split_thread_loops(lp->te->ctx, lp->te->arena, k->body, k->live);
     }
 }

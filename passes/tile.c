@@ -31,6 +31,10 @@
  * adds the same two values, in either order), and the R threads share
  * the final stores.
  *
+ * k->live says whether a thread's tile has a point inside the output (its
+ * first point is); bind lets a CPU thread whose tile has none skip its
+ * compute.
+ *
  * Points past the tensor's edge are computed like the others (local
  * padding); pad then guards their loads and stores. A reduction update
  * past the reduction's end is guarded with a select, unless a zero-filled
@@ -386,6 +390,12 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
         k->tpos[a] = ir_simplify(c, pos);
         t.x[a] = ir_simplify(c, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, VR(&t, bv[a]), C(&t, bt)),
                                          k->tpos[a]));
+        /* the thread's first point along a, inside the output? */
+        Expr *first = ir_simplify(c, ir_subst(c, t.x[a], t.r[a], C(&t, 0)));
+        if (!ir_prove_in_bounds(c, first, cn->sv[a]->extent, RANGE_OPEN, NULL)) {
+            Expr *in = ir_binop(c, EX_LT, first, cn->sv[a]->extent);
+            k->live = k->live ? ir_binop(c, EX_AND, k->live, in) : in;
+        }
     }
     NB = ir_simplify(c, NB);
     if (cn->red && ti->kind == PT_GPU && mk->rthreads > 1) {

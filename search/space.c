@@ -87,6 +87,8 @@ double srch_stage_flops(const SrchStage *st, const int64_t *ext)
 /* ---- the space ---- */
 
 static const int cpu_tiles[] = {1, 2, 3, 4, 5, 6, 8};
+/* rows of an outer-product register tile (MR) */
+static const int cpu_mr[] = {4, 6, 8, 12, 14};
 static const int gpu_tiles[] = {1, 2, 4, 8};
 static int64_t pow2_ceil(int64_t v)
 {
@@ -131,8 +133,9 @@ static bool legal(const SrchStage *st, const MicroKernel *mk)
             (int64_t)mk->threads[a] * mk->tile[a] > pow2_ceil(st->ext_max[a]))
             return false;
         /* the CPU runs a block's threads one after another: a wide block
-         * only adds to the per-block working set */
-        if (!gpu && mk->threads[a] > (a == st->rank - 1 ? 32 : 8))
+         * only adds to the per-block working set, unless it shares a packed
+         * panel (staged), which many row tiles amortise */
+        if (!gpu && mk->threads[a] > (a == st->rank - 1 || mk->stage ? 32 : 8))
             return false;
     }
     if (st->reduction && mk->rchunk > pow2_ceil(st->ext_max[st->rank]) * 2)
@@ -203,6 +206,20 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
         mk.pipeline = mk.stage && pick(rng, 2) == 0;
         return mk;
     }
+    if (st->reduction && n >= 2 && pick(rng, 2) == 0) {
+        /* the outer-product family (BLIS): MR x (1..3 vectors) of
+         * accumulators, a broadcast of X against a packed panel of W, many
+         * row tiles a block sharing the panel */
+        mk.vec = vw;
+        mk.vaxis = MK_VEC_SPATIAL;
+        mk.tile[n - 2] = cpu_mr[pick(rng, 5)];
+        mk.tile[n - 1] = vw * (1 + pick(rng, 3));
+        mk.threads[n - 2] = 4 << pick(rng, 4);   /* 4..32 row tiles */
+        mk.threads[n - 1] = 1 << pick(rng, 2);
+        mk.rchunk = vw << (2 + pick(rng, 4));    /* 4..32 vectors: 64..512 with AVX-512 */
+        mk.stage = true;
+        return mk;
+    }
     mk.vec = pick(rng, 4) == 0 ? vw / 2 : vw;
     mk.vaxis = st->reduction && pick(rng, 2) == 0 ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
     for (int a = 0; a < n; a++) {
@@ -229,9 +246,38 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
     }
 }
 
+/* The CPU's templates: the outer-product kernel of 6 x 2 vectors and of
+ * 12 x 2 vectors over a packed panel of W, the block's rows covering 132
+ * rows, for the large T the dot-product default does not serve well. */
+static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
+{
+    int n = st->rank, nt = 0, vw = st->tg->ti.vec_width;
+    if (!st->reduction || n < 2 || vw < 2)
+        return 0;
+    for (int t = 0; t < 2 && nt < max; t++) {
+        MicroKernel mk;
+        memset(&mk, 0, sizeof mk);
+        for (int a = 0; a < MK_MAX_AXES; a++)
+            mk.threads[a] = mk.tile[a] = 1;
+        mk.unroll = mk.split = mk.rthreads = 1;
+        mk.vec = vw;
+        mk.tile[n - 2] = t == 0 ? 6 : 12;
+        mk.threads[n - 2] = t == 0 ? 22 : 11;
+        mk.tile[n - 1] = 2 * vw;
+        mk.rchunk = 16 * vw;
+        mk.stage = true;
+        normalise(st, &mk);
+        if (legal(st, &mk))
+            out[nt++] = mk;
+    }
+    return nt;
+}
+
 int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
 {
     int n = st->rank, nt = 0;
+    if (st->tg->ti.kind == PT_CPU)
+        return cpu_templates(st, out, max);
     if (st->tg->ti.kind != PT_GPU || !st->reduction || n < 1)
         return 0;
     for (int t = 0; t < 3 && nt < max; t++) {

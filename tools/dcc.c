@@ -291,7 +291,7 @@ static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
         const Tensor *t = ir_te_find_tensor(p, m->name);
         if (!t || t->kind == TK_INPUT)
             fail("--mk %s: the program computes no tensor named '%s'", m->name, m->name);
-        MicroKernel *mk = calloc(1, sizeof *mk);
+        MicroKernel *mk = IR_NEW(p->arena, MicroKernel);
         int ns = 0;
         if (!pass_parse_microkernel(m->value, mk, &ns) || (ns != 0 && ns != t->rank))
             fail("--mk %s: not a micro-kernel of a rank-%d stage: '%s' (expected e.g. "
@@ -576,6 +576,8 @@ static int cmd_compile(int argc, char **argv)
         for (int i = 0; i < l.prog->ntensors; i++)
             srch_tree_free(trees[i]);
         free(trees);
+        free_named(&sets);
+        free_named(&mks);
         fe_unload(&l);
         return 0;
     }
@@ -584,6 +586,9 @@ static int cmd_compile(int argc, char **argv)
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
     if (emit && lp && co.pipe.stop_after) {
+        free(dims);
+        free_named(&sets);
+        free_named(&mks);
         fe_unload(&l);
         return 0; /* --stop-after: the dumps were the output */
     }
@@ -619,6 +624,7 @@ static int cmd_compile(int argc, char **argv)
     }
     free(dims);
     free_named(&sets);
+    free_named(&mks);
     fe_unload(&l);
     return 0;
 }

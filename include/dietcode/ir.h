@@ -197,6 +197,7 @@ typedef struct Kernel {
     Var *tvar[MK_MAX_AXES];  /* per spatial axis: thread index (let) */
     Var *rvar[MK_MAX_AXES];  /* per spatial axis: register-tile loop */
     Expr *tpos[MK_MAX_AXES]; /* per spatial axis: the point's place in the block tile */
+    Expr *live;              /* the thread's tile has a point inside the output (NULL: always) */
 } Kernel;
 
 /* A dispatch decision tree over the dims' values (from tuning): nodes in

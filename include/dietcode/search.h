@@ -285,10 +285,11 @@ void srch_stage_extents(const SrchStage *st, const int64_t *dims, int64_t *ext);
 double srch_stage_flops(const SrchStage *st, const int64_t *ext);
 /* A random legal micro-kernel from the target's limits (never from a shape). */
 MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng);
-/* Micro-kernels to start a GPU reduction's search from, one per regime:
+/* Micro-kernels to start a reduction's search from, one per regime. GPU:
  * a warp per output along the reduction (small T), split-K tiles
- * (middle), 128 x 128 blocks of 8 x 8 tiles (large T); those legal for the
- * stage, at most max. 0 elsewhere. */
+ * (middle), 128 x 128 blocks of 8 x 8 tiles (large T). CPU: outer-product
+ * kernels over a packed panel (large T; the default serves small T).
+ * Those legal for the stage, at most max. */
 int srch_space_templates(const SrchStage *st, MicroKernel *out, int max);
 /* A neighbour of mk; with ext non-NULL, a change aimed at that shape's
  * extents (less padding, enough blocks for every core). Always legal. */
