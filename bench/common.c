@@ -50,7 +50,8 @@ void bench_dnnl_threads(int n) { omp_set_num_threads(n); }
 
 void bench_dcrt_threads(int n)
 {
-    char v[16];
-    snprintf(v, sizeof v, "%d", n);
-    setenv("DCRT_NUM_THREADS", v, 1);
+    if (dcrt_set_num_threads(n) != DCRT_OK) {
+        fprintf(stderr, "%s\n", dcrt_last_error());
+        exit(1);
+    }
 }

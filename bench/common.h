@@ -14,7 +14,7 @@ const char *bench_openblas_core(void);
 void bench_openblas_threads(int n);
 /* Threads for oneDNN (its OpenMP runtime). */
 void bench_dnnl_threads(int n);
-/* Threads for dcc's objects (libdcrt's pool reads DCRT_NUM_THREADS once). */
+/* Threads for dcc's objects and JIT (dcrt_set_num_threads; exits on failure). */
 void bench_dcrt_threads(int n);
 
 #endif

@@ -2,7 +2,8 @@
  * (cblas_sgemm) on the four dense layers of BERT-base, Y[T, N] = X[T, K]
  * W[N, K]^T + b, for T = 1, 1 + step, ..., 128.
  *
- *   dense [--mk "threads [...] tile [...] ..."] [--step S] [--reps R] [--threads N] [SRCDIR]
+ *   dense [--mk "threads [...] tile [...] ..."] [--step S] [--reps R] [--threads N]
+ *         [--scaling] [SRCDIR]
  *
  * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
  * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
@@ -19,7 +20,11 @@
  * an SSE3 core): SkylakeX with AVX-512, else Haswell.
  *
  * Prints GFLOP/s per T and the geometric means of dcc / oneDNN and dcc /
- * OpenBLAS, JIT and AOT. Not a test: timing decides nothing here.
+ * OpenBLAS, JIT and AOT. With --scaling instead, for T = 1, 2, 4, 8, 16:
+ * the N-thread time over the 1-thread time of each (N from --threads),
+ * the two measured alternately in three rounds (the median of the
+ * rounds' medians), so that a busy moment of the machine does not land on
+ * one side only. Not a test: timing decides nothing here.
  */
 #include "dietcode/exec.h"
 #include "dietcode/frontend.h"
@@ -109,19 +114,76 @@ static void run_blas(void *ctx)
                 1.0f, c->x, (int)c->l->k, c->w, (int)c->l->k, 1.0f, c->y, (int)c->l->n);
 }
 
+static void set_threads(int n)
+{
+    bench_openblas_threads(n);
+    bench_dnnl_threads(n);
+    bench_dcrt_threads(n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --scaling: N-thread over 1-thread times at small T, alternating. */
+static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, const float *w,
+                    const float *b, float *y, int reps, int threads, double *logsum, int *count)
+{
+    static const int64_t Ts[] = {1, 2, 4, 8, 16};
+    enum { NT = sizeof Ts / sizeof *Ts, ROUNDS = 3 };
+    void (*runs[4])(void *) = {run_jit, run_aot, run_dnnl, run_blas};
+    printf("%5s %16s %16s %16s %16s   (ms with 1 thread, %d-thread/1-thread time)\n", "T",
+           "dcc JIT", "dcc AOT", "oneDNN", "OpenBLAS", threads);
+    for (int i = 0; i < NT; i++) {
+        double t[2][4][ROUNDS];
+        for (int round = 0; round < ROUNDS; round++)
+            for (int side = 0; side < 2; side++) {
+                set_threads(side == 0 ? 1 : threads);
+                for (int r = 0; r < 4; r++) {
+                    Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
+                    usleep(50000); /* the libraries' threads stop spinning */
+                    t[side][r][round] = bench_median_ms(reps, runs[r], &c);
+                }
+            }
+        printf("%5lld", (long long)Ts[i]);
+        for (int r = 0; r < 4; r++) {
+            qsort(t[0][r], ROUNDS, sizeof(double), cmp_double);
+            qsort(t[1][r], ROUNDS, sizeof(double), cmp_double);
+            double one = t[0][r][ROUNDS / 2], many = t[1][r][ROUNDS / 2];
+            printf(" %8.3f %6.2fx", one, many / one);
+            if (r < 2) {
+                logsum[r] += log(many / one);
+                count[r]++;
+            }
+        }
+        printf("\n");
+    }
+    set_threads(threads);
+}
+
 int main(int argc, char **argv)
 {
     bench_openblas_coretype(argv);
     const char *mkspec = NULL, *src = ".";
     int step = 8, reps = 15, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    bool scale = false;
+    double scale_logs[2] = {0};
+    int scale_count[2] = {0};
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--scaling") == 0) {
+            scale = true;
+            continue;
+        }
         if (i + 1 < argc && strcmp(argv[i], "--mk") == 0) mkspec = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
         else if (argv[i][0] != '-') src = argv[i];
         else {
-            fprintf(stderr, "usage: dense [--mk SPEC] [--step S] [--reps R] [--threads N] [SRCDIR]\n");
+            fprintf(stderr, "usage: dense [--mk SPEC] [--step S] [--reps R] [--threads N] "
+                            "[--scaling] [SRCDIR]\n");
             return 2;
         }
     }
@@ -129,9 +191,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dense: bad --step, --reps (1..64) or --threads\n");
         return 2;
     }
-    bench_openblas_threads(threads);
-    bench_dnnl_threads(threads);
-    bench_dcrt_threads(threads);
+    set_threads(threads);
     const dnnl_version_t *dv = dnnl_version();
     printf("# dcc (JIT for this CPU; AOT: the object, default micro-kernels) against oneDNN %d.%d.%d\n"
            "# dnnl_sgemm and OpenBLAS cblas_sgemm (core %s), %d threads each; Y = X W^T + b, FP32\n",
@@ -178,6 +238,11 @@ int main(int argc, char **argv)
         printf("\n%s: T x %lld by %lld x %lld, micro-kernel ", l->name, (long long)k, (long long)k,
                (long long)n);
         ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
+        if (scale) {
+            printf("\n");
+            scaling(l, cp, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
+            goto next;
+        }
         printf("%s\n%5s %9s %9s %9s %9s %8s %8s %8s %8s   (GFLOP/s)\n", mkspec ? " (JIT only)" : "",
                "T", "dcc JIT", "dcc AOT", "oneDNN", "OpenBLAS", "JIT/dnnl", "JIT/blas", "AOT/dnnl",
                "AOT/blas");
@@ -208,6 +273,7 @@ int main(int argc, char **argv)
             logs[3] += log(g[1] / g[3]);
             count++;
         }
+    next:
         free(bufs);
         free(mks);
         free(x);
@@ -216,6 +282,11 @@ int main(int argc, char **argv)
         free(y);
         ex_cpu_destroy(cp);
         fe_unload(&u);
+    }
+    if (scale) {
+        printf("\ngeometric mean of the %d-thread/1-thread time at T <= 16: JIT %.2fx, AOT %.2fx\n",
+               threads, exp(scale_logs[0] / scale_count[0]), exp(scale_logs[1] / scale_count[1]));
+        return 0;
     }
     printf("\ngeometric mean over %d (layer, T): JIT %.2fx oneDNN, %.2fx OpenBLAS", count,
            exp(logs[0] / count), exp(logs[1] / count));

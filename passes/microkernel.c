@@ -8,7 +8,11 @@
  * small and large T alike; one whose operands are contiguous along the
  * output (a convolution) gets the outer-product kernel: 6 x (2 vectors)
  * tiles with operands packed per block. Elementwise stages get one vector
- * per thread along the innermost axis. On the GPU a reduction to a scalar
+ * per thread along the innermost axis. A dense layer whose rows are a dim
+ * gets a second default for more than DEFAULT_OUTER_ROWS rows, where
+ * reading W is no longer the whole cost: the outer-product kernel of 6 x
+ * (2 vectors) tiles, 22 row tiles a block sharing one packed panel of W,
+ * picked by a one-split tree on that dim. On the GPU a reduction to a scalar
  * or a vector gets a warp along the reduction per output (32 partial sums
  * joined by shuffles: parallel, and more precise than one long sum), a
  * larger output 16 x 16 threads of 4 x 4 points, staged.
@@ -251,4 +255,73 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
     if (nspatial)
         *nspatial = nt < 0 ? 0 : nt;
     return true;
+}
+
+/* The rows above which a dense layer's default is the outer-product
+ * kernel (bench/dense: the dot-product kernel is ahead up to about 32
+ * rows on every BERT layer, behind from 48). */
+enum { DEFAULT_OUTER_ROWS = 32 };
+
+static void find_reduce(Expr *e, void *ud)
+{
+    const Expr **r = ud;
+    if (e->kind == EX_REDUCE && !*r)
+        *r = e;
+}
+
+/* The outer-product kernel for the rows of a dense layer t (rank >= 2,
+ * operands contiguous along the reduction), or false when t is not one:
+ * its rows a dim, at least 64 outputs a row and a reduction of at least 64
+ * of constant length. */
+static bool dense_outer(const Tensor *t, const Expr *body, const TargetInfo *ti, MicroKernel *mk)
+{
+    int n = t->rank, vw = ti->vec_width;
+    int64_t cols;
+    const Expr *red = NULL;
+    ir_expr_visit((Expr *)body, find_reduce, &red);
+    if (ti->kind != PT_CPU || n < 2 || vw < 2 || !red ||
+        !ir_is_const(t->shape[n - 1], &cols) || cols < 64 || t->shape[n - 2]->kind != EX_VAR ||
+        t->shape[n - 2]->var->kind != VK_DIM)
+        return false;
+    int64_t K = 1;
+    for (int j = 0; j < red->red.n; j++) {
+        int64_t e;
+        if (!ir_is_const(red->red.axes[j]->extent, &e))
+            return false;
+        K *= e;
+    }
+    if (K < 64)
+        return false;
+    memset(mk, 0, sizeof *mk);
+    for (int a = 0; a < MK_MAX_AXES; a++)
+        mk->threads[a] = mk->tile[a] = 1;
+    mk->unroll = mk->split = mk->rthreads = 1;
+    mk->vec = vw;
+    mk->tile[n - 2] = 6;
+    mk->threads[n - 2] = 22;
+    mk->tile[n - 1] = 2 * vw;
+    mk->rchunk = 16 * vw;
+    mk->stage = true;
+    pass_legalize_microkernel(mk, t, ti);
+    return true;
+}
+
+StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *body,
+                                    const TargetInfo *ti)
+{
+    MicroKernel dot = pass_default_microkernel(p, t, body, ti), outer;
+    bool two = dot.vaxis == MK_VEC_REDUCE && dense_outer(t, body, ti, &outer);
+    MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, two ? 2 : 1);
+    mk[0] = dot;
+    if (!two)
+        return (StageSchedule){1, mk, NULL};
+    mk[1] = outer;
+    DispatchNode *nodes = IR_NEWN(p->arena, DispatchNode, 3);
+    nodes[0] = (DispatchNode){-1, t->shape[t->rank - 2]->var->pos, DEFAULT_OUTER_ROWS, 1, 2};
+    nodes[1] = (DispatchNode){0, 0, 0, 0, 0};
+    nodes[2] = (DispatchNode){1, 0, 0, 0, 0};
+    Dispatch *d = IR_NEW(p->arena, Dispatch);
+    d->nnodes = 3;
+    d->nodes = nodes;
+    return (StageSchedule){2, mk, d};
 }

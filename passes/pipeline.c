@@ -94,7 +94,7 @@ static bool step(Run *r, const char *name)
 }
 
 /* The schedule the pipeline lowers: per computed, materialised tensor
- * sched's variants legalised for ti, or the default micro-kernel alone.
+ * sched's variants legalised for ti, or the default schedule.
  * NULL with a message when a dispatch tree does not fit its stage. */
 static StageSchedule *resolve_schedule(TeProgram *p, const StageSchedule *sched, Expr **bodies,
                                        const bool *materialized, const TargetInfo *ti,
@@ -106,20 +106,22 @@ static StageSchedule *resolve_schedule(TeProgram *p, const StageSchedule *sched,
         if (t->kind == TK_INPUT || !materialized[i])
             continue;
         const StageSchedule *s = sched && sched[i].nvariants > 0 ? &sched[i] : NULL;
-        int n = s ? s->nvariants : 1;
+        if (!s) {
+            out[i] = pass_default_schedule(p, t, bodies[i], ti);
+            continue;
+        }
+        int n = s->nvariants;
         MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, n);
-        if (!s)
-            mk[0] = pass_default_microkernel(p, t, bodies[i], ti);
-        for (int v = 0; s && v < n; v++) {
+        for (int v = 0; v < n; v++) {
             mk[v] = s->variants[v];
             pass_legalize_microkernel(&mk[v], t, ti);
         }
         char why[200];
-        if (s && !ir_verify_dispatch(s->dispatch, n, p->ndims, why, sizeof why)) {
+        if (!ir_verify_dispatch(s->dispatch, n, p->ndims, why, sizeof why)) {
             snprintf(err, errlen, "schedule of %s: %s", t->name, why);
             return NULL;
         }
-        out[i] = (StageSchedule){n, mk, s ? s->dispatch : NULL};
+        out[i] = (StageSchedule){n, mk, s->dispatch};
     }
     return out;
 }

@@ -331,6 +331,76 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     return ir_alloc(t->a, acc, ir_seq(t->a, shfl ? 4 : 3, items));
 }
 
+/* ---- the order of the blocks ---- */
+
+/* Per spatial axis, the bytes (at the dims' largest values) of the global
+ * tensors read with no index on that axis: those a run of consecutive
+ * blocks along it shares. */
+typedef struct Reuse {
+    const Canon *cn;
+    ExprCtx *c;
+    int ntensors;
+    const Tensor *seen[16];
+    double bytes[MK_MAX_AXES];
+} Reuse;
+
+static void reuse_of_load(Expr *e, void *ud)
+{
+    Reuse *r = ud;
+    if (e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL)
+        return;
+    for (int i = 0; i < r->ntensors; i++)
+        if (r->seen[i] == e->load.t)
+            return;
+    if (r->ntensors == 16)
+        return;
+    r->seen[r->ntensors++] = e->load.t;
+    double size = 4;
+    for (int d = 0; d < e->load.t->rank; d++) {
+        Interval iv = ir_interval(r->c, e->load.t->shape[d], RANGE_DECLARED);
+        size *= iv.hi == IR_POS_INF ? 1e9 : (double)iv.hi;
+    }
+    for (int a = 0; a < r->cn->rank; a++) {
+        bool uses = false;
+        for (int i = 0; i < e->load.n && !uses; i++)
+            uses = ir_expr_uses_var(e->load.idx[i], r->cn->sv[a]);
+        if (!uses)
+            r->bytes[a] += size;
+    }
+}
+
+static Expr *reuse_of_expr(Expr *e, void *ud)
+{
+    ir_expr_visit(e, reuse_of_load, ud);
+    return e;
+}
+
+/* The block loop's decomposition, outermost axis first: the axes in
+ * order, except that on the CPU the one along which consecutive blocks
+ * share the most bytes varies fastest. For a dense layer X * W^T that is
+ * the rows: the pool hands runs of consecutive blocks to one core, which
+ * reuse one panel of W from cache instead of sweeping all of W for every
+ * few rows. The GPU keeps the order: the blocks of a wave run side by side
+ * whatever their order, and a dim's block count as the fastest divisor
+ * would cost every thread a 64-bit division (and ptxas registers). */
+static void block_order(Tiler *t, const TargetInfo *ti, int *order)
+{
+    const Canon *cn = &t->cn;
+    Reuse r = {cn, t->c, 0, {0}, {0}};
+    int n = cn->rank, fast = n - 1;
+    if (ti->kind == PT_CPU)
+        ir_stmt_map_exprs(cn->point, reuse_of_expr, &r);
+    for (int a = n - 2; a >= 0; a--)
+        if (r.bytes[a] > r.bytes[fast])
+            fast = a;
+    int i = 0;
+    for (int a = 0; a < n; a++)
+        if (a != fast)
+            order[i++] = a;
+    if (n > 0)
+        order[i] = fast;
+}
+
 static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *arena)
 {
     Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}, 1, NULL};
@@ -420,9 +490,12 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
         inner = ir_let(arena, t.rl, ir_simplify(c, ir_binop(c, EX_MOD, VR(&t, Th), C(&t, t.R))),
                        inner);
     Stmt *body = ir_for(arena, Th, FK_THREAD, inner);
-    for (int a = n - 1; a >= 0; a--) {
+    int order[MK_MAX_AXES];
+    block_order(&t, ti, order);
+    for (int i = n - 1; i >= 0; i--) {
+        int a = order[i];
         Expr *q = ir_binop(c, EX_DIV, VR(&t, B), below);
-        body = ir_let(arena, bv[a], ir_simplify(c, a == 0 ? q : ir_binop(c, EX_MOD, q, nb[a])), body);
+        body = ir_let(arena, bv[a], ir_simplify(c, i == 0 ? q : ir_binop(c, EX_MOD, q, nb[a])), body);
         below = ir_binop(c, EX_MUL, below, nb[a]);
     }
     k->body = ir_for(arena, B, FK_BLOCK, body);

@@ -143,15 +143,37 @@ DcrtLaunchHook dcrt_launch_hook(void **ud)
 
 /* ---- running a CPU object ---- */
 
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static RtPool *pool;
 
-/* One thread per online core, or DCRT_NUM_THREADS of them. */
-static void pool_init(void)
+/* The process's pool, started on first use: one thread per online core,
+ * or DCRT_NUM_THREADS of them. NULL when it cannot start. */
+static RtPool *the_pool(void)
 {
-    const char *env = getenv("DCRT_NUM_THREADS");
-    int n = env ? atoi(env) : 0;
-    pool = rt_pool_new(n > 0 && n <= 4096 ? n : 0);
+    pthread_mutex_lock(&pool_mu);
+    if (!pool) {
+        const char *env = getenv("DCRT_NUM_THREADS");
+        int n = env ? atoi(env) : 0;
+        pool = rt_pool_new(n > 0 && n <= 4096 ? n : 0);
+    }
+    RtPool *p = pool;
+    pthread_mutex_unlock(&pool_mu);
+    return p;
+}
+
+int dcrt_set_num_threads(int n)
+{
+    if (n < 0 || n > 4096)
+        return dcrt_fail(DCRT_ERR_THREADS, "the number of threads must be 0..4096");
+    RtPool *fresh = rt_pool_new(n);
+    if (!fresh)
+        return dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool");
+    pthread_mutex_lock(&pool_mu);
+    RtPool *old = pool;
+    pool = fresh;
+    pthread_mutex_unlock(&pool_mu);
+    rt_pool_destroy(old);
+    return DCRT_OK;
 }
 
 typedef struct Job {
@@ -231,18 +253,16 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
     float **bufs = rc == DCRT_OK ? dcrt_bind_buffers(p, pl, tensors, workspace) : NULL;
     if (rc == DCRT_OK && !bufs)
         rc = DCRT_ERR_OUT_OF_MEMORY;
-    if (rc == DCRT_OK) {
-        pthread_once(&pool_once, pool_init);
-        if (!pool)
-            rc = dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
-    }
+    RtPool *workers = rc == DCRT_OK ? the_pool() : NULL;
+    if (rc == DCRT_OK && !workers)
+        rc = dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
     void *ud;
     DcrtLaunchHook h = dcrt_launch_hook(&ud);
     for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
         const DcrtLaunch *l = &pl->launches[i];
         Job j = {p->fns[(size_t)isa * (size_t)p->nkernels + (size_t)l->kernel], dims, bufs};
         double t0 = h ? rt_now_ms() : 0;
-        rt_pool_run(pool, l->blocks, run_chunk, &j);
+        rt_pool_run(workers, l->blocks, run_chunk, &j);
         if (h)
             h(ud, p, l, rt_now_ms() - t0);
     }

@@ -10,6 +10,11 @@
  * left; the caller returns once every chunk is taken and no worker is in
  * the job. So a worker that wakes late (the machine is busy) costs the
  * caller nothing, and can never run a chunk of a job that has returned.
+ * A worker that finishes a job watches for the next one for a while
+ * (SPIN_MS) before it sleeps on the condition variable: a kernel of a few
+ * tens of microseconds (a small T), or the compute launch right after a
+ * packing launch, would otherwise be over before a sleeping worker has
+ * woken, and run on the caller's core alone.
  * Workers get 16 MB stacks: kernels keep staging buffers on the stack.
  */
 #include "dietcode/runtime.h"
@@ -20,6 +25,7 @@
 #include <unistd.h>
 
 enum { STACK_BYTES = 16 << 20, CHUNKS_PER_THREAD = 8 };
+static const double SPIN_MS = 0.2;
 
 struct RtPool {
     int nthreads; /* caller included */
@@ -28,8 +34,8 @@ struct RtPool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     pthread_mutex_t run_mu; /* one rt_pool_run at a time */
-    uint64_t gen;
-    bool stop;
+    _Atomic uint64_t gen; /* written under mu; read without it by spinning workers */
+    _Atomic bool stop;
     int active; /* workers inside the current job */
     void (*fn)(void *ctx, int64_t begin, int64_t end);
     void *ctx;
@@ -48,12 +54,40 @@ static void work(RtPool *p)
     }
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Watches p->gen for a job after seen, for SPIN_MS at most. */
+static void spin_for_work(RtPool *p, uint64_t seen)
+{
+    double until = rt_now_ms() + SPIN_MS;
+    for (int i = 1;; i++) {
+        if (atomic_load_explicit(&p->gen, memory_order_acquire) != seen ||
+            atomic_load_explicit(&p->stop, memory_order_relaxed))
+            return;
+        cpu_relax();
+        if (i % 64 == 0 && rt_now_ms() > until)
+            return;
+    }
+}
+
 static void *worker(void *arg)
 {
     RtPool *p = arg;
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
+        if (!p->stop && p->gen == seen) {
+            pthread_mutex_unlock(&p->mu);
+            spin_for_work(p, seen);
+            pthread_mutex_lock(&p->mu);
+        }
         while (!p->stop && p->gen == seen)
             pthread_cond_wait(&p->work_cv, &p->mu);
         if (p->stop)

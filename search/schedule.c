@@ -409,6 +409,36 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
     return rc;
 }
 
+/* The default schedule of t as a tree (malloc'd): its dispatch's nodes,
+ * dims by their index in p->dims. */
+static SrchTree *default_tree(TeProgram *p, const Tensor *t, const Expr *body,
+                              const TargetInfo *ti)
+{
+    StageSchedule s = pass_default_schedule(p, t, body, ti);
+    DispatchNode leaf = {0, 0, 0, 0, 0};
+    int nn = s.dispatch ? s.dispatch->nnodes : 1;
+    const DispatchNode *dn = s.dispatch ? s.dispatch->nodes : &leaf;
+    SrchTreeNode *nodes = calloc((size_t)nn, sizeof *nodes);
+    char **names = calloc((size_t)p->ndims + 1, sizeof *names);
+    for (int d = 0; d < p->ndims; d++)
+        names[d] = (char *)p->dims[d]->name;
+    for (int i = 0; i < nn; i++) {
+        int dim = 0;
+        for (int d = 0; d < p->ndims; d++)
+            if (dn[i].variant < 0 && p->dims[d]->pos == dn[i].dim)
+                dim = d;
+        nodes[i] = dn[i].variant >= 0
+                       ? (SrchTreeNode){TN_LEAF, dn[i].variant, 0, 0, 0, 0}
+                       : (SrchTreeNode){TN_SPLIT, 0, dim, dn[i].le, dn[i].then_node,
+                                        dn[i].else_node};
+    }
+    SrchTree view = {p->ndims, names, s.nvariants, (MicroKernel *)s.variants, t->rank, nn, nodes};
+    SrchTree *tree = srch_tree_copy(&view);
+    free(names);
+    free(nodes);
+    return tree;
+}
+
 char *srch_schedule_to_json(TeProgram *p, const char *target, const char *arch,
                             SrchTree *const *trees)
 {
@@ -442,14 +472,7 @@ char *srch_schedule_to_json(TeProgram *p, const char *target, const char *arch,
                     tree->nodes[n].kernel = remap[tree->nodes[n].kernel];
             free(remap);
         } else {
-            MicroKernel mk = pass_default_microkernel(p, t, bodies[i], &ti);
-            SrchTreeNode leaf = {TN_LEAF, 0, 0, 0, 0, 0};
-            char **dn = calloc((size_t)p->ndims + 1, sizeof *dn);
-            for (int d = 0; d < p->ndims; d++)
-                dn[d] = (char *)p->dims[d]->name;
-            SrchTree one = {p->ndims, dn, 1, &mk, t->rank, 1, &leaf};
-            tree = srch_tree_copy(&one);
-            free(dn);
+            tree = default_tree(p, t, bodies[i], &ti);
         }
         cJSON_AddItemToObject(stage, "tree", srch_tree_json(tree));
         srch_tree_free(tree);

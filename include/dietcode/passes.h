@@ -51,6 +51,12 @@ void pass_inline(TeProgram *p, Expr **bodies, bool *materialized);
 bool pass_stage_has_reduction(const Expr *body);
 MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
                                      const TargetInfo *ti);
+/* The schedule of a stage without tuning records: the default
+ * micro-kernel, or for a CPU dense layer whose rows are a dim that one
+ * for few rows and the outer-product kernel for many, with the tree that
+ * picks by the rows' dim. In p's arena. */
+StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *body,
+                                    const TargetInfo *ti);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
 /* The micro-kernels of a variant of t that splits its reduction (mk.split

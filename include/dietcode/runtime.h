@@ -96,6 +96,12 @@ size_t dcrt_workspace_size(const DcrtProgram *p, const int64_t *dims);
 /* The calling thread's workspace of at least bytes (kept and grown from
  * call to call, freed at thread exit); NULL when out of memory. */
 void *dcrt_thread_workspace(size_t bytes);
+/* Runs the CPU launches that start after it on n threads, the caller
+ * included (0: one per online core, the default unless DCRT_NUM_THREADS
+ * says otherwise). Not while a dcrt_run is in progress. DCRT_OK, or
+ * DCRT_ERR_THREADS when the threads cannot be started (the old pool
+ * stays). */
+int dcrt_set_num_threads(int n);
 /* The x86-64 microarchitecture level of this CPU: 1 (baseline) to 4
  * (AVX-512), as -march=x86-64-vN names them; OS support included. */
 int dcrt_cpu_level(void);
