@@ -247,8 +247,9 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
 }
 
 /* The CPU's templates: the outer-product kernel of 6 x 2 vectors and of
- * 12 x 2 vectors over a packed panel of W, the block's rows covering 132
- * rows, for the large T the dot-product default does not serve well. */
+ * 8 x 2 vectors over a packed panel of W, the block's rows (126, 128)
+ * within the space's cap, for the large T the dot-product default does
+ * not serve well. */
 static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
 {
     int n = st->rank, nt = 0, vw = st->tg->ti.vec_width;
@@ -261,8 +262,8 @@ static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
             mk.threads[a] = mk.tile[a] = 1;
         mk.unroll = mk.split = mk.rthreads = 1;
         mk.vec = vw;
-        mk.tile[n - 2] = t == 0 ? 6 : 12;
-        mk.threads[n - 2] = t == 0 ? 22 : 11;
+        mk.tile[n - 2] = t == 0 ? 6 : 8;
+        mk.threads[n - 2] = t == 0 ? 21 : 16;
         mk.tile[n - 1] = 2 * vw;
         mk.rchunk = 16 * vw;
         mk.stage = true;
