@@ -24,6 +24,16 @@
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+MicroKernel pass_unit_microkernel(void)
+{
+    MicroKernel mk;
+    memset(&mk, 0, sizeof mk);
+    for (int a = 0; a < MK_MAX_AXES; a++)
+        mk.threads[a] = mk.tile[a] = 1;
+    mk.unroll = mk.vec = mk.split = mk.rthreads = 1;
+    return mk;
+}
+
 /* Counts, over the global loads of a reduction stage, those whose innermost
  * index moves with the innermost output axis and those whose innermost
  * index moves only with the reduction: which way vectors read contiguously. */
@@ -48,12 +58,7 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
                                      const TargetInfo *ti)
 {
     (void)p;
-    MicroKernel mk;
-    memset(&mk, 0, sizeof mk);
-    for (int a = 0; a < MK_MAX_AXES; a++)
-        mk.threads[a] = mk.tile[a] = 1;
-    mk.unroll = 1;
-    mk.split = mk.rthreads = 1;
+    MicroKernel mk = pass_unit_microkernel();
     mk.vec = ti->vec_width;
     int n = t->rank;
     bool red = pass_stage_has_reduction(body);
@@ -292,10 +297,7 @@ static bool dense_outer(const Tensor *t, const Expr *body, const TargetInfo *ti,
     }
     if (K < 64)
         return false;
-    memset(mk, 0, sizeof *mk);
-    for (int a = 0; a < MK_MAX_AXES; a++)
-        mk->threads[a] = mk->tile[a] = 1;
-    mk->unroll = mk->split = mk->rthreads = 1;
+    *mk = pass_unit_microkernel();
     mk->vec = vw;
     mk->tile[n - 2] = 6;
     mk->threads[n - 2] = 22;

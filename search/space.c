@@ -256,11 +256,7 @@ static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
     if (!st->reduction || n < 2 || vw < 2)
         return 0;
     for (int t = 0; t < 2 && nt < max; t++) {
-        MicroKernel mk;
-        memset(&mk, 0, sizeof mk);
-        for (int a = 0; a < MK_MAX_AXES; a++)
-            mk.threads[a] = mk.tile[a] = 1;
-        mk.unroll = mk.split = mk.rthreads = 1;
+        MicroKernel mk = pass_unit_microkernel();
         mk.vec = vw;
         mk.tile[n - 2] = t == 0 ? 6 : 8;
         mk.threads[n - 2] = t == 0 ? 21 : 16;
@@ -282,11 +278,7 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
     if (st->tg->ti.kind != PT_GPU || !st->reduction || n < 1)
         return 0;
     for (int t = 0; t < 3 && nt < max; t++) {
-        MicroKernel mk;
-        memset(&mk, 0, sizeof mk);
-        for (int a = 0; a < MK_MAX_AXES; a++)
-            mk.threads[a] = mk.tile[a] = 1;
-        mk.unroll = mk.split = mk.rthreads = 1;
+        MicroKernel mk = pass_unit_microkernel();
         mk.vec = 4;
         if (t == 0) {
             /* small T: a warp per output along the reduction (GEMV) */

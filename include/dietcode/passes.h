@@ -47,6 +47,9 @@ typedef struct StageSchedule {
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized);
 
 /* passes/microkernel.c */
+/* One thread of one point, no chunks, no vectors: what every micro-kernel
+ * starts from. */
+MicroKernel pass_unit_microkernel(void);
 /* The number of spatial axes and the fused reduction extent of a stage. */
 bool pass_stage_has_reduction(const Expr *body);
 MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
