@@ -2,14 +2,16 @@
  * (cblas_sgemm) on the four dense layers of BERT-base, Y[T, N] = X[T, K]
  * W[N, K]^T + b, for T = 1, 1 + step, ..., 128.
  *
- *   dense [--mk "threads [...] tile [...] ..."] [--step S] [--reps R] [--threads N]
- *         [--scaling] [SRCDIR]
+ *   dense [--mk "threads [...] tile [...] ..." | --records FILE] [--step S] [--reps R]
+ *         [--threads N] [--scaling] [SRCDIR]
  *
  * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
  * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
  * `dcc run` does; with --mk, that micro-kernel), and as the object
  * `dcc --emit=obj` wrote at build time (default micro-kernels, the default
- * instruction sets), linked in. The libraries compute the same GEMM with
+ * instruction sets), linked in. --records FILE: the JIT runs the kernels
+ * and dispatch trees tuned into FILE (`dcc tune LAYER --records=FILE` for
+ * each of the four layers; a layer without records there is an error). The libraries compute the same GEMM with
  * beta = 1 into a Y that holds the broadcast bias, so they add the bias in
  * the GEMM as dcc's kernel does (the timed calls keep accumulating into Y,
  * which changes the values, not the work). Same buffers, same threads, the
@@ -30,6 +32,7 @@
 #include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
+#include "dietcode/search.h"
 
 #include "bert_attn_out.h"
 #include "bert_ffn1.h"
@@ -166,7 +169,7 @@ static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, con
 int main(int argc, char **argv)
 {
     bench_openblas_coretype(argv);
-    const char *mkspec = NULL, *src = ".";
+    const char *mkspec = NULL, *records = NULL, *src = ".";
     int step = 8, reps = 15, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     bool scale = false;
     double scale_logs[2] = {0};
@@ -177,18 +180,19 @@ int main(int argc, char **argv)
             continue;
         }
         if (i + 1 < argc && strcmp(argv[i], "--mk") == 0) mkspec = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--records") == 0) records = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
         else if (argv[i][0] != '-') src = argv[i];
         else {
-            fprintf(stderr, "usage: dense [--mk SPEC] [--step S] [--reps R] [--threads N] "
-                            "[--scaling] [SRCDIR]\n");
+            fprintf(stderr, "usage: dense [--mk SPEC | --records FILE] [--step S] [--reps R] "
+                            "[--threads N] [--scaling] [SRCDIR]\n");
             return 2;
         }
     }
-    if (step < 1 || reps < 1 || reps > 64 || threads < 1) {
-        fprintf(stderr, "dense: bad --step, --reps (1..64) or --threads\n");
+    if (step < 1 || reps < 1 || reps > 64 || threads < 1 || (mkspec && records)) {
+        fprintf(stderr, "dense: bad --step, --reps (1..64) or --threads, or both --mk and --records\n");
         return 2;
     }
     set_threads(threads);
@@ -218,7 +222,18 @@ int main(int argc, char **argv)
                     die("--mk", mkspec);
         }
         TargetInfo ti = pass_target_info(PT_CPU);
-        LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
+        LoopProgram *lp;
+        if (records) {
+            StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
+            char used[64];
+            if (srch_schedule_from_records(p, records, "cpu", srch_host_arch(), sched, NULL, used,
+                                           sizeof used, err, sizeof err) != 0)
+                die(path, err);
+            lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err);
+            free(sched);
+        } else {
+            lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
+        }
         ExCpu *cp = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
         if (!cp)
             die(l->name, err);
@@ -238,6 +253,9 @@ int main(int argc, char **argv)
         printf("\n%s: T x %lld by %lld x %lld, micro-kernel ", l->name, (long long)k, (long long)k,
                (long long)n);
         ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
+        const Stage *st = &lp->stages[lp->nstages - 1];
+        if (st->nvariants > 1)
+            printf(" and %d more, dispatched by T", st->nvariants - 1);
         if (scale) {
             printf("\n");
             scaling(l, cp, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);

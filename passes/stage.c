@@ -32,6 +32,7 @@ typedef struct Staged {
     int64_t steps;
     int Vc;
     Expr *guard;            /* the copy's step holds an element (NULL: always) */
+    Expr *owner;            /* CPU: the one thread that copies (NULL: all) */
     Tensor *buf;            /* made by stage_kernel */
     Expr *repl;             /* the load of the copy in the update */
 } Staged;
@@ -229,12 +230,17 @@ static bool stage_load(Stager *s, Expr *ld)
             Vc = vw;
     }
 
-    /* the copy: thread Th takes units Th, Th + NT, ... (Vc elements each) */
-    int64_t NT = k->nthreads, units = elems / Vc, steps = (units + NT - 1) / NT;
+    /* the copy: GPU thread Th takes units Th, Th + NT, ... (Vc elements
+     * each); on the CPU, where a block's threads run one after another,
+     * thread 0 takes them all, in order: a plain nest whose indices are
+     * shifts and masks of one counter, its gathers' offsets one constant
+     * vector */
+    int64_t NT = gpu ? k->nthreads : 1, units = elems / Vc, steps = (units + NT - 1) / NT;
     Var *e = ir_var(c, "e", VK_LOOP, C(s, steps));
     Var *v = ir_var(c, "v", VK_LOOP, C(s, Vc));
-    Expr *flat = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, e), C(s, NT)),
-                          ir_varref(c, s->thread));
+    Expr *flat = gpu ? ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, e), C(s, NT)),
+                                ir_varref(c, s->thread))
+                     : ir_varref(c, e);
     Expr *coord[MK_MAX_AXES + 1];
     int64_t below = 1;
     for (int i = 0; i < nw; i++) {
@@ -286,6 +292,8 @@ static bool stage_load(Stager *s, Expr *ld)
     st->value = ir_load(c, ld->load.t, rank, src, ld->load.padded);
     if (steps * NT != units)
         st->guard = ir_binop(c, EX_LT, flat, C(s, units));
+    if (!gpu && k->nthreads > 1)
+        st->owner = ir_binop(c, EX_EQ, ir_varref(c, s->thread), C(s, 0));
     s->bytes += (int)(words * 4 * (pipelined(s) ? 2 : 1));
     return true;
 }
@@ -334,8 +342,8 @@ static void replace_in_store(Stmt *st, void *ud)
         st->store.value = ir_replace(s->c, st->store.value, s->st[i].orig, s->st[i].repl);
 }
 
-/* The copy of staged load st, element by element (for e: [if guard:]
- * for v:): from global memory at chunk `chunk` (NULL: from the registers
+/* The copy of staged load st, element by element ([if owner:] for e:
+ * [if guard:] for v:): from global memory at chunk `chunk` (NULL: from the registers
  * regs) into the shared buffer (its first index `which` when double
  * buffered; NULL: not double buffered) or, with chunk and regs both
  * given, into the registers. */
@@ -361,7 +369,8 @@ static Stmt *copy(Stager *s, const Staged *st, Expr *chunk, Tensor *regs, Expr *
     if (st->guard)
         body = ir_if(s->a, st->guard, body, NULL);
     /* in registers across the compute: unrolled, so they stay registers */
-    return ir_for(s->a, st->e, regs ? FK_UNROLLED : FK_SERIAL, body);
+    body = ir_for(s->a, st->e, regs ? FK_UNROLLED : FK_SERIAL, body);
+    return st->owner ? ir_if(s->a, st->owner, body, NULL) : body;
 }
 
 static Stmt *find_loop_of(Stmt *s, const Var *v)
