@@ -10,6 +10,7 @@
 extern char *openblas_get_corename(void);
 extern void openblas_set_num_threads(int);
 extern void omp_set_num_threads(int); /* oneDNN's runtime is OpenMP (libgomp) */
+extern int blas_thread_shutdown_(void);
 
 
 static int cmpd(const void *a, const void *b)
@@ -23,7 +24,12 @@ double bench_median_ms(int reps, void (*run)(void *), void *ctx)
     double t[64];
     if (reps > 64)
         reps = 64;
-    run(ctx); /* warm-up */
+    /* warm-up: at least one call and 20 ms, so that caches, the clock and
+     * threads just started (which the kernel places next to the caller
+     * at first) settle */
+    double until = rt_now_ms() + 20;
+    for (int i = 0; i < 1000 && (i == 0 || rt_now_ms() < until); i++)
+        run(ctx);
     for (int r = 0; r < reps; r++) {
         double t0 = rt_now_ms();
         run(ctx);
@@ -46,6 +52,7 @@ void bench_openblas_coretype(char **argv)
 
 const char *bench_openblas_core(void) { return openblas_get_corename(); }
 void bench_openblas_threads(int n) { openblas_set_num_threads(n); }
+void bench_openblas_quiet(void) { blas_thread_shutdown_(); }
 void bench_dnnl_threads(int n) { omp_set_num_threads(n); }
 
 void bench_dcrt_threads(int n)

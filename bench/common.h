@@ -5,13 +5,19 @@
 #ifndef DC_BENCH_COMMON_H
 #define DC_BENCH_COMMON_H
 
-/* The median of reps timed calls of run(ctx) after one warm-up call. */
+/* The median of reps timed calls of run(ctx) after a warm-up of at least
+ * one call and 20 ms. */
 double bench_median_ms(int reps, void (*run)(void *), void *ctx);
 /* Sets OPENBLAS_CORETYPE and re-executes the program when it is not set
  * yet (OpenBLAS reads it when it loads); returns only when it is set. */
 void bench_openblas_coretype(char **argv);
 const char *bench_openblas_core(void);
 void bench_openblas_threads(int n);
+/* Stops OpenBLAS's worker threads (its next call starts them again):
+ * after a call they busy-wait, yielding, for about 2^28 cycles and take
+ * a core from whatever runs next. Call after each batch of OpenBLAS
+ * calls. */
+void bench_openblas_quiet(void);
 /* Threads for oneDNN (its OpenMP runtime). */
 void bench_dnnl_threads(int n);
 /* Threads for dcc's objects and JIT (dcrt_set_num_threads; exits on failure). */

@@ -17,7 +17,8 @@
  * which changes the values, not the work). Same buffers, same threads, the
  * median of R timed calls after a warm-up; dcc first, then oneDNN, then
  * OpenBLAS, because the libraries' idle threads spin for a while after a
- * call and would take a core from whatever runs next. OpenBLAS is made to
+ * call and would take a core from whatever runs next (after each batch
+ * OpenBLAS's threads are stopped and oneDNN's given 20 ms to sleep). OpenBLAS is made to
  * use the best kernels this CPU has (Debian's build takes recent CPUs for
  * an SSE3 core): SkylakeX with AVX-512, else Haswell.
  *
@@ -117,6 +118,17 @@ static void run_blas(void *ctx)
                 1.0f, c->x, (int)c->l->k, c->w, (int)c->l->k, 1.0f, c->y, (int)c->l->n);
 }
 
+/* After a batch of runs[r]: the libraries' idle threads leave the cores
+ * to whatever runs next (OpenBLAS's are stopped; oneDNN's OpenMP threads
+ * spin for a moment, then sleep). */
+static void settle(int r)
+{
+    if (r == 3)
+        bench_openblas_quiet();
+    else if (r == 2)
+        usleep(20000);
+}
+
 static void set_threads(int n)
 {
     bench_openblas_threads(n);
@@ -146,8 +158,8 @@ static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, con
                 set_threads(side == 0 ? 1 : threads);
                 for (int r = 0; r < 4; r++) {
                     Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
-                    usleep(50000); /* the libraries' threads stop spinning */
                     t[side][r][round] = bench_median_ms(reps, runs[r], &c);
+                    settle(r);
                 }
             }
         printf("%5lld", (long long)Ts[i]);
@@ -278,6 +290,8 @@ int main(int argc, char **argv)
                 }
                 Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
                 t[r][i] = bench_median_ms(reps, runs[r], &c);
+                if (i == nt - 1)
+                    settle(r);
             }
         for (int i = 0; i < nt; i++) {
             double flop = 2.0 * (double)Ts[i] * (double)n * (double)k, g[4];

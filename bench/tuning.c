@@ -224,6 +224,7 @@ int main(int argc, char **argv)
         Case c = {NULL, Ts[i], bufs};
         tb[i] = bench_median_ms(reps, run_blas, &c);
     }
+    bench_openblas_quiet();
     printf("\nOpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n", bench_openblas_core(),
            getenv("OPENBLAS_CORETYPE"));
     const dnnl_version_t *dv = dnnl_version();
