@@ -1,7 +1,8 @@
-/* Whether a kernel's integers fit in 32 bits (GPU kernels then compute
- * them in i32: a 64-bit multiply or add is two or more instructions on a
- * GPU, and about a quarter of a kernel's non-FMA instructions are index
- * arithmetic).
+/* Whether a kernel's integers fit in 32 bits (kernels then compute them
+ * in i32: a 64-bit multiply or add is two or more instructions on a GPU,
+ * and about a quarter of a kernel's non-FMA instructions are index
+ * arithmetic; on the CPU a gather takes 16 32-bit offsets in one
+ * instruction, where 64-bit ones need two of 8).
  *
  * The plan refuses every call in which some buffer (tensor or scratch) has
  * more than DCRT_MAX_ELEMENTS (2^31 - 2^20 - 1) elements. So when a buffer's extents never decrease

@@ -171,8 +171,8 @@ bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t er
         const Tensor *t = p->tensors[i];
         int64_t n = ir_te_numel(t, dims);
         if (n < 0 || n > DCRT_MAX_ELEMENTS) {
-            /* kernels index with 32-bit arithmetic on the GPU: refuse rather
-             * than compute a wrong answer */
+            /* kernels may index with 32-bit arithmetic (codegen/index.c):
+             * refuse rather than compute a wrong answer */
             snprintf(err, errlen,
                      "sizes too large: tensor %s would have %s%lld elements, more than the %d a "
                      "tensor may have (32-bit indices)",

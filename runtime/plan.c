@@ -10,7 +10,7 @@
  *   - every dim within LO .. its largest accepted value (DCRT_ERR_DIM_RANGE)
  *   - every extent of every tensor, and of every scratch buffer the chosen
  *     variants use, computed without overflow and at least 1, and no such
- *     buffer over DCRT_MAX_ELEMENTS elements (DCRT_ERR_TOO_LARGE: GPU kernels
+ *     buffer over DCRT_MAX_ELEMENTS elements (DCRT_ERR_TOO_LARGE: kernels
  *     may index with 32-bit arithmetic, codegen/index.c)
  *   - every grid 1 .. INT32_MAX blocks (DCRT_ERR_TOO_LARGE)
  * The workspace holds the intermediates, then the scratch buffers of the
