@@ -326,12 +326,15 @@ static void search_run(Search *S)
 {
     Tuner *tu = S->tu;
     Cand **pop = malloc(sizeof *pop * POP);
-    /* the target's default is the first trial: the search starts from a
-     * known-good kernel and never ends worse than untuned code */
-    add_cand(S, &S->st->def);
-    /* then one template per regime (GPU reductions), measured next */
+    /* the target's default schedule's kernels are the first trials: the
+     * search starts from known-good kernels and never ends worse than
+     * untuned code */
+    int nfirst = 0;
+    for (int i = 0; i < S->st->ndefaults; i++)
+        nfirst += add_cand(S, &S->st->defaults[i]) != NULL;
+    /* then one template per regime, measured next */
     MicroKernel tmpl[4];
-    int ntmpl = srch_space_templates(S->st, tmpl, 4), nfirst = 1;
+    int ntmpl = srch_space_templates(S->st, tmpl, 4);
     for (int i = 0; i < ntmpl; i++)
         nfirst += add_cand(S, &tmpl[i]) != NULL;
     for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
@@ -628,7 +631,10 @@ static int stages_of(Tuner *tu, SrchStage **out)
         s->rank = t->rank;
         s->reduction = pass_stage_has_reduction(bodies[i]);
         s->tg = &tu->tg;
-        s->def = pass_default_microkernel(p, t, bodies[i], &tu->tg.ti);
+        StageSchedule ds = pass_default_schedule(p, t, bodies[i], &tu->tg.ti);
+        s->def = ds.variants[0];
+        s->defaults = ds.variants;
+        s->ndefaults = ds.nvariants;
         s->vec_reduce = s->def.vaxis == MK_VEC_REDUCE;
         s->workload = srch_fingerprint(p, t, mat, tu->tg.name, tu->arch);
         for (int j = 0; j < tu->nshapes; j++) {

@@ -273,6 +273,8 @@ typedef struct SrchStage {
     bool reduction;
     bool vec_reduce;        /* operands contiguous along the reduction */
     MicroKernel def;        /* the target's default micro-kernel for it */
+    const MicroKernel *defaults; /* the default schedule's variants ([0] is def) */
+    int ndefaults;
     int64_t ext_max[MK_MAX_AXES + 1]; /* largest extents over the tuning shapes */
     const SrchTarget *tg;
     char *workload;         /* its fingerprint on the target and arch tuned for */
