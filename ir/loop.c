@@ -195,24 +195,33 @@ Stmt *ir_stmt_clone(Arena *a, const Stmt *s)
     return c;
 }
 
-bool ir_stmt_has_barrier(const Stmt *s)
+bool ir_stmt_any(const Stmt *s, bool (*pred)(const Stmt *s, void *ud), void *ud)
 {
+    if (pred(s, ud))
+        return true;
     switch (s->kind) {
-    case ST_BARRIER: return true;
-    case ST_FOR: return ir_stmt_has_barrier(s->loop.body);
-    case ST_LET: return ir_stmt_has_barrier(s->let.body);
+    case ST_FOR: return ir_stmt_any(s->loop.body, pred, ud);
+    case ST_LET: return ir_stmt_any(s->let.body, pred, ud);
     case ST_IF:
-        return ir_stmt_has_barrier(s->ifs.then) || (s->ifs.els && ir_stmt_has_barrier(s->ifs.els));
-    case ST_ALLOC: return ir_stmt_has_barrier(s->alloc.body);
+        return ir_stmt_any(s->ifs.then, pred, ud) || (s->ifs.els && ir_stmt_any(s->ifs.els, pred, ud));
+    case ST_ALLOC: return ir_stmt_any(s->alloc.body, pred, ud);
     case ST_SEQ:
         for (int i = 0; i < s->seq.n; i++)
-            if (ir_stmt_has_barrier(s->seq.s[i]))
+            if (ir_stmt_any(s->seq.s[i], pred, ud))
                 return true;
         return false;
-    case ST_STORE: return false;
+    case ST_STORE: case ST_BARRIER: return false;
     }
     IR_UNREACHABLE();
 }
+
+static bool is_barrier(const Stmt *s, void *ud)
+{
+    (void)ud;
+    return s->kind == ST_BARRIER;
+}
+
+bool ir_stmt_has_barrier(const Stmt *s) { return ir_stmt_any(s, is_barrier, NULL); }
 
 Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body)
 {

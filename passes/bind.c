@@ -25,23 +25,13 @@ typedef struct Fission {
     Expr *live;       /* the thread's tile reaches into the output (NULL: always) */
 } Fission;
 
-static bool stores_shared(const Stmt *s)
+static bool is_shared_store(const Stmt *s, void *ud)
 {
-    switch (s->kind) {
-    case ST_STORE: return s->store.buf->scope == MS_SHARED;
-    case ST_FOR: return stores_shared(s->loop.body);
-    case ST_LET: return stores_shared(s->let.body);
-    case ST_ALLOC: return stores_shared(s->alloc.body);
-    case ST_IF: return stores_shared(s->ifs.then) || (s->ifs.els && stores_shared(s->ifs.els));
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            if (stores_shared(s->seq.s[i]))
-                return true;
-        return false;
-    case ST_BARRIER: return false;
-    }
-    return false;
+    (void)ud;
+    return s->kind == ST_STORE && s->store.buf->scope == MS_SHARED;
 }
+
+static bool stores_shared(const Stmt *s) { return ir_stmt_any(s, is_shared_store, NULL); }
 
 /* A fresh copy of the thread loop and its lets around s. A region that
  * writes only the thread's own buffers and guarded outputs is skipped by

@@ -423,6 +423,9 @@ void ir_stmt_visit(Stmt *s, void (*f)(Stmt *s, void *ud), void *ud);
 /* Rewrites every expression of s in place with f. */
 void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud);
 Stmt *ir_stmt_clone(Arena *a, const Stmt *s);
+/* Whether pred holds for s or a statement inside it (preorder, stops at
+ * the first). */
+bool ir_stmt_any(const Stmt *s, bool (*pred)(const Stmt *s, void *ud), void *ud);
 bool ir_stmt_has_barrier(const Stmt *s);
 Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body);
 LoopProgram *ir_loop_program_new(TeProgram *te);
