@@ -225,7 +225,6 @@ static void host_init(void)
         .barrier = NULL,
         .shared_alloc = cpu_shared_alloc,
         .math = cpu_math,
-        .index32 = true,
     };
 }
 

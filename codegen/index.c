@@ -1,8 +1,11 @@
-/* Whether a kernel's integers fit in 32 bits (kernels then compute them
- * in i32: a 64-bit multiply or add is two or more instructions on a GPU,
- * and about a quarter of a kernel's non-FMA instructions are index
- * arithmetic; on the CPU a gather takes 16 32-bit offsets in one
- * instruction, where 64-bit ones need two of 8).
+/* Whether a kernel's integers fit in 32 bits (GPU kernels then compute
+ * them in i32: a 64-bit multiply or add is two or more instructions on a
+ * GPU, and about a quarter of a kernel's non-FMA instructions are index
+ * arithmetic). Not on the CPU: x86 addressing wants 64-bit offsets, and
+ * an i32 offset (LLVM cannot see it never wraps) costs a sign extension
+ * per access, two extra instructions per broadcast in the outer-product
+ * kernel's hot loop; only its gathers would gain (one 16-lane vgatherdps
+ * instead of two vgatherqps).
  *
  * The plan refuses every call in which some buffer (tensor or scratch) has
  * more than DCRT_MAX_ELEMENTS (2^31 - 2^20 - 1) elements. So when a buffer's extents never decrease
