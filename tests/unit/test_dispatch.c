@@ -335,6 +335,29 @@ static void test_object_follows_plan(void **state)
     ir_te_destroy(c.p);
 }
 
+/* dcrt_set_num_threads: every thread count computes the reference's
+ * result for every T (so every launch's blocks are all run, once), and a
+ * count out of range is refused with a message, the pool unchanged. */
+static void test_thread_counts(void **state)
+{
+    (void)state;
+    Case c = lower("dd", PT_CPU, false);
+    char err[512] = "";
+    ExCpu *cpu = ex_cpu_compile(c.lp, err, sizeof err);
+    assert_non_null(cpu);
+    static const int counts[] = {1, 3, 2, 0};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        assert_int_equal(dcrt_set_num_threads(counts[i]), DCRT_OK);
+        check_runner(c.p, run_cpu, cpu, false, "cpu after dcrt_set_num_threads");
+    }
+    assert_int_equal(dcrt_set_num_threads(-1), DCRT_ERR_THREADS);
+    assert_non_null(strstr(dcrt_last_error(), "threads"));
+    assert_int_equal(dcrt_set_num_threads(5000), DCRT_ERR_THREADS);
+    check_runner(c.p, run_cpu, cpu, false, "cpu after a refused count");
+    ex_cpu_destroy(cpu);
+    ir_te_destroy(c.p);
+}
+
 /* Both AOT objects build with the table compiled in. */
 static void test_objects(void **state)
 {
@@ -386,7 +409,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stage_table),         cmocka_unit_test(test_bad_trees),
         cmocka_unit_test(test_runners),             cmocka_unit_test(test_object_follows_plan),
-        cmocka_unit_test(test_objects),
+        cmocka_unit_test(test_objects),             cmocka_unit_test(test_thread_counts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cg_jit_shutdown();
