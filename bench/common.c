@@ -35,8 +35,13 @@ double bench_median_ms(int reps, void (*run)(void *), void *ctx)
         run(ctx);
         t[r] = rt_now_ms() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmpd);
-    return t[reps / 2];
+    return bench_median(t, reps);
+}
+
+double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmpd);
+    return v[n / 2];
 }
 
 void bench_openblas_coretype(char **argv)

@@ -8,6 +8,8 @@
 /* The median of reps timed calls of run(ctx) after a warm-up of at least
  * one call and 20 ms. */
 double bench_median_ms(int reps, void (*run)(void *), void *ctx);
+/* The median of v[0..n-1] (n >= 1), sorting v in place. */
+double bench_median(double *v, int n);
 /* Sets OPENBLAS_CORETYPE and re-executes the program when it is not set
  * yet (OpenBLAS reads it when it loads); returns only when it is set. */
 void bench_openblas_coretype(char **argv);

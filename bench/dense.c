@@ -136,12 +136,6 @@ static void set_threads(int n)
     bench_dcrt_threads(n);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* --scaling: N-thread over 1-thread times at small T, alternating. */
 static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, const float *w,
                     const float *b, float *y, int reps, int threads, double *logsum, int *count)
@@ -164,9 +158,7 @@ static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, con
             }
         printf("%5lld", (long long)Ts[i]);
         for (int r = 0; r < 4; r++) {
-            qsort(t[0][r], ROUNDS, sizeof(double), cmp_double);
-            qsort(t[1][r], ROUNDS, sizeof(double), cmp_double);
-            double one = t[0][r][ROUNDS / 2], many = t[1][r][ROUNDS / 2];
+            double one = bench_median(t[0][r], ROUNDS), many = bench_median(t[1][r], ROUNDS);
             printf(" %8.3f %6.2fx", one, many / one);
             if (r < 2) {
                 logsum[r] += log(many / one);
