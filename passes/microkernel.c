@@ -262,6 +262,18 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
     return true;
 }
 
+MicroKernel pass_outer_microkernel(int rank, int vec_width, int mr, int row_tiles)
+{
+    MicroKernel mk = pass_unit_microkernel();
+    mk.vec = vec_width;
+    mk.tile[rank - 2] = mr;
+    mk.threads[rank - 2] = row_tiles;
+    mk.tile[rank - 1] = 2 * vec_width;
+    mk.rchunk = 16 * vec_width;
+    mk.stage = true;
+    return mk;
+}
+
 /* The rows above which a dense layer's default is the outer-product
  * kernel (bench/dense: the dot-product kernel is ahead up to about 32
  * rows on every BERT layer, behind from 48). */
@@ -297,13 +309,7 @@ static bool dense_outer(const Tensor *t, const Expr *body, const TargetInfo *ti,
     }
     if (K < 64)
         return false;
-    *mk = pass_unit_microkernel();
-    mk->vec = vw;
-    mk->tile[n - 2] = 6;
-    mk->threads[n - 2] = 22;
-    mk->tile[n - 1] = 2 * vw;
-    mk->rchunk = 16 * vw;
-    mk->stage = true;
+    *mk = pass_outer_microkernel(n, vw, 6, 22);
     pass_legalize_microkernel(mk, t, ti);
     return true;
 }

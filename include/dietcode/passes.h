@@ -60,6 +60,11 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
  * picks by the rows' dim. In p's arena. */
 StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *body,
                                     const TargetInfo *ti);
+/* The outer-product kernel of a rank >= 2 reduction (BLIS): mr rows x 2
+ * vectors of accumulators a thread, row_tiles row tiles a block sharing a
+ * packed panel of the operand read along the vectors, chunks of 16
+ * vectors. Not legalised. */
+MicroKernel pass_outer_microkernel(int rank, int vec_width, int mr, int row_tiles);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
 /* The micro-kernels of a variant of t that splits its reduction (mk.split
