@@ -632,10 +632,9 @@ static int stages_of(Tuner *tu, SrchStage **out)
         s->reduction = pass_stage_has_reduction(bodies[i]);
         s->tg = &tu->tg;
         StageSchedule ds = pass_default_schedule(p, t, bodies[i], &tu->tg.ti);
-        s->def = ds.variants[0];
         s->defaults = ds.variants;
         s->ndefaults = ds.nvariants;
-        s->vec_reduce = s->def.vaxis == MK_VEC_REDUCE;
+        s->vec_reduce = ds.variants[0].vaxis == MK_VEC_REDUCE;
         s->workload = srch_fingerprint(p, t, mat, tu->tg.name, tu->arch);
         for (int j = 0; j < tu->nshapes; j++) {
             int64_t ext[MK_MAX_AXES + 1];

@@ -272,8 +272,8 @@ typedef struct SrchStage {
     int rank;
     bool reduction;
     bool vec_reduce;        /* operands contiguous along the reduction */
-    MicroKernel def;        /* the target's default micro-kernel for it */
-    const MicroKernel *defaults; /* the default schedule's variants ([0] is def) */
+    /* the target's default schedule's variants ([0]: its default micro-kernel) */
+    const MicroKernel *defaults;
     int ndefaults;
     int64_t ext_max[MK_MAX_AXES + 1]; /* largest extents over the tuning shapes */
     const SrchTarget *tg;
