@@ -1,11 +1,14 @@
 # Thin wrapper over CMake. `make` installs missing Debian packages (as root),
 # configures and builds; `make test` runs the suite; `make demo` shows dcc at
-# work on an example. Everything real lives in CMakeLists.txt.
+# work on an example; `make install PREFIX=DIR` installs dcc, the libraries,
+# headers, pkg-config files and CMake package (default /usr/local).
+# Everything real lives in CMakeLists.txt.
 BUILD ?= build
+PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test demo bench bench-tuning clean
+.PHONY: all deps build test install demo bench bench-tuning clean
 
 all: build
 
@@ -18,6 +21,9 @@ build: deps
 
 test: build
 	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j$(JOBS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	@scripts/demo.sh $(BUILD)/dcc

@@ -16,7 +16,7 @@
  * which lower to the C library's expf, logf, powf on x86, or to erff and
  * tanhf directly: the same functions the reference interpreter calls.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 
 #include <llvm-c/Target.h>
 

@@ -20,7 +20,7 @@
  * program's kernels with these hooks (cg_kernels_module) and runs its
  * plan, each block as k->nthreads fibers.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

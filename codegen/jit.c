@@ -12,7 +12,7 @@
  * into the executable, whose symbols the JIT does not see) and then the
  * process's shared libraries (libm's expf, tanhf, ...).
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>

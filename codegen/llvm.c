@@ -30,7 +30,7 @@
  * arm, the right side of && or ||) clamps its offset to 0 or masks its
  * lanes instead of branching, so expressions stay straight-line code.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,12 +10,14 @@
  *
  * Here too: verifying and optimising a module (default<O3> with the
  * target's machine, so target-specific passes see the real processor) and
- * emitting it as LLVM text, assembly (PTX on NVPTX) or an object.
+ * emitting it as LLVM text, assembly (PTX on NVPTX) or an object, and
+ * naming the LLVM it was built with (cg_llvm_version).
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h> /* LLVM_VERSION_STRING; C, as llvm-c/Target.h uses it */
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,8 @@ static void on_diag(LLVMDiagnosticInfoRef di, void *ud)
     LLVMDisposeMessage(msg);
     m->diag_failed = true;
 }
+
+const char *cg_llvm_version(void) { return LLVM_VERSION_STRING; }
 
 LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen)
 {

@@ -30,7 +30,7 @@
  * architecture tests. Without it, exp and log use the approximate ex2/lg2
  * instructions and tanh, erf and pow are built from them (see approx_math).
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 
 #include <llvm-c/BitReader.h>
 #include <llvm-c/Linker.h>

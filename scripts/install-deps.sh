@@ -8,7 +8,7 @@
 set -eu
 
 pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
-libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3"
+libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3 pkg-config"
 if [ "${1:-}" = "--bench" ]; then
     pkgs="$pkgs libopenblas-dev libdnnl-dev"
 fi

@@ -9,7 +9,7 @@
  * dispatch trees; a renamed or reordered program keeps its records. The
  * hash is 64-bit FNV-1a, written as 16 hex digits.
  */
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h" /* CgTarget's cpu */
 #include "dietcode/runtime.h"
 #include "dietcode/search.h"
 

@@ -37,78 +37,23 @@
  * FK_BLOCK the target's block index (CPU: a loop over [block_begin,
  * block_end)); FK_THREAD the target's thread index (CPU: a serial loop).
  *
+ * This header needs no LLVM headers: CgTarget and CgModule are opaque
+ * here. What is typed with LLVM's C API (the hooks' structs, the module's
+ * handles, cg_emit_kernel and the helpers hooks call) is in
+ * dietcode/codegen_llvm.h, the one public header that needs LLVM's
+ * include path.
+ *
  * Library functions never print and never exit: they return NULL or -1 and
  * write a one-line message into the caller's err buffer.
  */
 #ifndef DIETCODE_CODEGEN_H
 #define DIETCODE_CODEGEN_H
 
-#include <llvm-c/Core.h>
-#include <llvm-c/Orc.h>
-#include <llvm-c/TargetMachine.h>
-
 #include "dietcode/abi.h"
 #include "dietcode/ir.h"
 
-/* ---- Targets: the hooks one lowering calls ---- */
-
-typedef struct CgFn CgFn;
-typedef struct CgTarget CgTarget;
-
-/* Float math functions a target provides (everything else is built from
- * them in codegen/llvm.c). Arguments may be scalars or vectors of f32. */
-typedef enum CgMath {
-    CG_EXP, CG_LOG, CG_SQRT, CG_POW, CG_TANH, CG_ERF, CG_FABS, CG_FLOOR, CG_FMIN, CG_FMAX
-} CgMath;
-
-/* How a block or thread loop runs: either a loop over [lo, hi) on this
- * processor (index NULL), or one iteration at a hardware index (lo, hi
- * NULL) guarded by index < extent when guard is set. */
-typedef struct CgRange {
-    LLVMValueRef lo, hi;
-    LLVMValueRef index;
-    bool guard;
-} CgRange;
-
-struct CgTarget {
-    const char *name;        /* "cpu", "nvptx", "emu" */
-    const char *triple, *cpu, *features;
-    const char *arch;        /* CPU: the --arch entry it stands for ("native", "x86-64-v3", ...) */
-    int level;               /* CPU: the x86-64 level (1..4) its features need; 0 otherwise */
-    /* Creates the kernel's function(s) named sym, leaves the builder in the
-     * body's entry block and fills g->dimv and g->bufv. */
-    void (*kernel_begin)(CgFn *g, const Kernel *k, const char *sym);
-    /* Closes the body (after the block loop), e.g. with ret void. */
-    void (*kernel_end)(CgFn *g);
-    /* FK_BLOCK and FK_THREAD loops of the given extent. */
-    CgRange (*loop_range)(CgFn *g, ForKind fk, LLVMValueRef extent);
-    void (*barrier)(CgFn *g); /* NULL: the target has no barriers */
-    /* Storage for an MS_SHARED buffer of array type ty (per block). */
-    LLVMValueRef (*shared_alloc)(CgFn *g, const Tensor *buf, LLVMTypeRef ty);
-    LLVMValueRef (*math)(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
-    /* shfl_xor of an f32 scalar across the block's threads (GPU forms);
-     * NULL: the target has no warps. */
-    LLVMValueRef (*shuffle_xor)(CgFn *g, LLVMValueRef v, int mask);
-    /* integers of a kernel in 32 bits where cg_index32 proves it safe */
-    bool index32;
-};
-
-/* The state of lowering one kernel: what hooks read and fill. */
-struct CgFn {
-    const CgTarget *target;
-    const LoopProgram *lp;
-    ExprCtx *ec;
-    LLVMContextRef cx;
-    LLVMModuleRef mod;
-    LLVMBuilderRef b;
-    LLVMValueRef fn;          /* the function holding the body */
-    LLVMBasicBlockRef entry;  /* its entry block: allocas go here */
-    LLVMValueRef *dimv;       /* per dim position: i64 value */
-    LLVMValueRef *bufv;       /* per tensor id: ptr to its first element */
-    LLVMValueRef block_lo, block_hi; /* set by CPU-like targets for FK_BLOCK */
-    LLVMTypeRef i1, i32, i64, f32, ptr, voidt;
-    void *priv;               /* codegen/llvm.c's own state */
-};
+typedef struct CgTarget CgTarget; /* a target's hooks (dietcode/codegen_llvm.h) */
+typedef struct CgModule CgModule; /* an LLVM module and its target machine */
 
 /* codegen/cpu.c */
 /* The host CPU (triple, name and features detected once, AVX-512 where
@@ -126,15 +71,8 @@ int cg_cpu_arch_list(const char *list, const CgTarget **out, int max, char *err,
 
 /* ---- codegen/module.c: LLVM's objects, owned in one place ---- */
 
-typedef struct CgModule {
-    const CgTarget *t;
-    LLVMOrcThreadSafeContextRef tsc; /* owns cx */
-    LLVMContextRef cx;
-    LLVMModuleRef mod;               /* NULL once the JIT has taken it */
-    LLVMTargetMachineRef tm;
-    bool diag_failed;                /* an LLVM error diagnostic was caught: diag */
-    char diag[512];
-} CgModule;
+/* The version of the LLVM headers codegen was built with, e.g. "19.1.7". */
+const char *cg_llvm_version(void);
 
 /* An empty module named name for target t (its triple, its machine's data
  * layout). NULL and err when LLVM has no such target. */
@@ -157,7 +95,6 @@ CgModule *cg_kernels_module(const LoopProgram *lp, const CgTarget *t, const char
 /* prefix + name with every character that is not a letter or digit made
  * '_' (malloc'd): a symbol. */
 char *cg_symbol(const char *prefix, const char *name);
-LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errlen);
 
 /* ---- codegen/nvptx.c: kernels as PTX ----
  *
@@ -193,33 +130,12 @@ CgModule *cg_nvptx_module(const LoopProgram *lp, const char *arch, bool libdevic
 /* The PTX text of every kernel of lp (malloc'd). */
 char *cg_emit_ptx(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
                   size_t errlen);
-/* The math hook used without libdevice. On a target not named "nvptx" it
- * builds the same expansions over exact llvm.exp2/log2, so tests can run
- * them on the host (tests/unit/test_nvptx.c). */
-LLVMValueRef cg_nvptx_approx_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
 
 /* ---- codegen/index.c ---- */
 
 /* Whether every integer kernel k of lp computes provably fits in i32 for
  * every call the plan accepts (then kernels may compute in 32 bits). */
 bool cg_index32(const LoopProgram *lp, const Kernel *k);
-
-/* ---- codegen/llvm.c: loop IR -> LLVM IR ---- */
-
-/* Adds kernel k of lp to module mod as function sym, for target t. Expects
- * no EX_REDUCE and, on targets without barriers, no ST_BARRIER. */
-void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
-                    const Kernel *k, const char *sym);
-
-/* Helpers for hooks. */
-LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int nover,
-                          LLVMValueRef *args, int nargs);
-/* Calls float NAME(float) from the C library on each lane of x. */
-LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x);
-LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
-/* Integer floor division (mod false) or modulo of i64 scalars or vectors,
- * with ir/semantics.c's rules for 0 and -1 divisors. */
-LLVMValueRef cg_floordivmod(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, bool mod);
 
 /* ---- codegen/emu.c: device-form kernels for the SIMT emulator ----
  *
@@ -272,6 +188,9 @@ typedef struct CgHostOpts {
     int nisas;
     const CgTarget *const *isas;
     const char *ptx;             /* GPU: the PTX of lp (lowered for PT_GPU); NULL for a CPU object */
+    /* header: the file's stem (dcc: the -o stem), which names the include
+     * guard DCC_STEM_H; NULL: the program's name and the target */
+    const char *guard;
 } CgHostOpts;
 
 /* The object's module for the portable x86-64 host, optimised: the table

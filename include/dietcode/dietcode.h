@@ -7,8 +7,14 @@
  *   dietcode/exec.h      the launch plan and the executors (CPU, emulator, CUDA)
  *   dietcode/runtime.h   thread pool, .npy files, input generation, libdcrt
  *
- * Link with the static libraries of build/ (dc_exec, dc_codegen, dc_passes,
- * dc_frontend, dc_ir, dcrt) and LLVM 19; examples/embed.c shows the calls.
+ * None of them needs LLVM's headers: modules and targets are opaque here.
+ * dietcode/codegen_llvm.h (not included) has them in LLVM's C API types.
+ * dietcode/search.h (not included) is the tuner.
+ *
+ * Installed (make install): link with libdietcode.a, libdcrt.a and LLVM 19,
+ * as pkg-config dietcode or CMake's find_package(dietcode) give them; in
+ * the tree, with the per-layer libraries of build/. examples/embed.c shows
+ * the calls.
  */
 #ifndef DIETCODE_H
 #define DIETCODE_H

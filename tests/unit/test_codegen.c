@@ -798,6 +798,11 @@ static void test_text_and_checks(void **state)
     assert_non_null(strstr(ll, "<8 x float>"));
     free(ll);
     ir_te_destroy(m.te);
+
+    /* the LLVM dcc --version names: 19.MINOR.PATCH */
+    unsigned major, minor, patch;
+    assert_int_equal(sscanf(cg_llvm_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+    assert_int_equal(major, 19);
 }
 
 /* ---- the thread pool ---- */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dietcode/codegen.h"
+#include "dietcode/codegen_llvm.h"
 #include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 
