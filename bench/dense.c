@@ -231,7 +231,7 @@ int main(int argc, char **argv)
             StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
             char used[64];
             if (srch_schedule_from_records(p, records, "cpu", srch_host_arch(), sched, NULL, used,
-                                           sizeof used, err, sizeof err) != 0)
+                                           sizeof used, NULL, NULL, err, sizeof err) != 0)
                 die(path, err);
             lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err);
             free(sched);

@@ -99,7 +99,7 @@ static Tuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const c
     LoopProgram *lp = NULL;
     char used[64];
     if (srch_schedule_from_records(g->p, records, "cpu", srch_host_arch(), sched, NULL, used,
-                                   sizeof used, err, sizeof err) != 0 ||
+                                   sizeof used, NULL, NULL, err, sizeof err) != 0 ||
         !(lp = pass_run_pipeline_sched(g->p, sched, &ti, NULL, err, sizeof err)) ||
         !(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
         fprintf(stderr, "tuning: %s\n", err);

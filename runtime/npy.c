@@ -332,7 +332,7 @@ int rt_npy_read(const char *path, RtArray *out, char *err, size_t errlen)
 
 /* Formats the preamble and header exactly as numpy 2's np.save does into
  * buf (HEAD_MAX bytes) and returns their length. */
-#define HEAD_MAX 512
+#define HEAD_MAX RT_NPY_HEAD_MAX
 static size_t format_header(char *buf, const RtArray *a)
 {
     char dict[HEAD_MAX - 12 - ALIGN], *p = dict;
@@ -362,34 +362,11 @@ static size_t format_header(char *buf, const RtArray *a)
     return 8 + lenb + hlen;
 }
 
-static bool write_all(int fd, const char *p, size_t n)
+size_t rt_npy_header(const RtArray *a, char buf[RT_NPY_HEAD_MAX])
 {
-    while (n) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-/* Creates PATH.tmp.PID.X exclusively, with the mode the umask gives any new
- * file (mkstemp would force 0600). */
-static int open_temp(const char *path, char *tmp, size_t cap)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    for (unsigned long i = 0; i < 100; i++) {
-        snprintf(tmp, cap, "%s.tmp.%d.%lx", path, (int)getpid(),
-                 ((unsigned long)ts.tv_sec << 30 ^ (unsigned long)ts.tv_nsec) + i);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
-    }
-    return -1;
+    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK || rt_array_numel(a) < 0)
+        return 0;
+    return format_header(buf, a);
 }
 
 int rt_npy_write(const char *path, const RtArray *a, char *err, size_t errlen)
@@ -404,27 +381,12 @@ int rt_npy_write(const char *path, const RtArray *a, char *err, size_t errlen)
         return fail(&e, "array has no data");
     char head[HEAD_MAX];
     size_t hlen = format_header(head, a);
-    size_t cap = strlen(path) + 48;
-    char *tmp = malloc(cap);
-    if (!tmp)
+    RtOutFiles *o = rt_out_new();
+    if (!o)
         return fail(&e, "out of memory");
-    int fd = open_temp(path, tmp, cap), rc = 0;
-    if (fd < 0) {
-        rc = fail(&e, "cannot create a temporary file beside it: %s", strerror(errno));
-    } else {
-        const char *what = NULL;
-        int errsv = 0;
-        if (!write_all(fd, head, hlen) || !write_all(fd, (const char *)a->data, (size_t)n * 4))
-            what = "write failed", errsv = errno;
-        if (close(fd) < 0 && !what)
-            what = "write failed", errsv = errno;
-        if (!what && rename(tmp, path) < 0)
-            what = "cannot replace it", errsv = errno;
-        if (what) {
-            unlink(tmp);
-            rc = fail(&e, "%s: %s", what, strerror(errsv));
-        }
-    }
-    free(tmp);
+    int rc = rt_out_add(o, path, head, hlen, a->data, (size_t)n * 4, err, errlen);
+    if (rc == 0)
+        rc = rt_out_commit(o, err, errlen);
+    rt_out_free(o);
     return rc;
 }

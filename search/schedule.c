@@ -310,14 +310,28 @@ static void free_fingerprints(const TeProgram *p, char **fp)
     free(fp);
 }
 
-/* Stage t's tree from the records of workload fp: the stored one, else
- * one fit to the selection's (or the baseline's) measurements; NULL
- * without either. */
+/* Whether a stored tree can dispatch stage t of p: kernels of its rank,
+ * and splits only on dims p has. A workload's tree may come from another
+ * program (the fingerprint does not hash dim names) or a damaged file. */
+static bool tree_fits(const SrchTree *tree, const TeProgram *p, const Tensor *t)
+{
+    if (tree->nspatial != t->rank)
+        return false;
+    for (int i = 0; i < tree->nnodes; i++)
+        if (tree->nodes[i].kind == TN_SPLIT &&
+            !ir_te_find_dim(p, tree->dim_names[tree->nodes[i].dim]))
+            return false;
+    return true;
+}
+
+/* Stage t's tree from the records of workload fp: the stored one when it
+ * fits, else one fit to the selection's (or the baseline's) measurements;
+ * NULL without either. */
 static SrchTree *stage_tree(const SrchRecords *r, const char *fp, TeProgram *p, const Tensor *t,
                             const TargetInfo *ti, char *err, size_t errlen)
 {
     const SrchTree *stored = srch_records_tree(r, fp);
-    if (stored && stored->nspatial == t->rank)
+    if (stored && tree_fits(stored, p, t))
         return srch_tree_copy(stored);
     SrchOracle *o = srch_oracle_collect(r, fp, false, p, t, ti, NULL, 0);
     if (o->n == 0) {
@@ -344,7 +358,9 @@ static int covered(const SrchRecords *r, const TeProgram *p, char **fps)
 
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
                                const char *arch, StageSchedule *sched, SrchTree **trees,
-                               char *used_arch, size_t usedlen, char *err, size_t errlen)
+                               char *used_arch, size_t usedlen,
+                               void (*warn)(void *ud, const char *msg), void *warn_ud, char *err,
+                               size_t errlen)
 {
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -354,6 +370,8 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
     SrchRecords *r = srch_records_open(path, 0, NULL, err, errlen);
     if (!r)
         return -1;
+    for (int i = 0; warn && i < srch_records_nwarnings(r); i++)
+        warn(warn_ud, srch_records_warning(r, i)->msg);
     /* this arch's records first, else another arch's of the same target */
     enum { MAX_ARCHS = 32 };
     const char *archs[MAX_ARCHS + 1] = {arch};

@@ -1,12 +1,13 @@
 /* dcc: the command-line driver. It is the only place that prints to the
- * user and decides exit status: 0 success, 1 bad input or a failed check,
- * 2 bad usage. Everything it does is a call into the libraries:
+ * user and decides exit status: 0 success, 2 a command line wrong in itself
+ * (see opt_table), 1 everything else. Everything it does is a call into
+ * the libraries:
  *
  *   dcc FILE.tex [--emit=te] [-o OUT]      compile and dump
  *   dcc run FILE.tex --set T=5 ...         run with .npy or seeded inputs
  *
- * Output files are written whole or not at all (temporary file + rename),
- * so a failed command never leaves a partial file behind.
+ * Output files are written whole or not at all (runtime/outfile.c), so a
+ * failed command never leaves a partial file behind.
  */
 #include "dietcode/codegen.h"
 #include "dietcode/exec.h"
@@ -17,7 +18,6 @@
 #include "dietcode/search.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +62,11 @@ static const char *usage_text =
     "                      and NAME_workspace_size\n"
     "                      (-o STEM: STEM.o, STEM.h; one kind: -o names the file;\n"
     "                      no -o: FILE's base name in the current directory)\n"
-    "  -o OUT              write the emitted text to OUT instead of stdout\n"
+    "  -o OUT              write the emitted text to OUT instead of stdout; without\n"
+    "                      --emit, the object and header of the target (as cc -c)\n"
     "  --dump-after=PASS   print the IR after PASS (or all passes) on stderr\n"
-    "  --stop-after=PASS   stop the pipeline after PASS\n"
+    "  --stop-after=PASS   stop the pipeline after PASS (with --emit=loops: print\n"
+    "                      the loop IR there)\n"
     "  --verify-each       run the loop IR verifier after every pass\n"
     "  --time-passes       print the time each pass takes\n"
     "  --records=FILE      compile with the kernels and dispatch tree tuned into FILE\n"
@@ -96,7 +98,19 @@ static const char *usage_text =
     "                      --per-shape, of each shape's own search\n"
     "  --shapes D=LO..HI[:COUNT]  (tune) the range of dim D to tune for (default:\n"
     "                      as declared); every point when there are at most 256\n"
-    "  --per-shape         (tune) the baseline: tune each shape on its own\n";
+    "  --per-shape         (tune) the baseline: tune each shape on its own\n"
+    "\n"
+    "Options may come in any order, as --opt VALUE or --opt=VALUE; -- ends them.\n"
+    "Outputs (-o, --output) are written all or nothing: to temporaries renamed\n"
+    "when every one is complete. Symlinks are written through; devices, FIFOs\n"
+    "and /dev/stdout are written in place (outside that guarantee); an output\n"
+    "that is also an input is refused.\n"
+    "\n"
+    "Exit status: 0 success; 2 the command line is wrong in itself (an unknown\n"
+    "option, a malformed value, a single-valued option or a NAME given twice,\n"
+    "options in conflict); 1 anything else (an unknown dim, a value out of its\n"
+    "range, a bad or missing file, a failed check, a run-time error, a write\n"
+    "error, also on stdout).\n";
 
 static _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -109,17 +123,6 @@ static _Noreturn void usage_error(const char *fmt, ...)
     fputs("\n(see 'dcc --help')\n", stderr);
     va_end(ap);
     exit(EXIT_USAGE);
-}
-
-/* The option getopt_long just refused (after it returned '?' or ':'). */
-static _Noreturn void bad_option(char **argv)
-{
-    const char *opt = argv[optind - 1];
-    if (strncmp(opt, "--", 2) == 0)
-        usage_error("option '%s' is unknown or needs a value", opt);
-    if (optopt == 'o')
-        usage_error("option '-o' needs a value");
-    usage_error("option '-%c' is unknown", optopt ? optopt : '?');
 }
 
 static _Noreturn void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -135,27 +138,51 @@ static _Noreturn void fail(const char *fmt, ...)
     exit(EXIT_BAD_INPUT);
 }
 
-/* Writes text to path atomically, or to stdout when path is NULL. */
-static void write_output(const char *path, const char *text, size_t len)
-{
-    if (!path) {
-        fwrite(text, 1, len, stdout);
-        return;
-    }
-    char *tmp = malloc(strlen(path) + 32);
-    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        fail("%s: cannot write: %s", path, strerror(errno));
-    bool ok = fwrite(text, 1, len, f) == len;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        fail("%s: cannot write: %s", path, strerror(e));
-    }
-    free(tmp);
-}
+/* ---- the command line ----
+ *
+ * Every option of every command is one row of opt_table, and parse_args
+ * reads argv with it alone. Exit status 2 is for what is wrong with the
+ * command line in itself, decidable before any file is read: an unknown
+ * option or one of another command, a missing or malformed value, a
+ * single-valued option given twice, NAME=VALUE options repeating a NAME,
+ * options in conflict. Everything else (an unknown dim, a value out of its
+ * declared range, a bad file, a failed check) is 1. */
+
+typedef struct NamedArg {
+    const char *name, *value;
+} NamedArg;
+
+typedef struct NamedArgs {
+    NamedArg a[MAX_ARGS];
+    int n;
+} NamedArgs;
+
+enum { CMD_COMPILE = 1, CMD_RUN = 2, CMD_TUNE = 4 };
+
+typedef enum OptArg {
+    ARG_FLAG,  /* no value; may repeat */
+    ARG_TEXT,  /* one value: from choices, or one valid() accepts, when given */
+    ARG_COUNT, /* one integer in lo..hi */
+    ARG_NAMED, /* NAME=VALUE, repeatable with distinct names; valid() checks VALUE */
+} OptArg;
+
+typedef enum OptId {
+    O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
+    O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_TRIALS, O_SHAPES, O_PER_SHAPE,
+    NOPTS
+} OptId;
+
+typedef struct OptSpec {
+    OptId id;
+    const char *name;  /* --name */
+    char letter;       /* -x, or 0 */
+    unsigned cmds;     /* the commands that take it */
+    OptArg arg;
+    const char *form;  /* the value as messages show it */
+    const char *choices;             /* ARG_TEXT: the values allowed, space-separated */
+    bool (*valid)(const char *value); /* ARG_TEXT, ARG_NAMED: NULL accepts any */
+    int64_t lo, hi;                  /* ARG_COUNT */
+} OptSpec;
 
 /* Parses a non-negative decimal integer; false on anything else. */
 static bool parse_int(const char *s, int64_t *out)
@@ -169,6 +196,340 @@ static bool parse_int(const char *s, int64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+static bool valid_count(const char *s)
+{
+    int64_t v;
+    return parse_int(s, &v);
+}
+
+static bool valid_emit(const char *s)
+{
+    static const char *const kinds[] = {"te", "loops", "plan", "llvm", "asm", "ptx", "obj",
+                                        "header", "obj,header", "header,obj", "dispatch", NULL};
+    for (int i = 0; kinds[i]; i++)
+        if (strcmp(s, kinds[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool valid_pass(const char *s)
+{
+    for (const char *const *n = pass_names(); *n; n++)
+        if (strcmp(*n, s) == 0)
+            return true;
+    return false;
+}
+
+static bool valid_dump(const char *s)
+{
+    return strcmp(s, "all") == 0 || valid_pass(s);
+}
+
+static bool valid_mk(const char *s)
+{
+    MicroKernel mk;
+    int ns = 0;
+    return pass_parse_microkernel(s, &mk, &ns);
+}
+
+/* LO..HI[:COUNT] (--shapes), into r when r is non-NULL. */
+static bool parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *count)
+{
+    const char *dots = strstr(s, "..");
+    if (!dots)
+        return false;
+    char buf[64];
+    const char *colon = strchr(dots, ':');
+    size_t n = (size_t)(dots - s);
+    bool ok = n < sizeof buf;
+    if (ok) {
+        memcpy(buf, s, n);
+        buf[n] = 0;
+        ok = parse_int(buf, lo);
+    }
+    n = colon ? (size_t)(colon - dots - 2) : strlen(dots + 2);
+    if (ok && n < sizeof buf) {
+        memcpy(buf, dots + 2, n);
+        buf[n] = 0;
+        ok = parse_int(buf, hi);
+    } else {
+        ok = false;
+    }
+    *count = 0;
+    if (ok && colon)
+        ok = parse_int(colon + 1, count) && *count >= 1 && *count <= 4096;
+    return ok;
+}
+
+static bool valid_range(const char *s)
+{
+    int64_t lo, hi, count;
+    return parse_range(s, &lo, &hi, &count);
+}
+
+enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_TUNE };
+
+static const OptSpec opt_table[] = {
+    {O_EMIT, "emit", 0, CMD_COMPILE, ARG_TEXT, "KIND[,KIND]", NULL, valid_emit, 0, 0},
+    {O_OUT, "output", 'o', CMD_COMPILE, ARG_TEXT, "OUT", NULL, NULL, 0, 0},
+    {O_DUMP, "dump-after", 0, CMD_COMPILE, ARG_TEXT, "PASS|all", NULL, valid_dump, 0, 0},
+    {O_STOP, "stop-after", 0, CMD_COMPILE, ARG_TEXT, "PASS", NULL, valid_pass, 0, 0},
+    {O_VERIFY, "verify-each", 0, CMD_COMPILE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
+    {O_TIME, "time-passes", 0, CMD_COMPILE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
+    {O_TARGET, "target", 0, CMD_COMPILE, ARG_TEXT, "TARGET", "cpu nvptx", NULL, 0, 0},
+    {O_TARGET, "target", 0, CMD_RUN, ARG_TEXT, "TARGET", "cpu reference loops emu cuda", NULL, 0, 0},
+    {O_TARGET, "target", 0, CMD_TUNE, ARG_TEXT, "TARGET", "cpu cuda model", NULL, 0, 0},
+    {O_ARCH, "arch", 0, CMD_COMPILE, ARG_TEXT, "ARCH[,ARCH]", NULL, NULL, 0, 0},
+    {O_ARCH, "arch", 0, CMD_TUNE, ARG_TEXT, "sm_XX", "sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a",
+     NULL, 0, 0},
+    {O_NOLIBDEV, "no-libdevice", 0, CMD_COMPILE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
+    {O_RECORDS, "records", 0, CMD_ALL, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
+    {O_SET, "set", 0, CMD_COMPILE | CMD_RUN, ARG_NAMED, "NAME=INTEGER", NULL, valid_count, 0, 0},
+    {O_MK, "mk", 0, CMD_COMPILE | CMD_RUN, ARG_NAMED, "NAME=MICROKERNEL", NULL, valid_mk, 0, 0},
+    {O_INPUT, "input", 0, CMD_RUN, ARG_NAMED, "NAME=PATH.npy", NULL, NULL, 0, 0},
+    {O_OUTPUT, "output", 0, CMD_RUN, ARG_NAMED, "NAME=PATH.npy", NULL, NULL, 0, 0},
+    {O_SEED, "seed", 0, CMD_RUN | CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 0, INT64_MAX},
+    {O_CHECK, "check", 0, CMD_RUN, ARG_FLAG, NULL, NULL, NULL, 0, 0},
+    {O_BENCH, "bench", 0, CMD_RUN, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
+    {O_TRIALS, "trials", 0, CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
+    {O_SHAPES, "shapes", 0, CMD_TUNE, ARG_NAMED, "NAME=LO..HI[:COUNT]", NULL, valid_range, 0, 0},
+    {O_PER_SHAPE, "per-shape", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
+};
+enum { NSPECS = sizeof opt_table / sizeof opt_table[0] };
+
+/* A command's options as parsed. */
+typedef struct Args {
+    unsigned cmd;
+    const char *file;
+    const char *val[NOPTS]; /* a single value; "" for a flag given; NULL when absent */
+    int64_t num[NOPTS];     /* ARG_COUNT's value */
+    NamedArgs named[NOPTS]; /* ARG_NAMED's */
+} Args;
+
+static const char *cmd_name(unsigned cmd)
+{
+    return cmd == CMD_RUN ? "dcc run" : cmd == CMD_TUNE ? "dcc tune" : "dcc FILE.tex";
+}
+
+/* "a, b or c" from "a b c". */
+static void choices_str(char *buf, size_t n, const char *choices)
+{
+    size_t k = 0;
+    int nwords = 0;
+    for (const char *c = choices; *c; c++)
+        nwords += *c != ' ' && (c == choices || c[-1] == ' ');
+    int w = 0;
+    for (const char *c = choices; *c && k + 8 < n;) {
+        size_t len = strcspn(c, " ");
+        if (w)
+            k += (size_t)snprintf(buf + k, n - k, w == nwords - 1 ? " or " : ", ");
+        k += (size_t)snprintf(buf + k, n - k, "%.*s", (int)len, c);
+        w++;
+        c += len;
+        c += *c == ' ';
+    }
+    buf[k < n ? k : n - 1] = 0;
+}
+
+static bool in_choices(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, " ");
+        if (len == n && strncmp(c, v, n) == 0)
+            return true;
+        c += len;
+        c += *c == ' ';
+    }
+    return false;
+}
+
+/* The row for --name (letter 0) or -letter of cmd; NULL when cmd has none
+ * and *other gets the commands that do. */
+static const OptSpec *find_opt(unsigned cmd, const char *name, size_t len, char letter,
+                               unsigned *other)
+{
+    *other = 0;
+    for (int i = 0; i < NSPECS; i++) {
+        const OptSpec *s = &opt_table[i];
+        bool match = letter ? s->letter == letter
+                            : strlen(s->name) == len && strncmp(s->name, name, len) == 0;
+        if (match && (s->cmds & cmd))
+            return s;
+        if (match)
+            *other |= s->cmds;
+    }
+    return NULL;
+}
+
+static void store_opt(Args *a, const OptSpec *s, const char *shown, const char *v)
+{
+    char expected[256];
+    if (s->arg == ARG_FLAG) {
+        a->val[s->id] = "";
+        return;
+    }
+    if (!*v)
+        usage_error("option '%s' needs a value (%s)", shown, s->form);
+    if (s->arg == ARG_NAMED) {
+        NamedArgs *arr = &a->named[s->id];
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1])
+            usage_error("--%s expects %s, got '%s'", s->name, s->form, v);
+        if (arr->n == MAX_ARGS)
+            usage_error("too many --%s options (at most %d)", s->name, MAX_ARGS);
+        for (int i = 0; i < arr->n; i++)
+            if (strlen(arr->a[i].name) == (size_t)(eq - v) &&
+                strncmp(arr->a[i].name, v, (size_t)(eq - v)) == 0)
+                usage_error("--%s %.*s is given twice", s->name, (int)(eq - v), v);
+        if (s->valid && !s->valid(eq + 1))
+            usage_error("--%s expects %s, got '%s'%s", s->name, s->form, v,
+                        s->id == O_MK ? " (a micro-kernel as --emit=loops prints it, e.g. "
+                                        "'threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4')"
+                                      : "");
+        arr->a[arr->n].name = strndup(v, (size_t)(eq - v));
+        arr->a[arr->n++].value = eq + 1;
+        return;
+    }
+    if (a->val[s->id])
+        usage_error("option '%s' is given twice ('%s' and '%s')", shown, a->val[s->id], v);
+    if (s->arg == ARG_COUNT) {
+        if (!parse_int(v, &a->num[s->id]) || a->num[s->id] < s->lo || a->num[s->id] > s->hi) {
+            if (s->hi == INT64_MAX)
+                usage_error("--%s expects a non-negative integer, got '%s'", s->name, v);
+            usage_error("--%s expects a count from %lld to %lld, got '%s'", s->name,
+                        (long long)s->lo, (long long)s->hi, v);
+        }
+    } else if (s->choices && !in_choices(s->choices, v)) {
+        choices_str(expected, sizeof expected, s->choices);
+        usage_error("unknown --%s '%s' for %s (expected %s)", s->name, v, cmd_name(a->cmd),
+                    expected);
+    } else if (s->valid && !s->valid(v)) {
+        usage_error("--%s: '%s' is not a valid %s", s->name, v, s->form);
+    }
+    a->val[s->id] = v;
+}
+
+/* Reads argv[1..argc) of cmd: options anywhere, one input file; "--" ends
+ * the options. Exits 2 on anything wrong. */
+static Args parse_args(unsigned cmd, int argc, char **argv)
+{
+    Args a = {.cmd = cmd};
+    bool only_files = false;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (only_files || arg[0] != '-' || !arg[1]) {
+            if (a.file)
+                usage_error("more than one input file ('%s' and '%s')", a.file, arg);
+            a.file = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            only_files = true;
+            continue;
+        }
+        bool is_long = arg[1] == '-';
+        const char *name = arg + (is_long ? 2 : 1);
+        const char *eq = is_long ? strchr(name, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        char letter = is_long ? 0 : name[0];
+        unsigned other;
+        const OptSpec *s = find_opt(cmd, name, len, letter, &other);
+        char shown[64];
+        snprintf(shown, sizeof shown, "%s%.*s", is_long ? "--" : "-", is_long ? (int)len : 1,
+                 name);
+        if (!s && cmd == CMD_RUN && letter == 'o')
+            usage_error("'-o' is not an option of dcc run: write outputs with --output "
+                        "NAME=PATH.npy");
+        if (!s && other) {
+            char which[64] = "";
+            for (unsigned c = 1; c <= CMD_TUNE; c <<= 1)
+                if (other & c)
+                    snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
+                             which[0] ? " and " : "", cmd_name(c));
+            usage_error("option '%s' is for %s, not %s", shown, which, cmd_name(cmd));
+        }
+        if (!s)
+            usage_error("unknown option '%s'", shown);
+        const char *v = NULL;
+        if (s->arg == ARG_FLAG) {
+            if (eq || (!is_long && name[1]))
+                usage_error("option '%s' takes no value", shown);
+        } else if (eq) {
+            v = eq + 1;
+        } else if (!is_long && name[1]) {
+            v = name + 1; /* -oFILE */
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        } else {
+            usage_error("option '%s' needs a value (%s)", shown, s->form);
+        }
+        store_opt(&a, s, shown, v);
+    }
+    if (!a.file)
+        usage_error("no input file");
+    return a;
+}
+
+static void free_args(Args *a)
+{
+    for (int i = 0; i < NOPTS; i++)
+        for (int j = 0; j < a->named[i].n; j++)
+            free((char *)a->named[i].a[j].name);
+}
+
+/* ---- output files ----
+ *
+ * Every file a command writes goes through one RtOutFiles (the rule in
+ * runtime/outfile.c): written to temporaries, renamed only when all are
+ * complete; symlinks written through, devices and FIFOs in place; an
+ * output that is one of the command's inputs refused. */
+
+static RtOutFiles *outputs_begin(const Args *a)
+{
+    RtOutFiles *o = rt_out_new();
+    if (!o)
+        fail("out of memory");
+    rt_out_input(o, a->file);
+    if (a->val[O_RECORDS])
+        rt_out_input(o, a->val[O_RECORDS]);
+    for (int i = 0; i < a->named[O_INPUT].n; i++)
+        rt_out_input(o, a->named[O_INPUT].a[i].value);
+    return o;
+}
+
+static void outputs_add(RtOutFiles *o, const char *path, const void *head, size_t hlen,
+                        const void *data, size_t len)
+{
+    char err[1024];
+    if (rt_out_add(o, path, head, hlen, data, len, err, sizeof err) != 0) {
+        rt_out_free(o);
+        fail("%s", err);
+    }
+}
+
+static void outputs_commit(RtOutFiles *o)
+{
+    char err[1024];
+    fflush(stdout); /* what was printed comes before an output to /dev/stdout */
+    int rc = rt_out_commit(o, err, sizeof err);
+    rt_out_free(o);
+    if (rc != 0)
+        fail("%s", err);
+}
+
+/* Writes text to path (all or nothing), or to stdout when path is NULL. */
+static void write_output(const Args *a, const char *path, const char *text, size_t len)
+{
+    if (!path) {
+        fwrite(text, 1, len, stdout); /* errors: checked once, at exit */
+        return;
+    }
+    RtOutFiles *o = outputs_begin(a);
+    outputs_add(o, path, text, len, "", 0);
+    outputs_commit(o);
 }
 
 /* ---- loading a program ---- */
@@ -191,39 +552,6 @@ static FeUnit load_program(const char *path)
 
 /* ---- dcc FILE.tex ---- */
 
-/* Options shared by compiling and running: the pipeline's. */
-typedef struct NamedArg {
-    const char *name, *value;
-} NamedArg;
-
-typedef struct NamedArgs {
-    NamedArg a[MAX_ARGS];
-    int n;
-} NamedArgs;
-
-static void add_named(NamedArgs *arr, const char *arg, const char *flag)
-{
-    const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg || !eq[1])
-        usage_error("%s expects NAME=VALUE, got '%s'", flag, arg);
-    if (arr->n == MAX_ARGS)
-        usage_error("too many %s options", flag);
-    NamedArg *x = &arr->a[arr->n];
-    x->name = strndup(arg, (size_t)(eq - arg));
-    x->value = eq + 1;
-    for (int i = 0; i < arr->n; i++)
-        if (strcmp(arr->a[i].name, x->name) == 0)
-            usage_error("%s %s given twice", flag, x->name);
-    arr->n++;
-}
-
-static void free_named(NamedArgs *arr)
-{
-    for (int i = 0; i < arr->n; i++)
-        free((char *)arr->a[i].name);
-    arr->n = 0;
-}
-
 typedef struct CompileOpts {
     PipelineOpts pipe;
     PassTarget target;
@@ -235,26 +563,10 @@ typedef struct CompileOpts {
     char used_target[16], used_arch[64];
 } CompileOpts;
 
-static bool is_pass_name(const char *s)
+/* A damaged line of a records file, as tune reports it. */
+static void records_warn(void *ud, const char *msg)
 {
-    for (const char *const *n = pass_names(); *n; n++)
-        if (strcmp(*n, s) == 0)
-            return true;
-    return false;
-}
-
-static void set_dump_after(CompileOpts *o, const char *v)
-{
-    if (strcmp(v, "all") != 0 && !is_pass_name(v))
-        usage_error("unknown pass '%s' for --dump-after", v);
-    o->pipe.dump_after = v;
-}
-
-static void set_stop_after(CompileOpts *o, const char *v)
-{
-    if (!is_pass_name(v))
-        usage_error("unknown pass '%s' for --stop-after", v);
-    o->pipe.stop_after = v;
+    fprintf(stderr, "dcc: warning: %s\n", msg);
 }
 
 /* The schedule tuned into o->records for p, then the micro-kernels given
@@ -276,11 +588,13 @@ static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
     char err[1024];
     if (o->records) {
         int rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees,
-                                            o->used_arch, sizeof o->used_arch, err, sizeof err);
+                                            o->used_arch, sizeof o->used_arch, records_warn, NULL,
+                                            err, sizeof err);
         if (rc == 1 && gpu) { /* no cuda records: tuned offline? */
             target = "model";
             rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees,
-                                            o->used_arch, sizeof o->used_arch, err, sizeof err);
+                                            o->used_arch, sizeof o->used_arch, NULL, NULL, err,
+                                            sizeof err);
         }
         if (rc != 0)
             fail("%s", err);
@@ -348,9 +662,8 @@ static int64_t *resolve_dims(const TeProgram *p, const NamedArgs *sets)
  * is a stem: its extension, if any, is dropped and STEM.o and STEM.h are
  * written (-o build/prog, build/prog.o and build/prog.h all give
  * build/prog.o + build/prog.h). Without -o the stem is the input's base
- * name in the current directory (prog.tex -> prog.o, prog.h). Every file is
- * written to a temporary beside it first and renamed only when all are
- * complete, so a failure leaves none of them.
+ * name in the current directory (prog.tex -> prog.o, prog.h). Both are
+ * one set of outputs: a failure writes neither.
  */
 static bool is_aot_emit(const char *emit)
 {
@@ -375,7 +688,7 @@ static char *aot_path(const char *out, const char *file, const char *ext, bool b
 
 /* gpu_arch NULL: the CPU object (NAME_run, kernels for each of isas);
  * else the PTX for gpu_arch embedded (NAME_launch). */
-static void emit_aot(const char *emit, const char *out, const char *file, const LoopProgram *lp,
+static void emit_aot(const Args *a, const char *emit, const char *out, const LoopProgram *lp,
                      const char *gpu_arch, bool libdevice, const CgTarget *const *isas, int nisas)
 {
     bool obj = strstr(emit, "obj") != NULL, hdr = strstr(emit, "header") != NULL;
@@ -393,49 +706,37 @@ static void emit_aot(const char *emit, const char *out, const char *file, const 
     }
     free(ptx);
     if (hdr) {
+        char *hpath = aot_path(out, a->file, ".h", obj && hdr);
+        const char *slash = strrchr(hpath, '/');
+        char *stem = strdup(slash ? slash + 1 : hpath);
+        char *dot = strrchr(stem, '.');
+        if (dot && dot != stem)
+            *dot = 0;
+        o.guard = stem;
         if (!(text[1] = cg_emit_header(lp, &o, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
         len[1] = strlen(text[1]);
+        free(stem);
+        free(hpath);
     }
-    char *path[2] = {NULL, NULL}, *tmp[2] = {NULL, NULL};
+    RtOutFiles *files = outputs_begin(a);
+    char *path[2] = {NULL, NULL};
     const char *ext[2] = {".o", ".h"};
-    for (int i = 0; i < 2; i++) {
-        if (!text[i])
-            continue;
-        path[i] = aot_path(out, file, ext[i], obj && hdr);
-        tmp[i] = malloc(strlen(path[i]) + 32);
-        sprintf(tmp[i], "%s.tmp.%ld", path[i], (long)getpid());
-        FILE *f = fopen(tmp[i], "wb");
-        bool ok = f && fwrite(text[i], 1, len[i], f) == len[i];
-        ok &= f && fclose(f) == 0;
-        if (!ok) {
-            int e = errno;
-            for (int j = 0; j <= i; j++)
-                if (tmp[j])
-                    remove(tmp[j]);
-            fail("%s: cannot write: %s", path[i], strerror(e));
-        }
-    }
     for (int i = 0; i < 2; i++)
-        if (tmp[i] && rename(tmp[i], path[i]) != 0) {
-            int e = errno;
-            for (int j = 0; j < 2; j++) {
-                if (tmp[j])
-                    remove(tmp[j]);
-                if (j < i && path[j])
-                    remove(path[j]);
-            }
-            fail("%s: cannot write: %s", path[i], strerror(e));
+        if (text[i]) {
+            path[i] = aot_path(out, a->file, ext[i], obj && hdr);
+            outputs_add(files, path[i], text[i], len[i], "", 0);
         }
+    outputs_commit(files);
     for (int i = 0; i < 2; i++) {
         free(text[i]);
         free(path[i]);
-        free(tmp[i]);
     }
 }
 
 /* Writes what a module prints (LLVM text, or assembly / PTX). */
-static void emit_module(CgModule *m, bool assembly, const char *out, const char *err)
+static void emit_module(const Args *a, CgModule *m, bool assembly, const char *out,
+                        const char *err)
 {
     char why[512];
     size_t len = 0;
@@ -443,7 +744,7 @@ static void emit_module(CgModule *m, bool assembly, const char *out, const char 
                                       : cg_module_print(m, why, sizeof why);
     if (!text)
         ir_panic(__FILE__, __LINE__, "code generation failed: %s", m ? why : err);
-    write_output(out, text, assembly ? len : strlen(text));
+    write_output(a, out, text, assembly ? len : strlen(text));
     free(text);
     cg_module_destroy(m);
 }
@@ -471,76 +772,36 @@ static int default_isas(const CompileOpts *co, const CgTarget **isas)
 
 static int cmd_compile(int argc, char **argv)
 {
-    const char *out = NULL, *emit = NULL, *file = NULL, *arch = NULL;
-    CompileOpts co = {.target = PT_CPU};
-    NamedArgs sets = {.n = 0}, mks = {.n = 0};
-    bool target_cpu = false, no_libdevice = false;
-    enum { O_DUMP = 256, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS, O_SET,
-           O_MK };
-    static const struct option opts[] = {
-        {"emit", required_argument, 0, 'e'},
-        {"output", required_argument, 0, 'o'},
-        {"dump-after", required_argument, 0, O_DUMP},
-        {"stop-after", required_argument, 0, O_STOP},
-        {"verify-each", no_argument, 0, O_VERIFY},
-        {"time-passes", no_argument, 0, O_TIME},
-        {"target", required_argument, 0, O_TARGET},
-        {"arch", required_argument, 0, O_ARCH},
-        {"no-libdevice", no_argument, 0, O_NOLIBDEV},
-        {"records", required_argument, 0, O_RECORDS},
-        {"set", required_argument, 0, O_SET},
-        {"mk", required_argument, 0, O_MK},
-        {0, 0, 0, 0},
-    };
-    co.mks = &mks;
-    int c;
-    optind = 1;
-    opterr = 0; /* bad_option() reports, naming dcc rather than argv[0] */
-    while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'e': emit = optarg; break;
-        case 'o': out = optarg; break;
-        case O_DUMP: set_dump_after(&co, optarg); break;
-        case O_STOP: set_stop_after(&co, optarg); break;
-        case O_VERIFY: co.pipe.verify_each = true; break;
-        case O_TIME: co.pipe.time_passes = true; break;
-        case O_TARGET:
-            if (strcmp(optarg, "cpu") == 0)
-                co.target = PT_CPU, target_cpu = true;
-            else if (strcmp(optarg, "nvptx") == 0)
-                co.target = PT_GPU;
-            else
-                usage_error("unknown --target '%s' (expected cpu or nvptx)", optarg);
-            break;
-        case O_ARCH: arch = optarg; break;
-        case O_NOLIBDEV: no_libdevice = true; break;
-        case O_RECORDS: co.records = optarg; break;
-        case O_SET: add_named(&sets, optarg, "--set"); break;
-        case O_MK: add_named(&mks, optarg, "--mk"); break;
-        default: bad_option(argv);
-        }
-    }
-    if (optind != argc - 1)
-        usage_error(optind == argc ? "no input file" : "more than one input file");
-    file = argv[optind];
+    Args a = parse_args(CMD_COMPILE, argc, argv);
+    const char *out = a.val[O_OUT], *emit = a.val[O_EMIT], *arch = a.val[O_ARCH];
+    const char *target = a.val[O_TARGET];
+    const NamedArgs *sets = &a.named[O_SET];
+    CompileOpts co = {.target = target && strcmp(target, "nvptx") == 0 ? PT_GPU : PT_CPU,
+                      .records = a.val[O_RECORDS],
+                      .mks = &a.named[O_MK],
+                      .pipe = {.dump_after = a.val[O_DUMP],
+                               .stop_after = a.val[O_STOP],
+                               .verify_each = a.val[O_VERIFY] != NULL,
+                               .time_passes = a.val[O_TIME] != NULL}};
+    bool no_libdevice = a.val[O_NOLIBDEV] != NULL;
+    if (out && !emit) /* as cc -c: the object of the target and its header */
+        emit = "obj,header";
     bool aot = emit && is_aot_emit(emit);
     bool ptx = emit && strcmp(emit, "ptx") == 0;
     bool dispatch = emit && strcmp(emit, "dispatch") == 0;
     bool plan = emit && strcmp(emit, "plan") == 0;
-    if (ptx && target_cpu)
+    if (ptx && target && strcmp(target, "cpu") == 0)
         usage_error("--emit=ptx needs --target=nvptx");
     if (ptx)
         co.target = PT_GPU;
     if (emit && co.target == PT_GPU && strcmp(emit, "asm") == 0)
         usage_error("--emit=asm is host assembly: use --emit=ptx for --target=nvptx");
-    if (emit && !aot && !ptx && !dispatch && !plan && strcmp(emit, "te") != 0 &&
-        strcmp(emit, "loops") != 0 && strcmp(emit, "llvm") != 0 && strcmp(emit, "asm") != 0)
-        usage_error("unknown --emit kind '%s' (expected te, loops, plan, llvm, asm, ptx, obj, "
-                    "header, obj,header or dispatch)", emit);
-    if (out && !emit)
-        usage_error("-o needs --emit");
-    if (sets.n && !plan)
+    if (sets->n && !plan)
         usage_error("--set is for --emit=plan (and dcc run)");
+    if (co.pipe.stop_after && emit && strcmp(emit, "loops") != 0)
+        usage_error("--stop-after=%s stops before code generation: it goes with --emit=loops "
+                    "(the loop IR after that pass) or no --emit (the dumps only)",
+                    co.pipe.stop_after);
     /* --arch: the GPU's architecture, or the CPU instruction sets of an object */
     const CgTarget *isas[MAX_ISAS];
     int nisas = 0;
@@ -562,7 +823,7 @@ static int cmd_compile(int argc, char **argv)
         if (arch && !aot && nisas != 1)
             usage_error("--emit=%s shows one instruction set: give --arch one name", emit);
     }
-    FeUnit l = load_program(file);
+    FeUnit l = load_program(a.file);
     if (dispatch) {
         SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
         co.trees = trees;
@@ -571,31 +832,23 @@ static int cmd_compile(int argc, char **argv)
         size_t n = strlen(text);
         text = realloc(text, n + 2);
         text[n++] = '\n';
-        write_output(out, text, n);
+        write_output(&a, out, text, n);
         free(text);
         for (int i = 0; i < l.prog->ntensors; i++)
             srch_tree_free(trees[i]);
         free(trees);
-        free_named(&sets);
-        free_named(&mks);
+        free_args(&a);
         fe_unload(&l);
         return 0;
     }
-    int64_t *dims = plan ? resolve_dims(l.prog, &sets) : NULL;
+    int64_t *dims = plan ? resolve_dims(l.prog, sets) : NULL;
     bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
-    if (emit && lp && co.pipe.stop_after) {
-        free(dims);
-        free_named(&sets);
-        free_named(&mks);
-        fe_unload(&l);
-        return 0; /* --stop-after: the dumps were the output */
-    }
     if (aot) {
         if (co.target == PT_CPU && !arch)
             nisas = default_isas(&co, isas);
-        emit_aot(emit, out, file, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice, isas, nisas);
+        emit_aot(&a, emit, out, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice, isas, nisas);
     } else if (plan) {
         char *text = NULL;
         size_t len = 0;
@@ -603,12 +856,13 @@ static int cmd_compile(int argc, char **argv)
         if (ex_plan_print(m, lp, dims, err, sizeof err) != 0)
             fail("%s", err);
         fclose(m);
-        write_output(out, text, len);
+        write_output(&a, out, text, len);
         free(text);
     } else if (emit && co.target == PT_GPU && (ptx || strcmp(emit, "llvm") == 0)) {
-        emit_module(cg_nvptx_module(lp, arch, !no_libdevice, true, err, sizeof err), ptx, out, err);
+        emit_module(&a, cg_nvptx_module(lp, arch, !no_libdevice, true, err, sizeof err), ptx, out,
+                    err);
     } else if (emit && (strcmp(emit, "llvm") == 0 || strcmp(emit, "asm") == 0)) {
-        emit_module(cg_kernels_module(lp, isas[0], NULL, true, err, sizeof err),
+        emit_module(&a, cg_kernels_module(lp, isas[0], NULL, true, err, sizeof err),
                     strcmp(emit, "asm") == 0, out, err);
     } else if (emit) {
         char *text = NULL;
@@ -619,82 +873,16 @@ static int cmd_compile(int argc, char **argv)
         else
             ir_print_loops(m, lp);
         fclose(m);
-        write_output(out, text, len);
+        write_output(&a, out, text, len);
         free(text);
     }
     free(dims);
-    free_named(&sets);
-    free_named(&mks);
+    free_args(&a);
     fe_unload(&l);
     return 0;
 }
 
 /* ---- dcc run ---- */
-
-typedef struct RunOpts {
-    const char *file, *target;
-    NamedArgs sets, inputs, outputs, mks;
-    uint64_t seed;
-    bool check;
-    int64_t bench;
-    const char *records;
-} RunOpts;
-
-static void free_run_opts(RunOpts *o)
-{
-    free_named(&o->sets);
-    free_named(&o->inputs);
-    free_named(&o->outputs);
-    free_named(&o->mks);
-}
-
-static RunOpts parse_run_opts(int argc, char **argv)
-{
-    RunOpts o = {.target = "cpu", .seed = 1};
-    static const struct option opts[] = {
-        {"target", required_argument, 0, 't'}, {"set", required_argument, 0, 's'},
-        {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
-        {"seed", required_argument, 0, 'S'},   {"check", no_argument, 0, 'c'},
-        {"bench", required_argument, 0, 'b'},  {"records", required_argument, 0, 'r'},
-        {"mk", required_argument, 0, 'm'},
-        {0, 0, 0, 0},
-    };
-    int c;
-    int64_t v;
-    optind = 1;
-    opterr = 0; /* bad_option() reports, naming dcc rather than argv[0] */
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': o.target = optarg; break;
-        case 's': add_named(&o.sets, optarg, "--set"); break;
-        case 'i': add_named(&o.inputs, optarg, "--input"); break;
-        case 'o': add_named(&o.outputs, optarg, "--output"); break;
-        case 'S':
-            if (!parse_int(optarg, &v))
-                usage_error("--seed expects a non-negative integer, got '%s'", optarg);
-            o.seed = (uint64_t)v;
-            break;
-        case 'c': o.check = true; break;
-        case 'r': o.records = optarg; break;
-        case 'm': add_named(&o.mks, optarg, "--mk"); break;
-        case 'b':
-            if (!parse_int(optarg, &v) || v < 1 || v > 1000000)
-                usage_error("--bench expects a run count from 1 to 1000000, got '%s'", optarg);
-            o.bench = v;
-            break;
-        default: bad_option(argv);
-        }
-    }
-    if (optind != argc - 1)
-        usage_error(optind == argc ? "no input file" : "more than one input file");
-    o.file = argv[optind];
-    if (strcmp(o.target, "reference") != 0 && strcmp(o.target, "cpu") != 0 &&
-        strcmp(o.target, "loops") != 0 && strcmp(o.target, "emu") != 0 &&
-        strcmp(o.target, "cuda") != 0)
-        usage_error("unknown --target '%s' (expected reference, cpu, loops, emu or cuda)",
-                    o.target);
-    return o;
-}
 
 static void shape_str(char *buf, size_t n, int rank, const int64_t *shape)
 {
@@ -712,28 +900,30 @@ static void tensor_shape(const Tensor *t, const int64_t *dims, int64_t *shape)
 }
 
 /* One buffer per tensor; inputs read from .npy or generated. */
-static float **make_buffers(const TeProgram *p, const int64_t *dims, const RunOpts *o)
+static float **make_buffers(const TeProgram *p, const int64_t *dims, const Args *o)
 {
+    const NamedArgs *inputs = &o->named[O_INPUT];
+    uint64_t seed = o->val[O_SEED] ? (uint64_t)o->num[O_SEED] : 1;
     float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
-    for (int i = 0; i < o->inputs.n; i++) {
-        const Tensor *t = ir_te_find(p, o->inputs.a[i].name);
+    for (int i = 0; i < inputs->n; i++) {
+        const Tensor *t = ir_te_find(p, inputs->a[i].name);
         if (!t || t->kind != TK_INPUT)
-            fail("--input %s: the program has no input named '%s'", o->inputs.a[i].name,
-                 o->inputs.a[i].name);
+            fail("--input %s: the program has no input named '%s'", inputs->a[i].name,
+                 inputs->a[i].name);
     }
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
         int64_t n = ir_te_numel(t, dims);
         const char *path = NULL;
-        for (int j = 0; j < o->inputs.n; j++)
-            if (strcmp(o->inputs.a[j].name, t->name) == 0)
-                path = o->inputs.a[j].value;
+        for (int j = 0; j < inputs->n; j++)
+            if (strcmp(inputs->a[j].name, t->name) == 0)
+                path = inputs->a[j].value;
         if (!path) {
             bufs[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
             if (!bufs[i])
                 fail("cannot allocate %lld bytes for tensor %s", (long long)n * 4, t->name);
             if (t->kind == TK_INPUT)
-                rt_rng_fill(o->seed, rt_rng_hash(t->name), bufs[i], (size_t)n);
+                rt_rng_fill(seed, rt_rng_hash(t->name), bufs[i], (size_t)n);
             continue;
         }
         RtArray a;
@@ -863,17 +1053,30 @@ static bool compare(const char *name, const float *out, const float *ref, int64_
 
 static void print_summary(const Tensor *t, const int64_t *dims, const float *v, int64_t n)
 {
-    int64_t shape[16];
+    int64_t shape[16], nnan = 0;
     char sh[256];
     tensor_shape(t, dims, shape);
     shape_str(sh, sizeof sh, t->rank, shape);
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (isnan(v[i])) {
+            nnan++;
+            continue;
+        }
         lo = fmin(lo, v[i]);
         hi = fmax(hi, v[i]);
         sum += v[i];
     }
-    printf("%s %s: min %.6g, max %.6g, mean %.6g\n  [", t->name, sh, lo, hi, n ? sum / (double)n : 0);
+    if (n > 0 && nnan == n)
+        printf("%s %s: every element is NaN", t->name, sh);
+    else if (n == 0)
+        printf("%s %s: empty", t->name, sh);
+    else
+        printf("%s %s: min %.6g, max %.6g, mean %.6g", t->name, sh, lo, hi,
+               sum / (double)(n - nnan));
+    if (nnan && nnan < n)
+        printf(" (over the elements not NaN; %lld NaN)", (long long)nnan);
+    printf("\n  [");
     for (int64_t i = 0; i < n && i < 6; i++)
         printf("%s%.6g", i ? ", " : "", v[i]);
     printf("%s]\n", n > 6 ? ", ..." : "");
@@ -881,58 +1084,62 @@ static void print_summary(const Tensor *t, const int64_t *dims, const float *v, 
 
 static int cmd_run(int argc, char **argv)
 {
-    RunOpts o = parse_run_opts(argc, argv);
-    if (strcmp(o.target, "cuda") == 0)
+    Args o = parse_args(CMD_RUN, argc, argv);
+    const char *target = o.val[O_TARGET] ? o.val[O_TARGET] : "cpu";
+    const NamedArgs *outputs = &o.named[O_OUTPUT];
+    bool check = o.val[O_CHECK] != NULL;
+    int64_t bench = o.val[O_BENCH] ? o.num[O_BENCH] : 0;
+    if (strcmp(target, "cuda") == 0)
         cuda_require();
     FeUnit l = load_program(o.file);
     TeProgram *p = l.prog;
-    for (int i = 0; i < o.outputs.n; i++) {
-        const Tensor *t = ir_te_find(p, o.outputs.a[i].name);
+    for (int i = 0; i < outputs->n; i++) {
+        const Tensor *t = ir_te_find(p, outputs->a[i].name);
         if (!t || t->kind != TK_OUTPUT)
-            fail("--output %s: the program has no output named '%s'", o.outputs.a[i].name,
-                 o.outputs.a[i].name);
+            fail("--output %s: the program has no output named '%s'", outputs->a[i].name,
+                 outputs->a[i].name);
     }
-    int64_t *dims = resolve_dims(p, &o.sets);
+    int64_t *dims = resolve_dims(p, &o.named[O_SET]);
     float **bufs = make_buffers(p, dims, &o);
 
     Exec x = {.p = p};
-    bool gpu = strcmp(o.target, "emu") == 0 || strcmp(o.target, "cuda") == 0;
-    if (strcmp(o.target, "reference") != 0) {
-        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = "sm_80", .records = o.records,
-                          .mks = &o.mks};
+    bool gpu = strcmp(target, "emu") == 0 || strcmp(target, "cuda") == 0;
+    if (strcmp(target, "reference") != 0) {
+        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = "sm_80", .records = o.val[O_RECORDS],
+                          .mks = &o.named[O_MK]};
         x.lp = lower_program(p, &co);
     }
     char err[8192];
-    if (strcmp(o.target, "emu") == 0) {
+    if (strcmp(target, "emu") == 0) {
         if (!(x.emu = ex_emu_compile(x.lp, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
         if (!(x.pool = rt_pool_new(0)))
             fail("cannot start the thread pool");
     }
-    if (strcmp(o.target, "cpu") == 0 && !(x.cpu = ex_cpu_compile(x.lp, err, sizeof err)))
+    if (strcmp(target, "cpu") == 0 && !(x.cpu = ex_cpu_compile(x.lp, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
-    if (strcmp(o.target, "cuda") == 0) {
+    if (strcmp(target, "cuda") == 0) {
         if (!(x.cuda = ex_cuda_compile(x.lp, NULL, true, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
         cuda_buffers(&x, dims, bufs, true);
     }
     run_once(&x, dims, bufs);
-    if (o.bench) {
-        double *t = malloc((size_t)o.bench * sizeof *t);
-        for (int64_t i = 0; i < o.bench; i++) {
+    if (bench) {
+        double *t = malloc((size_t)bench * sizeof *t);
+        for (int64_t i = 0; i < bench; i++) {
             double t0 = rt_now_ms();
             run_once(&x, dims, bufs);
             t[i] = x.cuda ? x.ms : rt_now_ms() - t0; /* cuda: CUDA events around the launches */
         }
-        qsort(t, (size_t)o.bench, sizeof *t, cmp_double);
-        printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[o.bench / 2], t[0],
-               (long long)o.bench);
+        qsort(t, (size_t)bench, sizeof *t, cmp_double);
+        printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[bench / 2], t[0],
+               (long long)bench);
         free(t);
     }
     if (x.cuda)
         cuda_buffers(&x, dims, bufs, false);
     bool ok = true;
-    if (o.check) {
+    if (check) {
         float **ref = calloc((size_t)p->ntensors, sizeof *ref);
         for (int i = 0; i < p->ntensors; i++) {
             int64_t n = ir_te_numel(p->tensors[i], dims);
@@ -951,25 +1158,31 @@ static int cmd_run(int argc, char **argv)
     }
     if (!ok)
         fail("check failed");
+    /* the .npy files: all written, or none */
+    RtOutFiles *files = outputs_begin(&o);
+    char (*heads)[RT_NPY_HEAD_MAX] = calloc((size_t)p->ntensors, sizeof *heads);
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
         if (t->kind != TK_OUTPUT)
             continue;
         const char *path = NULL;
-        for (int j = 0; j < o.outputs.n; j++)
-            if (strcmp(o.outputs.a[j].name, t->name) == 0)
-                path = o.outputs.a[j].value;
+        for (int j = 0; j < outputs->n; j++)
+            if (strcmp(outputs->a[j].name, t->name) == 0)
+                path = outputs->a[j].value;
         int64_t n = ir_te_numel(t, dims);
         if (!path) {
-            if (!o.check && !o.bench)
+            if (!check && !bench)
                 print_summary(t, dims, bufs[i], n);
             continue;
         }
-        RtArray a = {.rank = t->rank, .data = bufs[i]};
-        tensor_shape(t, dims, a.shape);
-        if (rt_npy_write(path, &a, err, sizeof err) != 0)
-            fail("%s", err);
+        RtArray arr = {.rank = t->rank, .data = bufs[i]};
+        tensor_shape(t, dims, arr.shape);
+        size_t hlen = rt_npy_header(&arr, heads[i]);
+        IR_ASSERT(hlen > 0);
+        outputs_add(files, path, heads[i], hlen, bufs[i], (size_t)n * sizeof(float));
     }
+    outputs_commit(files);
+    free(heads);
     for (int i = 0; i < p->ntensors; i++)
         free(bufs[i]);
     free(bufs);
@@ -979,7 +1192,7 @@ static int cmd_run(int argc, char **argv)
     ex_cuda_destroy(x.cuda);
     rt_pool_destroy(x.pool);
     fe_unload(&l);
-    free_run_opts(&o);
+    free_args(&o);
     return 0;
 }
 
@@ -1026,92 +1239,25 @@ static void tune_warn(void *ud, const char *msg)
     fprintf(stderr, "dcc: warning: %s\n", msg);
 }
 
-/* NAME=LO..HI[:COUNT] */
-static void parse_range(const char *arg, SrchRange *r)
-{
-    const char *eq = strchr(arg, '=');
-    const char *dots = eq ? strstr(eq, "..") : NULL;
-    if (!eq || eq == arg || !dots)
-        usage_error("--shapes expects NAME=LO..HI[:COUNT], got '%s'", arg);
-    char buf[64];
-    const char *colon = strchr(dots, ':');
-    int64_t lo, hi, count = 0;
-    size_t n = (size_t)(dots - eq - 1);
-    bool ok = n < sizeof buf;
-    if (ok) {
-        memcpy(buf, eq + 1, n);
-        buf[n] = 0;
-        ok = parse_int(buf, &lo);
-    }
-    n = colon ? (size_t)(colon - dots - 2) : strlen(dots + 2);
-    if (ok && n < sizeof buf) {
-        memcpy(buf, dots + 2, n);
-        buf[n] = 0;
-        ok = parse_int(buf, &hi);
-    } else {
-        ok = false;
-    }
-    if (ok && colon)
-        ok = parse_int(colon + 1, &count) && count >= 1 && count <= 4096;
-    if (!ok)
-        usage_error("--shapes expects NAME=LO..HI[:COUNT], got '%s'", arg);
-    r->dim = strndup(arg, (size_t)(eq - arg));
-    r->lo = lo;
-    r->hi = hi;
-    r->count = (int)count;
-}
-
 static int cmd_tune(int argc, char **argv)
 {
-    SrchTuneOpts o = {.backend = "cpu", .trials = 64, .seed = 1};
+    Args a = parse_args(CMD_TUNE, argc, argv);
+    SrchTuneOpts o = {.backend = a.val[O_TARGET] ? a.val[O_TARGET] : "cpu",
+                      .arch = a.val[O_ARCH],
+                      .trials = a.val[O_TRIALS] ? (int)a.num[O_TRIALS] : 64,
+                      .seed = a.val[O_SEED] ? (uint64_t)a.num[O_SEED] : 1,
+                      .per_shape = a.val[O_PER_SHAPE] != NULL};
     SrchRange ranges[MAX_ARGS];
-    const char *records = NULL;
-    static const struct option opts[] = {
-        {"target", required_argument, 0, 't'},  {"arch", required_argument, 0, 'a'},
-        {"trials", required_argument, 0, 'n'},  {"records", required_argument, 0, 'r'},
-        {"shapes", required_argument, 0, 's'},  {"per-shape", no_argument, 0, 'p'},
-        {"seed", required_argument, 0, 'S'},    {0, 0, 0, 0},
-    };
-    int c;
-    int64_t v;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0 &&
-                strcmp(optarg, "model") != 0)
-                usage_error("unknown --target '%s' for tune (expected cpu, cuda or model)", optarg);
-            o.backend = optarg;
-            break;
-        case 'a':
-            if (!cg_nvptx_arch_valid(optarg))
-                usage_error("unknown --arch '%s'", optarg);
-            o.arch = optarg;
-            break;
-        case 'n':
-            if (!parse_int(optarg, &v) || v < 1 || v > 1000000)
-                usage_error("--trials expects a count from 1 to 1000000, got '%s'", optarg);
-            o.trials = (int)v;
-            break;
-        case 'r': records = optarg; break;
-        case 's':
-            if (o.nranges == MAX_ARGS)
-                usage_error("too many --shapes");
-            parse_range(optarg, &ranges[o.nranges++]);
-            break;
-        case 'p': o.per_shape = true; break;
-        case 'S':
-            if (!parse_int(optarg, &v))
-                usage_error("--seed expects a non-negative integer, got '%s'", optarg);
-            o.seed = (uint64_t)v;
-            break;
-        default: bad_option(argv);
-        }
+    const NamedArgs *shapes = &a.named[O_SHAPES];
+    for (int i = 0; i < shapes->n; i++) {
+        int64_t count;
+        SrchRange *r = &ranges[o.nranges++];
+        r->dim = shapes->a[i].name;
+        bool ok = parse_range(shapes->a[i].value, &r->lo, &r->hi, &count);
+        IR_ASSERT(ok); /* parse_args checked it */
+        r->count = (int)count;
     }
-    if (optind != argc - 1)
-        usage_error(optind == argc ? "no input file" : "more than one input file");
-    const char *file = argv[optind];
+    const char *records = a.val[O_RECORDS], *file = a.file;
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
     o.records = records ? records : defrec;
     o.ranges = ranges;
@@ -1174,11 +1320,30 @@ static int cmd_tune(int argc, char **argv)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
     printf("records: %s\n", o.records);
     srch_tune_result_free(r);
-    for (int i = 0; i < o.nranges; i++)
-        free((char *)ranges[i].dim);
     free(defrec);
+    free_args(&a);
     fe_unload(&l);
     return 0;
+}
+
+/* Everything written to stdout reached it, or exit 1: a full disk or a
+ * closed pipe is an error (fflush reports what buffering deferred). */
+static int finish(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout))
+        fail("cannot write to standard output: %s", strerror(errno ? errno : EIO));
+    return rc;
+}
+
+/* A first word that is neither a command, an option nor a file. */
+static bool unknown_command(const char *w)
+{
+    if (access(w, F_OK) == 0 || strchr(w, '.') || strchr(w, '/'))
+        return false;
+    for (const char *c = w; *c; c++)
+        if (!(*c >= 'a' && *c <= 'z') && *c != '-')
+            return false;
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -1187,15 +1352,18 @@ int main(int argc, char **argv)
         usage_error("no input file");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(usage_text, stdout);
-        return 0;
+        return finish(0);
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("dcc (dietcode-c) %s\n", DCC_VERSION);
-        return 0;
+        printf("dcc (dietcode-c) %s, LLVM %s\n", DCC_VERSION, cg_llvm_version());
+        return finish(0);
     }
     if (strcmp(argv[1], "run") == 0)
-        return cmd_run(argc - 1, argv + 1);
+        return finish(cmd_run(argc - 1, argv + 1));
     if (strcmp(argv[1], "tune") == 0)
-        return cmd_tune(argc - 1, argv + 1);
-    return cmd_compile(argc, argv);
+        return finish(cmd_tune(argc - 1, argv + 1));
+    if (argv[1][0] != '-' && unknown_command(argv[1]))
+        usage_error("'%s' is not a dcc command, nor a file (commands: run, tune; or compile "
+                    "FILE.tex)", argv[1]);
+    return finish(cmd_compile(argc, argv));
 }

@@ -34,14 +34,38 @@ typedef struct RtArray {
  * holds a one-line message starting with the path. err may be NULL. */
 int rt_npy_read(const char *path, RtArray *out, char *err, size_t errlen);
 /* Writes a as a version 1.0 .npy file (2.0 if the header would not fit) with
- * the header numpy itself writes. Atomic: the data goes to a temporary file
- * beside path that is renamed over it, so on failure any file already at
- * path is untouched and nothing is left behind. */
+ * the header numpy itself writes, as one output of rt_out_* below: on
+ * failure any file already at path is untouched and nothing is left behind. */
 int rt_npy_write(const char *path, const RtArray *a, char *err, size_t errlen);
+/* The preamble and header rt_npy_write writes for a into buf; its length,
+ * or 0 if a's rank or shape is out of range. */
+#define RT_NPY_HEAD_MAX 512
+size_t rt_npy_header(const RtArray *a, char buf[RT_NPY_HEAD_MAX]);
 void rt_array_free(RtArray *a); /* frees data, zeroes *a; NULL is fine */
 /* Product of the shape (1 for rank 0); -1 if the rank or a dimension is out
  * of range or the byte size would overflow int64_t. */
 int64_t rt_array_numel(const RtArray *a);
+
+/* runtime/outfile.c: output files written all or nothing.
+ *
+ * rt_out_add resolves path (symlinks are followed: their targets are
+ * written, the links stay) and writes head then data to a temporary beside
+ * it; rt_out_commit renames every temporary over its target, so a failure
+ * before it changes no file. A path that exists and is not a regular file
+ * (a device, a FIFO) is written in place by rt_out_commit, never replaced,
+ * and so is a descriptor the process has open (/dev/stdout, /dev/stderr,
+ * /dev/fd/N: where it stands); those are outside that guarantee, and their
+ * buffers must live until rt_out_commit. A directory, a path that is also an input
+ * (rt_out_input: the same file, by device and inode) and two outputs that
+ * are one file are refused. Errors start with the path as given;
+ * rt_out_free removes temporaries not committed. */
+typedef struct RtOutFiles RtOutFiles;
+RtOutFiles *rt_out_new(void); /* NULL: out of memory */
+int rt_out_input(RtOutFiles *o, const char *path); /* a file no output may be */
+int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, const void *data,
+               size_t len, char *err, size_t errlen);
+int rt_out_commit(RtOutFiles *o, char *err, size_t errlen);
+void rt_out_free(RtOutFiles *o);
 
 /* runtime/clock.c */
 /* Milliseconds on the monotonic clock (an arbitrary origin): for timing. */

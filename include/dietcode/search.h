@@ -517,10 +517,13 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
  * without records gets nvariants 0 and no tree (the default). Variants and
  * dispatch live in p's arena; trees are the caller's to free. 0 on
  * success; 1 and err when the file holds no record of p for target; -1
- * and err when it cannot be read. */
+ * and err when it cannot be read. warn (optional) gets each damaged line's
+ * "PATH:LINE: reason", as srch_tune reports them. */
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
                                const char *arch, StageSchedule *sched, SrchTree **trees,
-                               char *used_arch, size_t usedlen, char *err, size_t errlen);
+                               char *used_arch, size_t usedlen,
+                               void (*warn)(void *ud, const char *msg), void *warn_ud, char *err,
+                               size_t errlen);
 /* {"v": 2, "target": T, "arch": A, "stages": {"Y": {"workload": FP,
  * "tree": TREE}, ...}}, TREE as srch_tree_to_json writes it; a stage
  * without a tree gets a single leaf naming its default micro-kernel.

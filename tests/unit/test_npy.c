@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -359,7 +360,7 @@ static void test_write_keeps_old_file(void **state)
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, oldsig);
     assert_int_equal(rc, -1);
-    assert_non_null(strstr(err, "write failed"));
+    assert_non_null(strstr(err, "cannot write"));
     assert_int_equal(slurp(p, got, sizeof got), 8);
     assert_memory_equal(got, "precious", 8);
     assert_int_equal(count_entries(scratch), before);
@@ -377,7 +378,7 @@ static void test_write_keeps_old_file(void **state)
     /* the rename fails: the target is a directory */
     a = (RtArray){1, {1}, (float[]){1}};
     assert_int_equal(rt_npy_write(scratch, &a, err, sizeof err), -1);
-    assert_non_null(strstr(err, "cannot replace it"));
+    assert_non_null(strstr(err, "is a directory"));
     assert_int_equal(count_entries(scratch), before);
     /* and a good write does replace it */
     assert_int_equal(rt_npy_write(p, &a, err, sizeof err), 0);
@@ -387,6 +388,69 @@ static void test_write_keeps_old_file(void **state)
     rt_array_free(&b);
     assert_int_equal(count_entries(scratch), before);
     free(big);
+}
+
+/* rt_out_*: every output or none; symlinks written through; an input, a
+ * directory and one file named twice refused; a device written in place. */
+static void test_outfiles(void **state)
+{
+    char err[512], got[64];
+    const char *a = in(scratch, "out_a.txt"), *link = in(scratch, "out_link");
+    spit(a, "old-a", 5);
+    int before = count_entries(scratch);
+    /* the second output cannot be written: the first keeps its old text */
+    RtOutFiles *o = rt_out_new();
+    assert_int_equal(rt_out_add(o, a, "new-", 4, "a", 1, err, sizeof err), 0);
+    assert_int_equal(rt_out_add(o, in(scratch, "nodir/b.txt"), "b", 1, "", 0, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "nodir/b.txt: cannot write"));
+    rt_out_free(o);
+    assert_int_equal(slurp(a, got, sizeof got), 5);
+    assert_memory_equal(got, "old-a", 5);
+    assert_int_equal(count_entries(scratch), before);
+    /* through a symlink: its target is replaced, the link stays */
+    assert_int_equal(symlink("out_a.txt", link), 0);
+    o = rt_out_new();
+    assert_int_equal(rt_out_add(o, link, "new-", 4, "a", 1, err, sizeof err), 0);
+    assert_int_equal(slurp(a, got, sizeof got), 5); /* nothing before commit */
+    assert_memory_equal(got, "old-a", 5);
+    assert_int_equal(rt_out_commit(o, err, sizeof err), 0);
+    rt_out_free(o);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(slurp(a, got, sizeof got), 5);
+    assert_memory_equal(got, "new-a", 5);
+    /* an input, the same file twice, a directory */
+    o = rt_out_new();
+    assert_int_equal(rt_out_input(o, a), 0);
+    assert_int_equal(rt_out_add(o, link, "x", 1, "", 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is also an input"));
+    assert_int_equal(rt_out_add(o, in(scratch, "c.txt"), "c", 1, "", 0, err, sizeof err), 0);
+    assert_int_equal(rt_out_add(o, in(scratch, "./c.txt"), "c", 1, "", 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "same file"));
+    assert_int_equal(rt_out_add(o, scratch, "d", 1, "", 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a directory"));
+    rt_out_free(o); /* never committed: c.txt is not created */
+    assert_int_equal(count_entries(scratch), before + 1);
+    /* a FIFO (as a device) is written in place, never replaced; the test
+     * holds its other end (a device of /dev would be destroyed by a
+     * regression when the tests run as root) */
+    const char *fifo = in(scratch, "fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDWR | O_NONBLOCK);
+    assert_true(rd >= 0);
+    o = rt_out_new();
+    assert_int_equal(rt_out_add(o, fifo, "fi", 2, "fo", 2, err, sizeof err), 0);
+    assert_int_equal(rt_out_commit(o, err, sizeof err), 0);
+    rt_out_free(o);
+    assert_int_equal(read(rd, got, sizeof got), 4);
+    assert_memory_equal(got, "fifo", 4);
+    close(rd);
+    assert_int_equal(stat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    remove(fifo);
+    remove(link);
 }
 
 static void test_numel(void **state)
@@ -451,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_fuzz),
         cmocka_unit_test(test_write_missing_dir),
         cmocka_unit_test(test_write_keeps_old_file),
+        cmocka_unit_test(test_outfiles),
         cmocka_unit_test(test_numel),
         cmocka_unit_test(test_rng),
     };

@@ -203,7 +203,7 @@ static void test_tune_cpu(void **state)
     SrchTree *trees[8];
     char used[64];
     assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", srch_host_arch(), sched, trees,
-                                                used, sizeof used, err, sizeof err),
+                                                used, sizeof used, NULL, NULL, err, sizeof err),
                      0);
     assert_string_equal(used, srch_host_arch());
     int staged = 0;
@@ -227,11 +227,11 @@ static void test_tune_cpu(void **state)
     srch_tune_result_free(r);
     /* records of another CPU serve when this one has none */
     assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", "no-such-cpu", sched, NULL, used,
-                                                sizeof used, err, sizeof err),
+                                                sizeof used, NULL, NULL, err, sizeof err),
                      0);
     assert_string_equal(used, srch_host_arch());
     assert_int_equal(srch_schedule_from_records(g.p, path, "cuda", "sm_80", sched, NULL, used,
-                                                sizeof used, err, sizeof err),
+                                                sizeof used, NULL, NULL, err, sizeof err),
                      1);
     assert_non_null(strstr(err, "no record of this program for target cuda"));
     TargetInfo ti = pass_target_info(PT_CPU);

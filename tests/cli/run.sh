@@ -1,0 +1,192 @@
+#!/bin/sh
+# The command line as a careful user and an adversary use it: output paths
+# (symlinks, devices, FIFOs, an input named as output, all or nothing),
+# write errors on stdout, the exit-code rule (2: the command line itself;
+# 1: everything else), messages that point the right way, -o without
+# --emit, AOT headers of one program side by side.
+#
+#   tests/cli/run.sh DCC CC DCRT_LIB SOURCE_DIR
+#
+# Every case prints a line when it fails; exit status 1 if any did.
+set -u
+dcc=$1 cc=$2 dcrt=$3 src=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fails=0
+
+bad() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+
+# expect STATUS GREP-PATTERN -- COMMAND...: the exit status, and the pattern
+# in stderr (empty pattern: no check).
+expect() {
+    want=$1 pat=$2
+    shift 3
+    "$@" >out.txt 2>err.txt
+    got=$?
+    [ "$got" -eq "$want" ] || bad "'$*' exited $got, expected $want: $(cat err.txt)"
+    if [ -n "$pat" ] && ! grep -q -- "$pat" err.txt; then
+        bad "'$*': stderr lacks '$pat': $(cat err.txt)"
+    fi
+}
+
+cat >prog.tex <<'EOF'
+dim T in 1..64
+input X[T, 8] f32
+output Y[i: T, j: 8] = X[i, j] * 2.0
+output Z[i: T] = sum[j: 8](X[i, j])
+EOF
+cp prog.tex prog.orig
+cat >nan.tex <<'EOF'
+dim T in 1..64
+input X[T] f32
+output Y[i: T] = sqrt(X[i] - 2.0)
+EOF
+
+# ---- 1. output paths ----
+echo keep >target.txt
+ln -s target.txt link.txt
+expect 0 "" -- "$dcc" prog.tex --emit=te -o link.txt
+[ -L link.txt ] || bad "-o through a symlink replaced the link"
+grep -q "dim T in 1..64" target.txt || bad "-o through a symlink did not write its target"
+ln -s sub/new.txt dangling.txt
+mkdir sub
+expect 0 "" -- "$dcc" prog.tex --emit=te -o dangling.txt
+[ -L dangling.txt ] && [ -f sub/new.txt ] || bad "a dangling symlink's target was not created"
+expect 1 "is also an input" -- "$dcc" prog.tex --emit=te -o prog.tex
+expect 1 "is also an input" -- "$dcc" prog.tex --emit=te -o ./sub/../prog.tex
+ln -s prog.tex prog_link.tex
+expect 1 "is also an input" -- "$dcc" prog_link.tex --emit=te -o prog.tex
+cmp -s prog.tex prog.orig || bad "-o naming the input changed it"
+# Devices: as root, a dcc that replaced its output would destroy /dev/full,
+# so root uses private copies of /dev/full and /dev/null (skipped where
+# mknod is not allowed); others cannot replace /dev entries anyway.
+full=/dev/full null=/dev/null
+if [ "$(id -u)" = 0 ]; then
+    full= null=
+    mknod full c 1 7 2>/dev/null && mknod null c 1 3 2>/dev/null && full=$work/full null=$work/null
+fi
+if [ -n "$full" ]; then
+    expect 1 "No space left" -- "$dcc" prog.tex --emit=te -o "$full"
+    expect 1 "No space left" -- "$dcc" run prog.tex --set T=3 --output Y="$full"
+    [ -c "$full" ] || bad "$full is no longer a character device"
+    expect 0 "" -- "$dcc" prog.tex --emit=te -o "$null"
+    [ -c "$null" ] || bad "$null is no longer a character device"
+fi
+mkfifo fifo
+(timeout 10 cat fifo >from_fifo.txt 2>/dev/null </dev/null &)
+expect 0 "" -- "$dcc" prog.tex --emit=te -o fifo
+sleep 1
+[ -p fifo ] || bad "a FIFO output was replaced by a regular file"
+grep -q "dim T in 1..64" from_fifo.txt || bad "a FIFO output was not written through"
+echo first >appended.txt
+"$dcc" run prog.tex --set T=2 --output Z=/dev/stdout >>appended.txt 2>err.txt ||
+    bad "--output Z=/dev/stdout failed: $(cat err.txt)"
+head -n 1 appended.txt | grep -q "^first$" || bad "--output to /dev/stdout clobbered a >> file"
+mkdir adir
+expect 1 "is a directory" -- "$dcc" prog.tex --emit=te -o adir
+expect 1 "same file" -- "$dcc" run prog.tex --set T=3 --output Y=a.npy --output Z=./a.npy
+[ -e a.npy ] && bad "refused outputs left a.npy"
+
+# ---- 2. write errors on stdout ----
+if [ -w /dev/full ]; then
+    expect 1 "standard output" -- sh -c "'$dcc' prog.tex --emit=te >/dev/full"
+    expect 1 "standard output" -- sh -c "'$dcc' prog.tex --emit=llvm >/dev/full"
+    expect 1 "standard output" -- sh -c "'$dcc' run prog.tex --set T=4 >/dev/full"
+    expect 1 "standard output" -- sh -c "'$dcc' --help >/dev/full"
+fi
+
+# ---- 3. no partial outputs ----
+echo old >y.npy
+expect 1 "nodir/z.npy" -- "$dcc" run prog.tex --set T=3 --output Y=y.npy --output Z=nodir/z.npy
+[ "$(cat y.npy)" = old ] || bad "a failing run replaced y.npy"
+expect 0 "" -- "$dcc" run prog.tex --set T=3 --output Y=y.npy --output Z=z.npy
+[ -s z.npy ] && [ "$(head -c 6 y.npy | tail -c 5)" = NUMPY ] || bad "run did not write both outputs"
+ls ./*.tmp.* >/dev/null 2>&1 && bad "temporary files left behind: $(ls ./*.tmp.*)"
+
+# ---- 4. --stop-after with --emit ----
+expect 0 "" -- "$dcc" prog.tex --emit=loops --stop-after=tile
+grep -q "kernel" out.txt || bad "--emit=loops --stop-after printed no loop IR"
+expect 2 "stop-after" -- "$dcc" prog.tex --emit=llvm --stop-after=tile
+expect 2 "stop-after" -- "$dcc" prog.tex --emit=te --stop-after=tile
+
+# ---- 7. one rule for exit codes ----
+expect 2 "NAME=INTEGER" -- "$dcc" run prog.tex --set T=abc
+expect 2 "NAME=INTEGER" -- "$dcc" prog.tex --emit=plan --set T=abc
+expect 2 "--seed" -- "$dcc" run prog.tex --set T=3 --seed abc
+expect 2 "--seed" -- "$dcc" tune prog.tex --seed -1
+expect 2 "--bench" -- "$dcc" run prog.tex --set T=3 --bench 0
+expect 2 "--trials" -- "$dcc" tune prog.tex --trials x
+expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --set T=4
+expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --input X=a.npy --input X=b.npy
+expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --output Y=a.npy --output Y=b.npy
+expect 2 "given twice" -- "$dcc" prog.tex --emit=te --records=a --records=b
+expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --records=a --records=b
+expect 2 "given twice" -- "$dcc" tune prog.tex --shapes T=1..4 --shapes T=2..8
+expect 2 "given twice" -- "$dcc" prog.tex --emit=te -o a -o b
+expect 2 "given twice" -- "$dcc" prog.tex --emit=te --emit=loops
+expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --target cpu --target loops
+expect 2 "unknown option" -- "$dcc" prog.tex --bogus
+expect 2 "is for dcc run" -- "$dcc" prog.tex --check
+expect 2 "takes no value" -- "$dcc" run prog.tex --set T=3 --check=yes
+expect 2 "needs a value" -- "$dcc" run prog.tex --set
+expect 2 "micro-kernel" -- "$dcc" prog.tex --emit=loops --mk Y=nonsense
+expect 2 "more than one input" -- "$dcc" prog.tex prog.tex
+expect 2 "no input file" -- "$dcc" run --set T=3
+expect 1 "no dim named" -- "$dcc" run prog.tex --set T=3 --set Q=1
+expect 1 "below the declared range" -- "$dcc" run prog.tex --set T=0
+expect 1 "missing --set" -- "$dcc" run prog.tex
+expect 1 "" -- "$dcc" missing.tex --emit=te
+expect 1 "no tensor named" -- "$dcc" prog.tex --emit=loops --mk Q='threads [1, 8] tile [1, 1] rchunk 8 unroll 1 vec 1'
+
+# ---- 8. messages that point the right way ----
+expect 2 "--output NAME=PATH.npy" -- "$dcc" run prog.tex --set T=1 -o x
+grep -q "needs a value" err.txt && bad "run -o x still says '-o needs a value'"
+expect 2 "not a dcc command" -- "$dcc" report --records=x
+expect 0 "" -- "$dcc" run nan.tex --set T=5
+grep -q "every element is NaN" out.txt || bad "all-NaN summary: $(cat out.txt)"
+grep -q "inf" out.txt && bad "all-NaN summary mentions inf: $(cat out.txt)"
+printf '{"v": 2, "broken\nnot json at all\n' >corrupt.jsonl
+expect 1 "corrupt.jsonl:1" -- "$dcc" run prog.tex --set T=3 --records=corrupt.jsonl
+grep -q "corrupt.jsonl:2" err.txt || bad "run --records does not warn about each damaged line"
+
+# ---- 9 and 12. AOT headers; -o without --emit ----
+expect 0 "" -- "$dcc" prog.tex -o cpu_prog
+[ -f cpu_prog.o ] && [ -f cpu_prog.h ] || bad "-o without --emit did not write cpu_prog.o and .h"
+expect 0 "" -- "$dcc" prog.tex --target=nvptx -o gpu_prog
+[ -f gpu_prog.o ] && [ -f gpu_prog.h ] || bad "--target=nvptx -o did not write gpu_prog.o and .h"
+expect 0 "" -- "$dcc" prog.tex --emit=header -o other_stem.h
+grep -q "^#ifndef DCC_CPU_PROG_H" cpu_prog.h || bad "cpu_prog.h: include guard not from the -o stem"
+grep -q "^#ifndef DCC_OTHER_STEM_H" other_stem.h || bad "other_stem.h: include guard not from the -o stem"
+grep -q "const float \*X" cpu_prog.h || bad "inputs are not declared const float *"
+cat >both.c <<'EOF'
+#include "cpu_prog.h"
+#include "gpu_prog.h"
+#include "other_stem.h"
+int main(void) { return 0; }
+EOF
+"$cc" -std=c11 -Wall -Werror -c both.c -o both.o 2>err.txt ||
+    bad "the CPU and GPU headers of one program do not compile together: $(cat err.txt)"
+cat >client.c <<'EOF'
+#include "cpu_prog.h"
+#include <stdio.h>
+int main(void)
+{
+    const float x[3 * 8] = {1, 2, 3};
+    float y[3 * 8], z[3];
+    int rc = prog_run(3, x, y, z, NULL);
+    printf("%d %g %g\n", rc, y[1], z[0]);
+    return rc != 0 || y[1] != 4.0f || z[0] != 6.0f;
+}
+EOF
+"$cc" -std=c11 -Wall -Werror ${DC_CLIENT_FLAGS:-} client.c cpu_prog.o "$dcrt" -lpthread -lm -ldl -o client 2>err.txt &&
+    ./client >/dev/null || bad "a client passing const inputs does not build or run: $(cat err.txt)"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails failure(s)"
+    exit 1
+fi
+echo "cli: all cases pass"
