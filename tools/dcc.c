@@ -23,8 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DCC_VERSION "0.1.0"
-
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
 
 static const char *usage_text =
