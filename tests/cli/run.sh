@@ -153,6 +153,27 @@ printf '{"v": 2, "broken\nnot json at all\n' >corrupt.jsonl
 expect 1 "corrupt.jsonl:1" -- "$dcc" run prog.tex --set T=3 --records=corrupt.jsonl
 grep -q "corrupt.jsonl:2" err.txt || bad "run --records does not warn about each damaged line"
 
+# ---- NaN in min/max reductions: every target as the reference ----
+cat >mixnan.tex <<'EOF'
+dim T in 1..64
+input X[T, 37] f32
+output Y[i: T, j: 37] = sqrt(X[i, j] + f32(i % 2) * 2.0)
+EOF
+cat >maxnan.tex <<'EOF'
+dim T in 1..64
+input X[T, 37] f32
+output M[i: T] = max[j: 37](X[i, j])
+output N[i: T] = min[j: 37](relu(X[i, j]) - 1.0)
+EOF
+for T in 13 70; do
+    expect 0 "" -- "$dcc" run mixnan.tex --set T=$T --output Y=mix$T.npy # NaN in even rows
+    for target in cpu loops emu; do
+        expect 0 "" -- "$dcc" run maxnan.tex --set T=$T --input X=mix$T.npy --target $target --check
+        grep -q "M matches" out.txt && grep -q "N matches" out.txt ||
+            bad "NaN in max/min reductions, T=$T, target $target: $(cat out.txt err.txt)"
+    done
+done
+
 # ---- 9 and 12. AOT headers; -o without --emit ----
 expect 0 "" -- "$dcc" prog.tex -o cpu_prog
 [ -f cpu_prog.o ] && [ -f cpu_prog.h ] || bad "-o without --emit did not write cpu_prog.o and .h"
