@@ -8,7 +8,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test install demo bench bench-tuning clean
+.PHONY: all deps build test install demo bench bench-tuning bench-static clean
 
 all: build
 
@@ -42,6 +42,14 @@ bench-tuning: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target bench_tuning
 	$(BUILD)/bench/bench_tuning $(CURDIR)
+
+# A static model's shape instances tuned once into a few kernels: ResNet-50's
+# 1x1 convolutions (15 points) against per-shape tuning, oneDNN, OpenBLAS.
+bench-static: deps
+	@scripts/install-deps.sh --bench
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_static
+	$(BUILD)/bench/bench_static $(CURDIR)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,6 +1,7 @@
 /* bench/common.c: see common.h. */
 #include "common.h"
 
+#include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
 #include <stdio.h>
@@ -66,4 +67,58 @@ void bench_dcrt_threads(int n)
         fprintf(stderr, "%s\n", dcrt_last_error());
         exit(1);
     }
+}
+
+static void progress(void *ud, const SrchProgress *p)
+{
+    (void)ud;
+    fprintf(stderr, "\r\033[K  %s: %d/%d measured, %.0f s, ~%.0f s left", p->phase, p->done,
+            p->total, p->elapsed_s, p->eta_s);
+}
+
+static void warn(void *ud, const char *msg)
+{
+    (void)ud;
+    fprintf(stderr, "\nwarning: %s\n", msg);
+}
+
+BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
+{
+    char err[1024];
+    o->backend = "cpu";
+    o->progress = progress;
+    o->warn = warn;
+    fprintf(stderr, "%s search, %d trials%s:\n", o->per_shape ? "per-shape" : "joint", o->trials,
+            o->per_shape ? " per shape" : "");
+    SrchTuneResult *r = srch_tune(p, o, err, sizeof err);
+    fputc('\n', stderr);
+    if (!r) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    const SrchStageResult *s = &r->stages[0];
+    BenchTuned t = {r->seconds, s->measured + s->reused, s->select_measured + s->select_reused,
+                    0, NULL};
+    for (int k = 0; k < s->tree->nnodes; k++) {
+        const SrchTreeNode *n = srch_tree_node(s->tree, k);
+        bool seen = n->kind != TN_LEAF;
+        for (int q = 0; q < k && !seen; q++)
+            seen = srch_tree_node(s->tree, q)->kind == TN_LEAF &&
+                   srch_tree_node(s->tree, q)->kernel == n->kernel;
+        t.kernels += !seen;
+    }
+    srch_tune_result_free(r);
+    StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = NULL;
+    char used[64];
+    if (srch_schedule_from_records(p, o->records, "cpu", srch_host_arch(), sched, NULL, used,
+                                   sizeof used, NULL, NULL, err, sizeof err) != 0 ||
+        !(lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err)) ||
+        !(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    free(sched);
+    return t;
 }

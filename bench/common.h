@@ -5,6 +5,9 @@
 #ifndef DC_BENCH_COMMON_H
 #define DC_BENCH_COMMON_H
 
+#include "dietcode/exec.h"
+#include "dietcode/search.h"
+
 /* The median of reps timed calls of run(ctx) after a warm-up of at least
  * one call and 20 ms. */
 double bench_median_ms(int reps, void (*run)(void *), void *ctx);
@@ -24,5 +27,17 @@ void bench_openblas_quiet(void);
 void bench_dnnl_threads(int n);
 /* Threads for dcc's objects and JIT (dcrt_set_num_threads; exits on failure). */
 void bench_dcrt_threads(int n);
+
+/* A tuning run on the CPU (o: trials, ranges or points, per-shape,
+ * records; its progress and warnings go to stderr) and the dispatch its
+ * records hold, JIT-compiled: its time, the measurements of its first
+ * stage (search trials, selection) and the distinct kernels its tree
+ * dispatches to. Exits with a message on failure. */
+typedef struct BenchTuned {
+    double seconds;
+    int trials, select, kernels;
+    ExCpu *cp;
+} BenchTuned;
+BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o);
 
 #endif

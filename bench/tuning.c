@@ -57,55 +57,11 @@ static Prog load(const char *path)
     return g;
 }
 
-static void progress(void *ud, const SrchProgress *p)
+static BenchTuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const char *records)
 {
-    (void)ud;
-    fprintf(stderr, "\r\033[K  %s: %d/%d measured, %.0f s, ~%.0f s left", p->phase, p->done,
-            p->total, p->elapsed_s, p->eta_s);
-}
-
-static void warn(void *ud, const char *msg)
-{
-    (void)ud;
-    fprintf(stderr, "\ntuning: warning: %s\n", msg);
-}
-
-typedef struct Tuned {
-    double seconds;
-    int trials, select;
-    ExCpu *cp;
-} Tuned;
-
-static Tuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const char *records)
-{
-    SrchTuneOpts o = {
-        .backend = "cpu", .trials = trials, .seed = 1, .per_shape = per_shape,
-        .records = records, .nranges = 1, .ranges = range, .progress = progress, .warn = warn,
-    };
-    char err[1024];
-    fprintf(stderr, "%s search, %d trials%s:\n", per_shape ? "per-shape" : "joint", trials,
-            per_shape ? " per shape" : "");
-    SrchTuneResult *r = srch_tune(g->p, &o, err, sizeof err);
-    fputc('\n', stderr);
-    if (!r) {
-        fprintf(stderr, "tuning: %s\n", err);
-        exit(1);
-    }
-    Tuned t = {r->seconds, r->stages[0].measured + r->stages[0].reused,
-               r->stages[0].select_measured + r->stages[0].select_reused, NULL};
-    srch_tune_result_free(r);
-    StageSchedule sched[8];
-    TargetInfo ti = pass_target_info(PT_CPU);
-    LoopProgram *lp = NULL;
-    char used[64];
-    if (srch_schedule_from_records(g->p, records, "cpu", srch_host_arch(), sched, NULL, used,
-                                   sizeof used, NULL, NULL, err, sizeof err) != 0 ||
-        !(lp = pass_run_pipeline_sched(g->p, sched, &ti, NULL, err, sizeof err)) ||
-        !(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
-        fprintf(stderr, "tuning: %s\n", err);
-        exit(1);
-    }
-    return t;
+    SrchTuneOpts o = {.trials = trials, .seed = 1, .per_shape = per_shape, .records = records,
+                      .nranges = 1, .ranges = range};
+    return bench_tune(g->p, &o);
 }
 
 typedef struct Case {
@@ -195,8 +151,8 @@ int main(int argc, char **argv)
     SrchRange range = {"T", 1, 128, npts};
     printf("BERT QKV on the CPU: Y[T, 2304] = X[T, 768] W^T + b, %d values of T in 1..128, "
            "%d threads\n", npts, threads);
-    Tuned joint = tune(&g, false, trials, &range, rec_joint);
-    Tuned shape = tune(&g, true, trials, &range, rec_shape);
+    BenchTuned joint = tune(&g, false, trials, &range, rec_joint);
+    BenchTuned shape = tune(&g, true, trials, &range, rec_shape);
     printf("joint search:     %5d trials + %4d selection measurements, %8.1f s\n", joint.trials,
            joint.select, joint.seconds);
     printf("per-shape search: %5d trials (%d per shape),            %8.1f s\n", shape.trials,

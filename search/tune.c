@@ -24,6 +24,8 @@
 #include "dietcode/runtime.h"
 #include "dietcode/search.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -671,7 +673,17 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
         tu.tg = srch_target_cpu();
     else
         tu.tg = srch_target_gpu(strcmp(o->backend, "cuda") == 0 ? "cuda" : "model", o->arch, 0);
-    tu.shapes = srch_shape_points(p, o->ranges, o->nranges, &tu.nshapes, err, errlen);
+    if (o->points) {
+        size_t bytes = sizeof *tu.shapes * (size_t)o->npoints * (size_t)(p->ndims ? p->ndims : 1);
+        tu.nshapes = o->npoints;
+        if (o->npoints < 1 || !(tu.shapes = malloc(bytes))) {
+            srch_seterr(err, errlen, "no shape point to tune");
+            return NULL;
+        }
+        memcpy(tu.shapes, o->points, bytes);
+    } else {
+        tu.shapes = srch_shape_points(p, o->ranges, o->nranges, &tu.nshapes, err, errlen);
+    }
     if (!tu.shapes)
         return NULL;
     for (int s = 0; s < tu.nshapes; s++) {
@@ -828,5 +840,112 @@ int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nran
         }
     }
     *n = (int)npt;
+    return pts;
+}
+
+/* The whole of a small file, NUL-terminated; NULL with errno set (EFBIG
+ * beyond max bytes). */
+static char *read_small_file(const char *path, long max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc((size_t)max + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)max + 1, f) : 0;
+    int bad = !buf ? ENOMEM : ferror(f) ? EIO : n > (size_t)max ? EFBIG : 0;
+    fclose(f);
+    if (bad) {
+        free(buf);
+        errno = bad;
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, char *err,
+                                size_t errlen)
+{
+    enum { MAX_BYTES = 16 << 20, MAX_POINTS = 1 << 20 };
+    int nd = p->ndims;
+    if (nd > SRCH_MAX_DIMS) {
+        srch_seterr(err, errlen, "too many dims to tune (%d, at most %d)", nd, SRCH_MAX_DIMS);
+        return NULL;
+    }
+    char *text = read_small_file(path, MAX_BYTES);
+    if (!text) {
+        srch_seterr(err, errlen, "%s: cannot read: %s", path,
+                    errno == EFBIG ? "larger than 16 MiB" : strerror(errno));
+        return NULL;
+    }
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    int count = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : 0;
+    if (!cJSON_IsArray(root) || count < 1 || count > MAX_POINTS) {
+        srch_seterr(err, errlen,
+                    "%s: expected a JSON array of 1 to %d objects mapping each dim to a value "
+                    "(e.g. [{\"%s\": %lld}])",
+                    path, MAX_POINTS, nd ? p->dims[0]->name : "T", nd ? (long long)p->dims[0]->lo : 1LL);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    int64_t *pts = malloc(sizeof *pts * (size_t)count * (size_t)(nd ? nd : 1));
+    int np = 0, k = 0;
+    const char *why = NULL;
+    char what[256] = "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        int64_t *row = pts + (size_t)np * (size_t)nd;
+        uint64_t seen = 0; /* nd <= SRCH_MAX_DIMS = 64 */
+        if (!cJSON_IsObject(e))
+            why = "is not an object mapping dims to values";
+        const cJSON *kv;
+        for (kv = e->child; !why && kv; kv = kv->next) {
+            int i = 0;
+            while (i < nd && strcmp(p->dims[i]->name, kv->string) != 0)
+                i++;
+            double v = cJSON_IsNumber(kv) ? kv->valuedouble : -1;
+            if (i == nd) {
+                why = "names a dim the program does not have:";
+                snprintf(what, sizeof what, " '%s'", kv->string);
+            } else if (seen & (uint64_t)1 << i) {
+                why = "gives a dim twice:";
+                snprintf(what, sizeof what, " %s", kv->string);
+            } else if (!cJSON_IsNumber(kv) || v != floor(v) || v < 0 || v > 9007199254740992.0) {
+                why = "gives a dim a value that is not a non-negative integer:";
+                snprintf(what, sizeof what, " %s", kv->string);
+            } else if ((int64_t)v < p->dims[i]->lo) {
+                why = "gives a dim a value below its declared range:";
+                snprintf(what, sizeof what, " %s = %lld, range %lld..%lld", kv->string,
+                         (long long)v, (long long)p->dims[i]->lo, (long long)p->dims[i]->hi);
+            } else if ((int64_t)v > p->dims[i]->max) {
+                why = "gives a dim a value above the largest it runs at:";
+                snprintf(what, sizeof what, " %s = %lld, at most %lld", kv->string, (long long)v,
+                         (long long)p->dims[i]->max);
+            } else {
+                seen |= (uint64_t)1 << i;
+                row[p->dims[i]->pos] = (int64_t)v;
+            }
+        }
+        for (int i = 0; !why && i < nd; i++)
+            if (!(seen & (uint64_t)1 << i)) {
+                why = "leaves out a dim:";
+                snprintf(what, sizeof what, " %s", p->dims[i]->name);
+            }
+        if (why)
+            break;
+        bool dup = false;
+        for (int q = 0; q < np && !dup; q++)
+            dup = memcmp(pts + (size_t)q * (size_t)nd, row, sizeof *row * (size_t)nd) == 0;
+        np += !dup;
+        k++;
+    }
+    cJSON_Delete(root);
+    if (why) {
+        srch_seterr(err, errlen, "%s: entry %d %s%s", path, k, why, what);
+        free(pts);
+        return NULL;
+    }
+    *n = np;
     return pts;
 }

@@ -36,7 +36,8 @@ static const char *usage_text =
     "               [--seed N] [--check] [--bench N] [--records=FILE]\n"
     "               [--mk NAME=MICROKERNEL ...]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
-    "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ...] [--per-shape]\n"
+    "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
+    "               [--per-shape]\n"
     "               [--seed N]\n"
     "       dcc --help | --version\n"
     "\n"
@@ -96,6 +97,8 @@ static const char *usage_text =
     "                      --per-shape, of each shape's own search\n"
     "  --shapes D=LO..HI[:COUNT]  (tune) the range of dim D to tune for (default:\n"
     "                      as declared); every point when there are at most 256\n"
+    "  --shapes-file F.json  (tune) exactly the shape points F lists: a JSON array\n"
+    "                      of objects giving every dim, e.g. [{\"T\": 1}, {\"T\": 77}]\n"
     "  --per-shape         (tune) the baseline: tune each shape on its own\n"
     "\n"
     "Options may come in any order, as --opt VALUE or --opt=VALUE; -- ends them.\n"
@@ -166,7 +169,7 @@ typedef enum OptArg {
 
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
-    O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_TRIALS, O_SHAPES, O_PER_SHAPE,
+    O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
     NOPTS
 } OptId;
 
@@ -293,6 +296,7 @@ static const OptSpec opt_table[] = {
     {O_BENCH, "bench", 0, CMD_RUN, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
     {O_TRIALS, "trials", 0, CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
     {O_SHAPES, "shapes", 0, CMD_TUNE, ARG_NAMED, "NAME=LO..HI[:COUNT]", NULL, valid_range, 0, 0},
+    {O_SHAPES_FILE, "shapes-file", 0, CMD_TUNE, ARG_TEXT, "FILE.json", NULL, NULL, 0, 0},
     {O_PER_SHAPE, "per-shape", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
 };
 enum { NSPECS = sizeof opt_table / sizeof opt_table[0] };
@@ -1256,6 +1260,8 @@ static int cmd_tune(int argc, char **argv)
         r->count = (int)count;
     }
     const char *records = a.val[O_RECORDS], *file = a.file;
+    if (shapes->n && a.val[O_SHAPES_FILE])
+        usage_error("--shapes and --shapes-file both say which shapes to tune: give one");
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
     o.records = records ? records : defrec;
     o.ranges = ranges;
@@ -1267,6 +1273,12 @@ static int cmd_tune(int argc, char **argv)
         cuda_require();
     FeUnit l = load_program(file);
     char err[1024];
+    int64_t *points = NULL;
+    if (a.val[O_SHAPES_FILE] &&
+        !(points = srch_shape_points_file(l.prog, a.val[O_SHAPES_FILE], &o.npoints, err,
+                                          sizeof err)))
+        fail("%s", err);
+    o.points = points;
     o.stop = &tune_stop;
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
@@ -1319,6 +1331,7 @@ static int cmd_tune(int argc, char **argv)
     printf("records: %s\n", o.records);
     srch_tune_result_free(r);
     free(defrec);
+    free(points);
     free_args(&a);
     fe_unload(&l);
     return 0;

@@ -394,6 +394,10 @@ typedef struct SrchTuneOpts {
     const char *records;    /* path, or NULL: measurements are kept in memory only */
     int nranges;
     const SrchRange *ranges;
+    /* exactly these shape points instead of ranges when non-NULL: npoints
+     * rows of p->ndims values by Var.pos (srch_shape_points_file's) */
+    const int64_t *points;
+    int npoints;
     int topk;               /* candidates measured per shape point in the selection (0: 3) */
     int tree_depth;         /* 0: 4 */
     void (*progress)(void *ud, const SrchProgress *p);
@@ -476,6 +480,16 @@ const char *srch_host_arch(void);
 /* The shape points of the tuning range: *n rows of p->ndims values. */
 int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nranges, int *n,
                            char *err, size_t errlen);
+/* The shape points a JSON file lists (dcc tune --shapes-file): an array
+ * of objects, each mapping every dim of p by name to an integer, e.g.
+ * [{"Cin": 64, "Cout": 256, "P": 3136}, ...]. Rows as srch_shape_points
+ * gives them, in the file's order; a point listed twice is kept once. NULL
+ * and a message naming the entry (its index from 0) when the file cannot
+ * be read or is not such an array, or when an entry names a dim p lacks,
+ * leaves one out, or gives one a value below its declared LO or above the
+ * largest it runs at. */
+int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, char *err,
+                                size_t errlen);
 SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen);
 void srch_tune_result_free(SrchTuneResult *r);
 

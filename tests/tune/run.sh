@@ -7,6 +7,8 @@
 #   run.sh DCC SRCDIR resume        a run killed in the middle and resumed measures
 #                                   nothing twice and loses no record
 #   run.sh DCC SRCDIR records       damaged and foreign records, bad options
+#   run.sh DCC SRCDIR points        --shapes-file: the listed points, joint and
+#                                   per-shape; bad entries named
 set -u
 dcc=$1
 src=$2
@@ -28,6 +30,8 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
         r = json.loads(line)
     except ValueError:
         continue
+    if not isinstance(r, dict) or "shape" not in r:
+        continue  # a dispatch tree, not a measurement
     shape = ",".join("%s=%d" % kv for kv in sorted(r["shape"].items()))
     cls = "baseline" if r["kind"] == "baseline" else "joint"
     print("%s|%s|%s|%s" % (r["stage"], r["mk"], shape, cls))
@@ -237,6 +241,44 @@ records)
     expect 2 "bad --trials" "$dcc" tune "$ex/bert_qkv.tex" --trials 0
     expect 2 "bad tune target" "$dcc" tune "$ex/bert_qkv.tex" --target=gpu
     [ ! -e "$tmp/x.jsonl" ] && ok "no records file for a failed start" || bad "x.jsonl written"
+    ;;
+points)
+    # --shapes-file: exactly the listed points (a repeated one once), joint
+    # and per-shape; bad entries are named
+    prog=$src/tests/aot/two_dims.tex
+    printf '[{"B": 1, "T": 3}, {"T": 64, "B": 4}, {"B": 2, "T": 17}, {"B": 1, "T": 3}]\n' \
+        >"$tmp/pts.json"
+    for mode in joint per-shape; do
+        flag=$([ $mode = per-shape ] && echo --per-shape)
+        "$dcc" tune "$prog" --target=model --trials 6 --shapes-file "$tmp/pts.json" $flag \
+            --records "$tmp/$mode.jsonl" >"$tmp/$mode.out" 2>"$tmp/$mode.err" ||
+            bad "$mode tune with --shapes-file: $(cat "$tmp/$mode.err")"
+        grep -q " 3 shape points" "$tmp/$mode.out" && ok "$mode: 3 shape points" ||
+            bad "$mode: $(head -1 "$tmp/$mode.out")"
+        shapes=$(keys "$tmp/$mode.jsonl" | cut -d'|' -f3 | sort -u | tr '\n' ' ')
+        [ "$shapes" = "B=1,T=3 B=2,T=17 B=4,T=64 " ] && ok "$mode: measured at the listed points" ||
+            bad "$mode: measured at $shapes"
+    done
+    expect_file() { # STATUS PATTERN JSON
+        printf '%s\n' "$3" >"$tmp/bad.json"
+        "$dcc" tune "$prog" --target=model --trials 4 --shapes-file "$tmp/bad.json" \
+            --records "$tmp/bad.jsonl" >/dev/null 2>"$tmp/e"
+        st=$?
+        [ $st -eq "$1" ] && grep -q "$2" "$tmp/e" && ok "$(head -1 "$tmp/e")" ||
+            bad "--shapes-file '$3': status $st: $(cat "$tmp/e")"
+    }
+    expect_file 1 "entry 1 names a dim the program does not have: 'Q'" '[{"B": 1, "T": 2}, {"Q": 1}]'
+    expect_file 1 "entry 0 leaves out a dim: T" '[{"B": 1}]'
+    expect_file 1 "entry 2 gives a dim a value below its declared range: T = 0" \
+        '[{"B": 1, "T": 2}, {"B": 1, "T": 3}, {"B": 1, "T": 0}]'
+    expect_file 1 "not a non-negative integer: B" '[{"B": 1.5, "T": 2}]'
+    expect_file 1 "entry 0 is not an object" '[3]'
+    expect_file 1 "expected a JSON array" '{"B": 1, "T": 2}'
+    expect_file 1 "expected a JSON array" '[{"B": 1, "T": 2}'
+    [ ! -e "$tmp/bad.jsonl" ] && ok "no records file for a refused points file" || bad "bad.jsonl written"
+    "$dcc" tune "$prog" --shapes-file "$tmp/pts.json" --shapes T=1..4 >/dev/null 2>"$tmp/e"
+    [ $? -eq 2 ] && ok "--shapes with --shapes-file: $(head -1 "$tmp/e")" ||
+        bad "--shapes with --shapes-file: $(cat "$tmp/e")"
     ;;
 *)
     echo "unknown test $what"
