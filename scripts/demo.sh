@@ -1,7 +1,8 @@
 #!/bin/sh
 # The demo: compile an example, show its checked form, run it for two
 # sizes (one inside and one above the declared range) and check the result,
-# then tune it briefly for the whole range and run the tuned dispatch.
+# then tune it briefly for the whole range, run the tuned dispatch and draw
+# the tuning's report.
 set -eu
 dcc=${1:-build/dcc}
 ex=examples/bert_qkv.tex
@@ -27,6 +28,8 @@ step "Tune once for the whole range: a short joint search over 8 values of T (dc
 step "The tuned kernels and their dispatch tree, at T=77 and T=128 (dcc run $ex --records R ...)"
 "$dcc" run "$ex" --records "$rec" --set T=77 --check
 "$dcc" run "$ex" --records "$rec" --set T=128 --bench 20
+step "What the tuning found, as a picture (dcc report --records R -o /tmp/dcc-demo-report.svg)"
+"$dcc" report --records "$rec" -o /tmp/dcc-demo-report.svg
 rm -f "$rec"
 step "A mistake gets a located error"
 printf 'dim T in 1..128\ninput X[T, 768] f32\noutput Y[i: T] = X[i + 1, 0]\n' > /tmp/dcc-demo-bad.tex

@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2, MAX_ARGS = 64 };
@@ -39,6 +40,7 @@ static const char *usage_text =
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
     "               [--per-shape]\n"
     "               [--seed N]\n"
+    "       dcc report --records=FILE [-o REPORT.svg]\n"
     "       dcc --help | --version\n"
     "\n"
     "  --emit=te           print the checked tensor-expression program\n"
@@ -100,6 +102,10 @@ static const char *usage_text =
     "  --shapes-file F.json  (tune) exactly the shape points F lists: a JSON array\n"
     "                      of objects giving every dim, e.g. [{\"T\": 1}, {\"T\": 77}]\n"
     "  --per-shape         (tune) the baseline: tune each shape on its own\n"
+    "  report              an SVG of the records: latency over the shapes (the\n"
+    "                      dispatch, the best measured, per-shape), the tree's\n"
+    "                      regions and kernels, the tuning history (default -o:\n"
+    "                      FILE's base name + .svg)\n"
     "\n"
     "Options may come in any order, as --opt VALUE or --opt=VALUE; -- ends them.\n"
     "Outputs (-o, --output) are written all or nothing: to temporaries renamed\n"
@@ -158,7 +164,7 @@ typedef struct NamedArgs {
     int n;
 } NamedArgs;
 
-enum { CMD_COMPILE = 1, CMD_RUN = 2, CMD_TUNE = 4 };
+enum { CMD_COMPILE = 1, CMD_RUN = 2, CMD_TUNE = 4, CMD_REPORT = 8 };
 
 typedef enum OptArg {
     ARG_FLAG,  /* no value; may repeat */
@@ -270,11 +276,11 @@ static bool valid_range(const char *s)
     return parse_range(s, &lo, &hi, &count);
 }
 
-enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_TUNE };
+enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_TUNE | CMD_REPORT };
 
 static const OptSpec opt_table[] = {
     {O_EMIT, "emit", 0, CMD_COMPILE, ARG_TEXT, "KIND[,KIND]", NULL, valid_emit, 0, 0},
-    {O_OUT, "output", 'o', CMD_COMPILE, ARG_TEXT, "OUT", NULL, NULL, 0, 0},
+    {O_OUT, "output", 'o', CMD_COMPILE | CMD_REPORT, ARG_TEXT, "OUT", NULL, NULL, 0, 0},
     {O_DUMP, "dump-after", 0, CMD_COMPILE, ARG_TEXT, "PASS|all", NULL, valid_dump, 0, 0},
     {O_STOP, "stop-after", 0, CMD_COMPILE, ARG_TEXT, "PASS", NULL, valid_pass, 0, 0},
     {O_VERIFY, "verify-each", 0, CMD_COMPILE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
@@ -312,7 +318,10 @@ typedef struct Args {
 
 static const char *cmd_name(unsigned cmd)
 {
-    return cmd == CMD_RUN ? "dcc run" : cmd == CMD_TUNE ? "dcc tune" : "dcc FILE.tex";
+    return cmd == CMD_RUN      ? "dcc run"
+           : cmd == CMD_TUNE   ? "dcc tune"
+           : cmd == CMD_REPORT ? "dcc report"
+                               : "dcc FILE.tex";
 }
 
 /* "a, b or c" from "a b c". */
@@ -447,7 +456,7 @@ static Args parse_args(unsigned cmd, int argc, char **argv)
                         "NAME=PATH.npy");
         if (!s && other) {
             char which[64] = "";
-            for (unsigned c = 1; c <= CMD_TUNE; c <<= 1)
+            for (unsigned c = 1; c <= CMD_REPORT; c <<= 1)
                 if (other & c)
                     snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
                              which[0] ? " and " : "", cmd_name(c));
@@ -470,7 +479,9 @@ static Args parse_args(unsigned cmd, int argc, char **argv)
         }
         store_opt(&a, s, shown, v);
     }
-    if (!a.file)
+    if (cmd == CMD_REPORT && a.file)
+        usage_error("dcc report reads no program: give the records with --records FILE");
+    if (!a.file && cmd != CMD_REPORT)
         usage_error("no input file");
     return a;
 }
@@ -494,7 +505,8 @@ static RtOutFiles *outputs_begin(const Args *a)
     RtOutFiles *o = rt_out_new();
     if (!o)
         fail("out of memory");
-    rt_out_input(o, a->file);
+    if (a->file)
+        rt_out_input(o, a->file);
     if (a->val[O_RECORDS])
         rt_out_input(o, a->val[O_RECORDS]);
     for (int i = 0; i < a->named[O_INPUT].n; i++)
@@ -1337,6 +1349,36 @@ static int cmd_tune(int argc, char **argv)
     return 0;
 }
 
+/* ---- dcc report ---- */
+
+static int cmd_report(int argc, char **argv)
+{
+    Args a = parse_args(CMD_REPORT, argc, argv);
+    const char *records = a.val[O_RECORDS];
+    if (!records)
+        usage_error("dcc report needs --records FILE");
+    struct stat sb;
+    if (stat(records, &sb) != 0 || !S_ISREG(sb.st_mode))
+        fail("%s: cannot read the records file", records);
+    char err[1024];
+    SrchRecords *r = srch_records_open(records, 0, NULL, err, sizeof err);
+    if (!r)
+        fail("%s", err);
+    for (int i = 0; i < srch_records_nwarnings(r); i++)
+        records_warn(NULL, srch_records_warning(r, i)->msg);
+    char *svg = srch_report_svg(r, records, err, sizeof err);
+    srch_records_close(r);
+    if (!svg)
+        fail("%s", err);
+    char *path = a.val[O_OUT] ? strdup(a.val[O_OUT]) : aot_path(NULL, records, ".svg", true);
+    write_output(&a, path, svg, strlen(svg));
+    printf("report: %s\n", path);
+    free(path);
+    free(svg);
+    free_args(&a);
+    return 0;
+}
+
 /* Everything written to stdout reached it, or exit 1: a full disk or a
  * closed pipe is an error (fflush reports what buffering deferred). */
 static int finish(int rc)
@@ -1373,8 +1415,10 @@ int main(int argc, char **argv)
         return finish(cmd_run(argc - 1, argv + 1));
     if (strcmp(argv[1], "tune") == 0)
         return finish(cmd_tune(argc - 1, argv + 1));
+    if (strcmp(argv[1], "report") == 0)
+        return finish(cmd_report(argc - 1, argv + 1));
     if (argv[1][0] != '-' && unknown_command(argv[1]))
-        usage_error("'%s' is not a dcc command, nor a file (commands: run, tune; or compile "
+        usage_error("'%s' is not a dcc command, nor a file (commands: run, tune, report; or compile "
                     "FILE.tex)", argv[1]);
     return finish(cmd_compile(argc, argv));
 }

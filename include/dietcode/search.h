@@ -429,6 +429,14 @@ typedef struct SrchTuneResult {
     int nforeign, ncorrupt;     /* records of other workloads; damaged lines */
 } SrchTuneResult;
 
+/* search/report.c: the report of a records file (dcc report) as a
+ * self-contained SVG, malloc'd: per stage workload, one panel per dim with
+ * the latency over the shape points (what the stored dispatch tree picks,
+ * the best measured, the per-shape baseline's where present) and one band
+ * per tree leaf, the kernels' legend, the tuning history. title names it.
+ * NULL and err when the records hold no measurement. */
+char *srch_report_svg(const SrchRecords *r, const char *title, char *err, size_t errlen);
+
 /* search/cost.c: the GPUs' numbers and the analytic cost of a lowered
  * GPU program (the model backend's time; the file's opening comment is
  * the model) */

@@ -145,7 +145,8 @@ expect 1 "no tensor named" -- "$dcc" prog.tex --emit=loops --mk Q='threads [1, 8
 # ---- 8. messages that point the right way ----
 expect 2 "--output NAME=PATH.npy" -- "$dcc" run prog.tex --set T=1 -o x
 grep -q "needs a value" err.txt && bad "run -o x still says '-o needs a value'"
-expect 2 "not a dcc command" -- "$dcc" report --records=x
+expect 2 "not a dcc command" -- "$dcc" reprot --records=x
+expect 1 "x: cannot read the records file" -- "$dcc" report --records=x
 expect 0 "" -- "$dcc" run nan.tex --set T=5
 grep -q "every element is NaN" out.txt || bad "all-NaN summary: $(cat out.txt)"
 grep -q "inf" out.txt && bad "all-NaN summary mentions inf: $(cat out.txt)"

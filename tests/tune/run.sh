@@ -9,6 +9,8 @@
 #   run.sh DCC SRCDIR records       damaged and foreign records, bad options
 #   run.sh DCC SRCDIR points        --shapes-file: the listed points, joint and
 #                                   per-shape; bad entries named
+#   run.sh DCC SRCDIR report        dcc report's SVG read as XML: panels, series,
+#                                   axes, one band per tree leaf
 set -u
 dcc=$1
 src=$2
@@ -279,6 +281,63 @@ points)
     "$dcc" tune "$prog" --shapes-file "$tmp/pts.json" --shapes T=1..4 >/dev/null 2>"$tmp/e"
     [ $? -eq 2 ] && ok "--shapes with --shapes-file: $(head -1 "$tmp/e")" ||
         bad "--shapes with --shapes-file: $(cat "$tmp/e")"
+    ;;
+report)
+    # dcc report: per stage a panel per dim with the three series, one band
+    # per leaf of the stored tree in every panel, the history; bad input
+    prog=$src/tests/aot/two_dims.tex
+    "$dcc" tune "$prog" --target=model --trials 12 --records "$tmp/r.jsonl" >/dev/null 2>&1 &&
+        "$dcc" tune "$prog" --target=model --trials 4 --per-shape --shapes T=1..64:5 \
+            --records "$tmp/r.jsonl" >/dev/null 2>&1 || bad "tuning for the report failed"
+    "$dcc" "$prog" --target=nvptx --records "$tmp/r.jsonl" --emit=dispatch >"$tmp/d.json" ||
+        bad "--emit=dispatch failed"
+    (cd "$tmp" && "$dcc" report --records r.jsonl >"$tmp/rep.out" 2>"$tmp/rep.err") &&
+        grep -q "report: r.svg" "$tmp/rep.out" || bad "dcc report: $(cat "$tmp/rep.err")"
+    python3 - "$tmp/r.svg" "$tmp/d.json" <<'PY' && ok "report: panels, series, axes, bands" || bad "report"
+import json, sys
+import xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+svg = ET.parse(sys.argv[1]).getroot()
+stages = json.load(open(sys.argv[2]))["stages"]
+def leaves(node):
+    return 1 if "kernel" in node else leaves(node["then"]) + leaves(node["else"])
+fails = 0
+def check(cond, what):
+    global fails
+    if not cond:
+        print("report: " + what)
+        fails += 1
+sections = svg.findall(".//s:g[@class='section']", ns)
+check(sorted(s.get("data-stage") for s in sections) == sorted(stages), "one section per stage")
+for sec in sections:
+    st = stages[sec.get("data-stage")]
+    want = leaves(st["tree"]["tree"])
+    panels = sec.findall("s:g[@class='panel']", ns)
+    check([p.get("data-dim") for p in panels] == st["tree"]["dims"], "a panel per dim")
+    for p in panels:
+        series = [g.get("data-series") for g in p.findall("s:g[@class='series']", ns)]
+        for name in ("dispatched", "best measured", "per-shape"):
+            check(name in series, "series %s in panel %s" % (name, p.get("data-dim")))
+        check(p.find("s:g[@class='axis x']", ns) is not None and
+              p.find("s:g[@class='axis y']", ns) is not None, "both axes")
+        bands = p.findall("s:rect[@class='band']", ns)
+        check(len(bands) == want, "%d bands for %d leaves" % (len(bands), want))
+        pts = p.findall("s:g[@data-series='dispatched']/s:circle", ns)
+        check(len(pts) > 0, "dispatched points")
+    check(sec.find(".//s:g[@data-series='best so far']", ns) is not None, "the history")
+sys.exit(1 if fails else 0)
+PY
+    "$dcc" report --records "$tmp/none.jsonl" >/dev/null 2>"$tmp/e"
+    [ $? -eq 1 ] && [ ! -e "$tmp/none.jsonl" ] && ok "report of a missing file: $(cat "$tmp/e")" ||
+        bad "report of a missing file: $(cat "$tmp/e")"
+    : >"$tmp/empty.jsonl"
+    "$dcc" report --records "$tmp/empty.jsonl" -o "$tmp/e.svg" >/dev/null 2>"$tmp/e"
+    [ $? -eq 1 ] && [ ! -e "$tmp/e.svg" ] && ok "report of no measurement: $(cat "$tmp/e")" ||
+        bad "report of no measurement: $(cat "$tmp/e")"
+    "$dcc" report >/dev/null 2>"$tmp/e"
+    [ $? -eq 2 ] && ok "report without --records: $(head -1 "$tmp/e")" || bad "report without --records"
+    "$dcc" report "$prog" --records "$tmp/r.jsonl" >/dev/null 2>"$tmp/e"
+    [ $? -eq 2 ] && ok "report of a program: $(head -1 "$tmp/e")" || bad "report of a program"
     ;;
 *)
     echo "unknown test $what"
