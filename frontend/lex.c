@@ -7,7 +7,9 @@
  * statement the parser is already skipping therefore add no noise.
  *
  * The source is len bytes and may hold NULs and invalid UTF-8: each such
- * byte is one TOK_ERROR. Columns count bytes from 1.
+ * byte is one TOK_ERROR. Columns count bytes from 1. A UTF-8 byte-order
+ * mark (EF BB BF, which some editors write) at the start of the source is
+ * skipped and not counted; anywhere else it is one TOK_ERROR.
  *
  * Numbers: digits, then '.' and digits, then an exponent, each part
  * optional but not all (`768`, `0.125`, `2.`, `.5`, `1e-5`). A '.' followed
@@ -32,10 +34,14 @@ const char *fe_tok_str(TokKind k)
     return tok_str[k];
 }
 
+static const char bom[3] = "\xef\xbb\xbf";
+
 void fe_lex_init(Lexer *lx, const Source *src, Arena *a)
 {
     lx->p = src->text ? src->text : "";
     lx->end = lx->p + (src->text ? src->len : 0);
+    if (lx->end - lx->p >= 3 && !memcmp(lx->p, bom, 3))
+        lx->p += 3;
     lx->line = lx->col = 1;
     lx->arena = a;
 }
@@ -182,6 +188,11 @@ Token fe_lex_next(Lexer *lx)
         t.kind = keyword(t.text, t.len);
     } else if (is_digit(c) || (c == '.' && is_digit(peek(lx, 1)))) {
         return number(lx, t);
+    } else if (lx->end - lx->p >= 3 && !memcmp(lx->p, bom, 3)) {
+        for (int i = 0; i < 3; i++)
+            bump(lx);
+        t.kind = TOK_ERROR;
+        t.err = LEX_BOM;
     } else {
         t.kind = punct(lx);
         t.err = t.kind == TOK_ERROR ? LEX_BADCHAR : LEX_OK;
@@ -203,6 +214,10 @@ void fe_lex_report(DiagList *d, const Token *t)
     case LEX_BADNUM:
         ir_diag(d, t->loc, "malformed number '%.*s%s'", t->len > 40 ? 40 : t->len,
                 t->text, t->len > 40 ? "..." : "");
+        break;
+    case LEX_BOM:
+        ir_diag(d, t->loc, "unexpected byte-order mark (bytes ef bb bf): only the file may "
+                           "start with one");
         break;
     case LEX_BIGINT:
     case LEX_BIGFLOAT:

@@ -13,8 +13,12 @@
  * outside brackets) and goes on with the next: one message per bad
  * statement and no cascade. The nodes built for it stay in the arena,
  * unused. Recursion is bounded: more than FE_MAX_DEPTH nested operands
- * (parentheses, unary operators, arguments), or a tree higher than that (a
- * chain `a + b + ...` is as high as it is long), is an error.
+ * (parentheses, unary operators, arguments, indices, reduction bodies) is
+ * an error, "nested too deeply". Without parentheses, right operands nest
+ * only as deep as there are precedence levels. A left-leaning chain
+ * `a + b + c + ...` is a loop here, not nesting, but it makes a tree as
+ * high as it is long, and later passes recurse over trees, so a tree
+ * higher than FE_MAX_HEIGHT is an error of its own, "too long".
  *
  * Expressions go by precedence climbing over the AST_OPS table.
  * Comparisons do not chain, so `0 <= i < N` is an error rather than the
@@ -30,8 +34,9 @@ typedef struct Parser {
     DiagList *diags;
     Lexer lx;   /* just after tok */
     Token tok;  /* the current token */
+    TokKind prev; /* the kind of the token before tok */
     int depth;  /* ( and [ open before tok */
-    int nest;   /* unary() calls in progress */
+    int nest;   /* unary() calls in progress: the nesting */
     int height; /* of the expression parsed last */
     jmp_buf fail;
 } Parser;
@@ -131,6 +136,7 @@ static void advance(Parser *p)
         p->depth++;
     else if ((k == TOK_RPAREN || k == TOK_RBRACK) && p->depth > 0)
         p->depth--;
+    p->prev = k;
     p->tok = fe_lex_next(&p->lx);
     if (p->depth > 0)
         skip_newline(p);
@@ -188,11 +194,12 @@ static AstExpr *node(Parser *p, AstExprKind k, SrcLoc loc)
     return e;
 }
 
-/* Completes e, h nodes high; loc is where "too deep" is reported. */
+/* Completes e, h nodes high; loc is where "too long" is reported. */
 static AstExpr *done(Parser *p, AstExpr *e, int h, SrcLoc loc)
 {
-    if (h > FE_MAX_DEPTH)
-        fail(p, loc, "expression nested too deeply");
+    if (h > FE_MAX_HEIGHT)
+        fail(p, loc, "expression too long: its tree is more than %d levels high; "
+                     "split a long chain with an intermediate tensor", FE_MAX_HEIGHT);
     p->height = h;
     return e;
 }
@@ -263,8 +270,10 @@ static AstAxis *axes(Parser *p, int *n)
     return v;
 }
 
-/* sum/max/min/prod followed by '[' IDX ':' starts a reduction; anything
- * else with these names is a call (`max(a, b)`) or a tensor. */
+/* sum/max/min/prod followed by '[' IDX ':' starts a reduction, and so does
+ * one followed by '[' ']' (no tensor can have these names, so `sum[](...)`
+ * is an empty reduction, which reduction() refuses); anything else with
+ * these names is a call (`max(a, b)`) or a tensor. */
 static bool at_reduction(Parser *p)
 {
     if (p->tok.kind != TOK_IDENT || find_reduce(p->tok.text, (size_t)p->tok.len) < 0)
@@ -276,6 +285,8 @@ static bool at_reduction(Parser *p)
     do
         t = fe_lex_next(&ahead);
     while (t.kind == TOK_NEWLINE);
+    if (t.kind == TOK_RBRACK)
+        return true;
     if (t.kind != TOK_IDENT)
         return false;
     do
@@ -290,6 +301,10 @@ static AstExpr *reduction(Parser *p)
     e->reduce.op = find_reduce(p->tok.text, (size_t)p->tok.len);
     advance(p);
     advance(p); /* '[' */
+    if (p->tok.kind == TOK_RBRACK) {
+        const char *name = fe_reduce_name(e->reduce.op);
+        fail(p, p->tok.loc, "a reduction needs at least one axis: %s[k: N](...)", name);
+    }
     e->reduce.axes = axes(p, &e->reduce.n);
     int h = p->height;
     expect(p, TOK_RBRACK, "after reduction axes");
@@ -491,14 +506,31 @@ static bool try_statement(Parser *p, AstProgram *prog)
     return true;
 }
 
-/* Skips the rest of a bad statement: to a newline, or to a ';' outside
- * brackets. Brackets opened before the error count, so the ';' in
- * `X[i; j]` is skipped with the rest. */
+/* Whether a statement goes on past a newline after a k token: an operand
+ * must follow it. */
+static bool wants_operand(TokKind k)
+{
+    return find_op(k, false) >= 0 || find_op(k, true) >= 0 || k == TOK_ASSIGN ||
+           k == TOK_COMMA || k == TOK_COLON;
+}
+
+/* Skips the rest of a bad statement: to a newline that ends it, or to a
+ * ';' outside brackets. Brackets opened before the error count, so the ';'
+ * in `X[i; j]` is skipped with the rest, and so does a line that ends with
+ * an operator, so a long expression broken over lines is one statement. */
 static void recover(Parser *p)
 {
-    for (TokKind k; (k = p->tok.kind) != TOK_NEWLINE && k != TOK_EOF;) {
+    for (TokKind k; (k = p->tok.kind) != TOK_EOF;) {
         if (k == TOK_SEMI && p->depth == 0)
             break;
+        if (k == TOK_NEWLINE) {
+            if (!wants_operand(p->prev))
+                break;
+            skip_newline(p);
+            if (p->tok.kind == TOK_NEWLINE)
+                break;
+            continue;
+        }
         advance(p);
     }
 }

@@ -16,6 +16,7 @@
  * once the parser has dropped statements with syntax errors, since the
  * name was most likely declared by one of them.
  */
+#include "dietcode/abi.h"
 #include "dietcode/frontend.h"
 #include "frontend/ast.h"
 
@@ -214,6 +215,34 @@ static Expr *check_extent(Sema *s, const AstExpr *e, const Scope *scope)
         return NULL;
     }
     return x;
+}
+
+/* A tensor over DCRT_MAX_ELEMENTS elements cannot run (kernels index in 32
+ * bits). The size at the lowest value each extent takes, over every size
+ * the program accepts, is a lower bound: over the limit, no size can run,
+ * so the declaration is an error. Otherwise the run time refuses the sizes
+ * that are too large (T * 65536 runs at small T). */
+static bool check_size(Sema *s, const AstStmt *st, int rank, Expr *const *shape)
+{
+    int64_t n = 1;
+    bool fixed = true;
+    for (int i = 0; i < rank; i++) {
+        int64_t lo = ir_interval(s->c, shape[i], RANGE_OPEN).lo;
+        fixed &= shape[i]->kind == EX_INT;
+        if (lo < 1)
+            return true;
+        if (__builtin_mul_overflow(n, lo, &n))
+            n = INT64_MAX;
+    }
+    if (n <= DCRT_MAX_ELEMENTS)
+        return true;
+    const char *count = n == INT64_MAX ? "more than 2^63"
+                        : ir_arena_printf(s->scratch, "%s%lld", fixed ? "" : "at least ",
+                                          (long long)n);
+    error(s, st->name_loc,
+          "tensor '%s' has %s elements%s, more than the %d a tensor may have (32-bit indices)",
+          st->name, count, fixed ? "" : " at any size", DCRT_MAX_ELEMENTS);
+    return false;
 }
 
 /* Declares an index variable; false (with an error) when the name clashes. */
@@ -603,6 +632,8 @@ static void check_input(Sema *s, const AstStmt *st)
     for (int i = 0; i < st->input.n; i++)
         if (!(shape[i] = check_extent(s, st->input.extents[i], NULL)))
             return;
+    if (!check_size(s, st, st->input.n, shape))
+        return;
     Tensor *t = ir_te_add_input(s->p, st->name, DT_F32, st->input.n, shape);
     t->loc = st->name_loc;
 }
@@ -617,6 +648,11 @@ static void check_def(Sema *s, const AstStmt *st)
     Scope *scope = NULL;
     Var **axes = check_axes(s, st->def.axes, st->def.n, &scope, "axis");
     if (!axes)
+        return;
+    Expr *shape[MAX_RANK];
+    for (int i = 0; i < st->def.n; i++)
+        shape[i] = axes[i]->extent;
+    if (!check_size(s, st, st->def.n, shape))
         return;
     s->defining = st->name;
     Expr *body = check_expr(s, st->def.body, scope);

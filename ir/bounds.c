@@ -6,7 +6,9 @@
  * ir_prove_nonneg first replaces every axis or loop variable by its
  * symbolic extreme (0 or extent - 1, an expression over dims), picking the
  * extreme from the sign of its coefficient, simplifies, and only then asks
- * for numeric bounds: T - 1 - i becomes T - 1 - (T - 1) = 0.
+ * for numeric bounds: T - 1 - i becomes T - 1 - (T - 1) = 0. A floor modulo
+ * by a positive divisor is bounded the same way, by 0 and divisor - 1:
+ * T - 1 - (i + 1) % T becomes T - 1 - (T - 1) = 0.
  */
 #include "dietcode/ir.h"
 
@@ -121,6 +123,8 @@ Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)
                 return a;
             return (Interval){0, b.hi == IR_POS_INF ? IR_POS_INF : b.hi - 1};
         }
+        if (b.hi < 0) /* floor modulo takes the divisor's sign */
+            return (Interval){b.lo == IR_NEG_INF ? IR_NEG_INF : b.lo + 1, 0};
         return UNBOUNDED;
     case EX_MIN: case EX_MAX:
         if (e->type != DT_I32)
@@ -214,6 +218,20 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
             return a ? ir_binop(c, EX_DIV, a, e->op.b) : NULL;
         }
         break;
+    case EX_MOD: {
+        /* a % b for b >= 1 is a when 0 <= a < b, else somewhere in 0..b - 1:
+         * i % T <= T - 1 even though both range over 0..127 */
+        Interval ib = ir_interval(c, e->op.b, m);
+        if (e->type != DT_I32 || ib.lo <= 0)
+            break;
+        Interval ia = ir_interval(c, e->op.a, m);
+        if (ia.lo >= 0 && ia.hi < ib.lo)
+            return sym_bound(c, e->op.a, want_max, m);
+        if (!want_max)
+            return ir_int(c, 0);
+        b = sym_bound(c, e->op.b, true, m);
+        return b ? ir_binop(c, EX_SUB, b, ir_int(c, 1)) : NULL;
+    }
     case EX_MIN: case EX_MAX:
         if (e->type != DT_I32)
             return NULL;

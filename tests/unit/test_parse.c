@@ -1,13 +1,15 @@
 /* Unit tests for the lexer and parser: the LANGUAGE.md examples, the
  * precedence and newline rules, numbers, the locations that later error
  * messages point at, syntax errors with their exact positions, and inputs
- * that must not crash or recurse without bound. A tree is checked through
+ * that must not crash or recurse without bound, a leading byte-order mark,
+ * and the element limit sema checks. A tree is checked through
  * its fe_ast_print form; diagnostics as "LINE:COL: MESSAGE" lines. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "dietcode/frontend.h"
 #include "frontend/ast.h"
 
 #include <stdlib.h>
@@ -367,6 +369,8 @@ static void test_syntax_errors(void **state)
         {"output Y[i: T] = exp(1\n", "1:23: expected ')' after arguments of 'exp', found 'newline'\n"},
         {"output Y[i: T] = sum[k: 4] X[k]", "1:28: expected '(' after reduction axes, found 'X'\n"},
         {"output Y[i: T] = sum[k: 4, 5](1)", "1:28: expected axis name, found '5'\n"},
+        {"output Y[i: T] = sum[](X[i])", "1:22: a reduction needs at least one axis: sum[k: N](...)\n"},
+        {"output Y[i: T] = max[\n](X[i]) + 1", "2:1: a reduction needs at least one axis: max[k: N](...)\n"},
         {"output Y[i: T] = sum[k: 4](1", "1:29: expected ')' after reduction body, found end of file\n"},
         {"output Y[i: T] = X?(i)", "1:20: expected '[' after 'X?', found '('\n"},
         {"output Y[i: T] = a < b < c", "1:24: comparisons do not chain; join them with '&&'\n"},
@@ -432,18 +436,23 @@ static char *repeat(const char *pre, const char *unit, int n, const char *post)
     return s;
 }
 
-/* Parses `pre unit*n mid close*n`; checks it fails with one "too deep". */
-static void check_depth(const char *unit, const char *close, int n, bool ok)
+static const char too_deep[] = ": expression nested too deeply\n";
+static const char too_long[] = ": expression too long: its tree is more than 2048 levels high; "
+                               "split a long chain with an intermediate tensor\n";
+
+/* Parses `output s[i: 4] = unit*n x close*n` and a dim; checks it parses,
+ * or (err non-NULL) fails with that one message and keeps the dim. */
+static void check_depth(const char *unit, const char *close, int n, const char *err)
 {
     char *open = repeat("output s[i: 4] = ", unit, n, "x");
     char *src = repeat(open, close, n, "\ndim T in 1..2\n");
     Parsed r = parse(src);
-    if (ok) {
+    if (!err) {
         assert_string_equal(r.errs, "");
         assert_int_equal(r.p->n, 2);
     } else {
         assert_int_equal(r.nerrs, 1);
-        assert_non_null(strstr(r.errs, ": expression nested too deeply\n"));
+        assert_non_null(strstr(r.errs, err));
         assert_int_equal(r.p->n, 1); /* the dim after it */
     }
     release(&r);
@@ -455,26 +464,98 @@ static void test_depth_limits(void **state)
 {
     static const char *const nests[][2] = {
         {"(", ")"}, {"-", ""}, {"!", ""}, {"exp(", ")"}, {"X[", "]"},
-        {"max(1, ", ")"}, {"sum[k: 2](", ")"}, {"X?[0, ", "]"}, {"1 + ", ""},
+        {"max(1, ", ")"}, {"sum[k: 2](", ")"}, {"X?[0, ", "]"}, {"1 + (", ")"},
+        {"(1 + ", ")"}, {"a * b - (", ")"},
     };
     for (size_t i = 0; i < sizeof nests / sizeof nests[0]; i++) {
-        check_depth(nests[i][0], nests[i][1], FE_MAX_DEPTH / 2, true);
-        check_depth(nests[i][0], nests[i][1], FE_MAX_DEPTH + 1, false);
-        check_depth(nests[i][0], nests[i][1], 100000, false);
+        check_depth(nests[i][0], nests[i][1], FE_MAX_DEPTH / 2, NULL);
+        check_depth(nests[i][0], nests[i][1], FE_MAX_DEPTH + 1, too_deep);
+        check_depth(nests[i][0], nests[i][1], 100000, too_deep);
     }
     /* the exact limit: FE_MAX_DEPTH - 1 parentheses leave room for x */
-    check_depth("(", ")", FE_MAX_DEPTH - 1, true);
-    check_depth("(", ")", FE_MAX_DEPTH, false);
-    /* a left-leaning chain is as high as it is long */
-    check_depth("", " + x", FE_MAX_DEPTH - 1, true);
-    check_depth("", " + x", FE_MAX_DEPTH, false);
-    check_depth("", " * x - x", 100000, false);
+    check_depth("(", ")", FE_MAX_DEPTH - 1, NULL);
+    check_depth("(", ")", FE_MAX_DEPTH, too_deep);
+    /* a left-associative chain is a loop, not nesting: `1 + 1 + ... + x`
+     * passes the nesting limit, and only its height is limited */
+    check_depth("1 + ", "", FE_MAX_DEPTH * 5, NULL);
+    check_depth("", " + x", FE_MAX_HEIGHT - 1, NULL); /* as high as FE_MAX_HEIGHT */
+    check_depth("", " + x", FE_MAX_HEIGHT, too_long);
+    check_depth("", " * x - x", 100000, too_long);
+    check_depth("1 + ", "", 100000, too_long);
+    /* chains inside nesting: each limit on its own */
+    check_depth("(x * 2 + x * 3 + x * 4 - ", ")", FE_MAX_DEPTH - 1, NULL);
+    char *chain = repeat("(", "x + ", FE_MAX_HEIGHT / 2, "");
+    check_depth(chain, ")", FE_MAX_DEPTH - 1, NULL);
+    free(chain);
     /* an unclosed bracket swallows the rest without recursing */
     char *src = repeat("output s[] = ", "[(\n", 100000, "");
     Parsed r = parse(src);
     assert_int_equal(r.nerrs, 1);
     release(&r);
     free(src);
+}
+
+/* A UTF-8 byte-order mark starting the file is skipped and takes no
+ * column; anywhere else it is an error of its own. */
+static void test_byte_order_mark(void **state)
+{
+    static const char prog[] = "\xef\xbb\xbf" "dim T in 1..2\ninput X[T] f32\n"
+                               "output Y[i: T] = X[i] * 2\n";
+    check(prog, "dim T in 1..2\ninput X[T] f32\noutput Y[i: T] = (X[i] * 2)\n", "");
+    check("\xef\xbb\xbf", "", "");
+    check("\xef\xbb\xbf" "dim 5 in 1..2\n", "", "1:5: expected dim name after 'dim', found '5'\n");
+    check("dim T in 1..2\n\xef\xbb\xbf" "input X[T] f32\n", "dim T in 1..2\n",
+          "2:1: unexpected byte-order mark (bytes ef bb bf): only the file may start with one\n");
+    check("\xef\xbb\xbf\xef\xbb\xbf" "dim T in 1..2\n", "",
+          "1:1: unexpected byte-order mark (bytes ef bb bf): only the file may start with one\n");
+    check("\xef\xbb" "dim T in 1..2\n", "", "1:1: unexpected byte 0xef\n");
+
+    /* and the whole frontend takes it: a checked program */
+    Arena *a = ir_arena_new();
+    Source src = {.path = "bom.tex", .text = prog, .len = sizeof prog - 1};
+    DiagList d;
+    ir_diags_init(&d, a, &src);
+    TeProgram *p = fe_compile(&src, "bom", &d);
+    assert_int_equal(d.count, 0);
+    assert_non_null(p);
+    assert_non_null(ir_te_find(p, "Y"));
+    ir_te_destroy(p);
+    ir_arena_destroy(a);
+}
+
+/* The number of errors fe_compile reports for text. */
+static int compile_errors(const char *text)
+{
+    Arena *a = ir_arena_new();
+    Source src = {.path = "t.tex", .text = text, .len = strlen(text)};
+    DiagList d;
+    ir_diags_init(&d, a, &src);
+    TeProgram *p = fe_compile(&src, "t", &d);
+    int n = d.count;
+    assert_true((p == NULL) == (n > 0));
+    ir_te_destroy(p);
+    ir_arena_destroy(a);
+    return n;
+}
+
+/* A tensor over the element limit at every size is refused when checked
+ * (the golden tests hold the messages); one that is over it only at large
+ * sizes compiles, and the run time refuses those sizes. */
+static void test_size_limit(void **state)
+{
+    assert_int_equal(compile_errors("input W[65536, 65536] f32\noutput Y[i: 4] = W[i, 0]\n"), 1);
+    /* the limit, 2^31 - 2^20 - 1, is 65536 * 32752 - 1 */
+    assert_int_equal(compile_errors("input W[65536, 32752] f32\noutput Y[i: 4] = W[i, 0]\n"), 1);
+    assert_int_equal(compile_errors("input W[65536, 32751] f32\noutput Y[i: 4] = W[i, 0]\n"), 0);
+    assert_int_equal(compile_errors("dim T in 1..1048576\ninput W[T, 65536] f32\n"
+                                    "output Y[i: T] = W[i, 0]\n"), 0);
+    assert_int_equal(compile_errors("dim T in 32768..1048576\ninput W[T, 65536] f32\n"
+                                    "output Y[i: T] = W[i, 0]\n"), 1);
+    /* W is over the limit for T in 1..128, but T = 299 runs too */
+    assert_int_equal(compile_errors("dim T in 1..128\ninput W[300 - T, 16384, 1024] f32\n"
+                                    "output Y[i: T] = W[0, 0, 0]\n"), 0);
+    assert_int_equal(compile_errors("dim T in 1..8\nE[i: T, j: 65536, k: 65536] = 1\n"
+                                    "output Y[i: T] = E[i, 0, 0]\n"), 1);
 }
 
 /* Bytes that are not .tex: each bad statement one error, every location
@@ -529,6 +610,8 @@ int main(void)
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_recovery),
         cmocka_unit_test(test_depth_limits),
+        cmocka_unit_test(test_byte_order_mark),
+        cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
