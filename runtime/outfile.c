@@ -187,17 +187,24 @@ static bool write_all(int fd, const char *p, size_t n)
     return true;
 }
 
-/* Creates TARGET.tmp.PID.X exclusively with mode (less the umask). */
+/* Creates TARGET.tmp.PID.X exclusively with mode (less the umask); when
+ * that name would be too long for the file system, DIR/.dcc.tmp.PID.X. */
 static int open_temp(const char *target, char **tmp, mode_t mode)
 {
     size_t cap = strlen(target) + 48;
     if (!(*tmp = malloc(cap)))
         return -1;
+    const char *slash = strrchr(target, '/');
+    bool short_name = strlen(slash ? slash + 1 : target) > 200;
+    int dlen = slash ? (int)(slash - target) + 1 : 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     for (unsigned long i = 0; i < 100; i++) {
-        snprintf(*tmp, cap, "%s.tmp.%d.%lx", target, (int)getpid(),
-                 ((unsigned long)ts.tv_sec << 30 ^ (unsigned long)ts.tv_nsec) + i);
+        unsigned long x = ((unsigned long)ts.tv_sec << 30 ^ (unsigned long)ts.tv_nsec) + i;
+        if (short_name)
+            snprintf(*tmp, cap, "%.*s.dcc.tmp.%d.%lx", dlen, target, (int)getpid(), x);
+        else
+            snprintf(*tmp, cap, "%s.tmp.%d.%lx", target, (int)getpid(), x);
         int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
         if (fd >= 0 || errno != EEXIST)
             return fd;
@@ -215,34 +222,37 @@ int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, c
     OutFile f = {.path = strdup(path), .fd = descriptor_of(path), .head = head, .hlen = hlen,
                  .data = data, .len = len};
     struct stat st;
-    if (f.fd >= 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+    bool have = f.fd >= 0 ? fstat(f.fd, &st) == 0 : stat(path, &st) == 0;
+    if (!f.path) {
+        return fail(path, err, errlen, "out of memory");
+    } else if (f.fd >= 0 || (have && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
         /* a descriptor, a device or a FIFO: written in place at commit */
         f.in_place = true;
         f.target = strdup(path);
-        o->f[o->n++] = f;
-        return 0;
-    }
-    if (!f.path || !(f.target = resolve(path))) {
+        f.exists = have;
+    } else if (!(f.target = resolve(path))) {
         int e = errno;
         free(f.path);
         return fail(path, err, errlen, "cannot write: %s", strerror(e));
+    } else {
+        f.exists = stat(f.target, &st) == 0;
+        f.in_place = f.exists && !S_ISREG(st.st_mode); /* a link to a device */
     }
-    f.exists = stat(f.target, &st) == 0;
     const char *why = NULL, *other = NULL;
     if (f.exists) {
         f.dev = st.st_dev;
         f.ino = st.st_ino;
-        f.in_place = !S_ISREG(st.st_mode); /* a link to a device */
         if (S_ISDIR(st.st_mode))
             why = "is a directory";
-        for (int i = 0; !why && !f.in_place && i < o->nin; i++)
+        for (int i = 0; !why && S_ISREG(st.st_mode) && i < o->nin; i++)
             if (o->in[i].dev == st.st_dev && o->in[i].ino == st.st_ino)
                 why = "is also an input of this command (%s): refusing to overwrite it",
                 other = o->in[i].path;
     }
+    /* one file named twice, also through a descriptor (> o.txt and o.txt) */
     for (int i = 0; !why && i < o->n; i++)
         if (f.exists ? o->f[i].exists && o->f[i].dev == f.dev && o->f[i].ino == f.ino
-                     : strcmp(o->f[i].target, f.target) == 0)
+                     : !o->f[i].exists && strcmp(o->f[i].target, f.target) == 0)
             why = "is the same file as the output %s", other = o->f[i].path;
     if (!why && !f.in_place) {
         int fd = open_temp(f.target, &f.tmp, f.exists ? st.st_mode & 07777 : 0666);
@@ -287,9 +297,15 @@ int rt_out_commit(RtOutFiles *o, char *err, size_t errlen)
         OutFile *f = &o->f[i];
         if (!f->in_place)
             continue;
-        int fd = f->fd >= 0 ? f->fd : open(f->target, O_WRONLY | O_CLOEXEC);
-        bool ok = fd >= 0 && write_all(fd, f->head, f->hlen) && write_all(fd, f->data, f->len);
+        int fd = f->fd >= 0 ? f->fd : open(f->target, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        struct stat st;
+        bool ok = fd >= 0;
         int e = errno;
+        if (ok && f->fd < 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+            ok = false, e = EEXIST; /* became a regular file since rt_out_add */
+        ok = ok && write_all(fd, f->head, f->hlen) && write_all(fd, f->data, f->len);
+        if (!ok && e != EEXIST)
+            e = errno;
         if (fd >= 0 && f->fd < 0 && close(fd) != 0 && ok)
             ok = false, e = errno;
         if (!ok) {
@@ -308,6 +324,13 @@ int rt_out_commit(RtOutFiles *o, char *err, size_t errlen)
         f->tmp = NULL;
     }
     return 0;
+}
+
+void rt_out_abandon(const RtOutFiles *o)
+{
+    for (int i = 0; o && i < o->n; i++)
+        if (o->f[i].tmp)
+            unlink(o->f[i].tmp);
 }
 
 void rt_out_free(RtOutFiles *o)

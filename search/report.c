@@ -38,16 +38,39 @@ typedef struct Section {
     const SrchTree *tree;
 } Section;
 
-static void esc(FILE *f, const char *s)
+/* The length of the well-formed UTF-8 sequence at s, 0 if none. */
+static int utf8_len(const unsigned char *s)
 {
-    for (; *s; s++)
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+            : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 2 && s[0] < 0xc2)
+        return 0; /* overlong */
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* s as XML text or attribute: markup escaped, control characters and
+ * bytes that are not UTF-8 (a file name, a damaged record) as U+FFFD. */
+static void esc(FILE *f, const char *str)
+{
+    for (const unsigned char *s = (const unsigned char *)str; *s;) {
+        int n = utf8_len(s);
+        if (n == 0 || (n == 1 && *s < 0x20 && *s != '\t')) {
+            fputs("&#xFFFD;", f);
+            s++;
+            continue;
+        }
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        default: fwrite(s, 1, (size_t)n, f);
         }
+        s += n;
+    }
 }
 
 static bool same_section(const Section *s, const SrchRecord *r)
@@ -397,8 +420,10 @@ char *srch_report_svg(const SrchRecords *rec, const char *title, char *err, size
         const Section *s = &secs[k];
         fprintf(f, "<g class=\"section\" data-stage=\"");
         esc(f, s->stage);
-        fprintf(f, "\" data-workload=\"%s\">\n<text x=\"10\" y=\"%d\" font-size=\"16\" "
-                   "font-weight=\"bold\">stage ", s->workload, y + 16);
+        fprintf(f, "\" data-workload=\"");
+        esc(f, s->workload);
+        fprintf(f, "\">\n<text x=\"10\" y=\"%d\" font-size=\"16\" font-weight=\"bold\">stage ",
+                y + 16);
         esc(f, s->stage);
         fputs(": ", f);
         esc(f, s->target);

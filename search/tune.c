@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define EPSILON 0.25
@@ -850,6 +851,12 @@ static char *read_small_file(const char *path, long max)
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+        return NULL;
+    }
     char *buf = malloc((size_t)max + 1);
     size_t n = buf ? fread(buf, 1, (size_t)max + 1, f) : 0;
     int bad = !buf ? ENOMEM : ferror(f) ? EIO : n > (size_t)max ? EFBIG : 0;
@@ -875,10 +882,12 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
     char *text = read_small_file(path, MAX_BYTES);
     if (!text) {
         srch_seterr(err, errlen, "%s: cannot read: %s", path,
-                    errno == EFBIG ? "larger than 16 MiB" : strerror(errno));
+                    errno == EFBIG    ? "larger than 16 MiB"
+                    : errno == EINVAL ? "not a regular file"
+                                      : strerror(errno));
         return NULL;
     }
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = cJSON_ParseWithOpts(text, NULL, 1); /* nothing after the array */
     free(text);
     int count = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : 0;
     if (!cJSON_IsArray(root) || count < 1 || count > MAX_POINTS) {
@@ -890,6 +899,20 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
         return NULL;
     }
     int64_t *pts = malloc(sizeof *pts * (size_t)count * (size_t)(nd ? nd : 1));
+    /* the points so far by hash (open addressing): a repeated one is kept once */
+    size_t nslots = 2;
+    while (nslots < 2 * (size_t)count)
+        nslots *= 2;
+    int *slot = malloc(sizeof *slot * nslots);
+    if (!pts || !slot) {
+        srch_seterr(err, errlen, "%s: out of memory for %d points", path, count);
+        free(pts);
+        free(slot);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    for (size_t i = 0; i < nslots; i++)
+        slot[i] = -1;
     int np = 0, k = 0;
     const char *why = NULL;
     char what[256] = "";
@@ -934,13 +957,19 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
             }
         if (why)
             break;
+        uint64_t h = 1469598103934665603ull;
+        for (int d = 0; d < nd; d++)
+            h = (h ^ (uint64_t)row[d]) * 1099511628211ull;
+        size_t at = (size_t)h & (nslots - 1);
         bool dup = false;
-        for (int q = 0; q < np && !dup; q++)
-            dup = memcmp(pts + (size_t)q * (size_t)nd, row, sizeof *row * (size_t)nd) == 0;
-        np += !dup;
+        for (; slot[at] >= 0 && !dup; at = (at + 1) & (nslots - 1))
+            dup = memcmp(pts + (size_t)slot[at] * (size_t)nd, row, sizeof *row * (size_t)nd) == 0;
+        if (!dup)
+            slot[at] = np++;
         k++;
     }
     cJSON_Delete(root);
+    free(slot);
     if (why) {
         srch_seterr(err, errlen, "%s: entry %d %s%s", path, k, why, what);
         free(pts);

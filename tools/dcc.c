@@ -18,6 +18,7 @@
 #include "dietcode/search.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,7 @@ static const char *usage_text =
     "  report              an SVG of the records: latency over the shapes (the\n"
     "                      dispatch, the best measured, per-shape), the tree's\n"
     "                      regions and kernels, the tuning history (default -o:\n"
-    "                      FILE's base name + .svg)\n"
+    "                      FILE's stem + .svg in the current directory)\n"
     "\n"
     "Options may come in any order, as --opt VALUE or --opt=VALUE; -- ends them.\n"
     "Outputs (-o, --output) are written all or nothing: to temporaries renamed\n"
@@ -199,7 +200,7 @@ static bool parse_int(const char *s, int64_t *out)
     errno = 0;
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (*end || errno || v < 0 || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+    if (*end || errno || v < 0 || s[0] < '0' || s[0] > '9')
         return false;
     *out = v;
     return true;
@@ -273,7 +274,7 @@ static bool parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *count)
 static bool valid_range(const char *s)
 {
     int64_t lo, hi, count;
-    return parse_range(s, &lo, &hi, &count);
+    return parse_range(s, &lo, &hi, &count) && lo <= hi;
 }
 
 enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_TUNE | CMD_REPORT };
@@ -301,7 +302,7 @@ static const OptSpec opt_table[] = {
     {O_CHECK, "check", 0, CMD_RUN, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_BENCH, "bench", 0, CMD_RUN, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
     {O_TRIALS, "trials", 0, CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
-    {O_SHAPES, "shapes", 0, CMD_TUNE, ARG_NAMED, "NAME=LO..HI[:COUNT]", NULL, valid_range, 0, 0},
+    {O_SHAPES, "shapes", 0, CMD_TUNE, ARG_NAMED, "NAME=LO..HI[:COUNT], LO <= HI", NULL, valid_range, 0, 0},
     {O_SHAPES_FILE, "shapes-file", 0, CMD_TUNE, ARG_TEXT, "FILE.json", NULL, NULL, 0, 0},
     {O_PER_SHAPE, "per-shape", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
 };
@@ -500,11 +501,23 @@ static void free_args(Args *a)
  * complete; symlinks written through, devices and FIFOs in place; an
  * output that is one of the command's inputs refused. */
 
+/* The outputs being written, for the signal handler to remove their
+ * temporaries (one command writes one set at a time). */
+static RtOutFiles *volatile live_outputs;
+
+static void on_fatal_signal(int sig)
+{
+    rt_out_abandon(live_outputs);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static RtOutFiles *outputs_begin(const Args *a)
 {
     RtOutFiles *o = rt_out_new();
     if (!o)
         fail("out of memory");
+    live_outputs = o;
     if (a->file)
         rt_out_input(o, a->file);
     if (a->val[O_RECORDS])
@@ -519,6 +532,7 @@ static void outputs_add(RtOutFiles *o, const char *path, const void *head, size_
 {
     char err[1024];
     if (rt_out_add(o, path, head, hlen, data, len, err, sizeof err) != 0) {
+        live_outputs = NULL;
         rt_out_free(o);
         fail("%s", err);
     }
@@ -527,8 +541,14 @@ static void outputs_add(RtOutFiles *o, const char *path, const void *head, size_
 static void outputs_commit(RtOutFiles *o)
 {
     char err[1024];
-    fflush(stdout); /* what was printed comes before an output to /dev/stdout */
-    int rc = rt_out_commit(o, err, sizeof err);
+    /* what was printed comes before an output to /dev/stdout, and a
+     * command whose stdout fails changes no file */
+    int rc = fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;
+    if (rc != 0)
+        snprintf(err, sizeof err, "cannot write to standard output: %s", strerror(errno));
+    else
+        rc = rt_out_commit(o, err, sizeof err);
+    live_outputs = NULL;
     rt_out_free(o);
     if (rc != 0)
         fail("%s", err);
@@ -801,6 +821,12 @@ static int cmd_compile(int argc, char **argv)
     if (out && !emit) /* as cc -c: the object of the target and its header */
         emit = "obj,header";
     bool aot = emit && is_aot_emit(emit);
+    if (aot && out && strchr(emit, ',')) { /* a stem: STEM.o and STEM.h */
+        const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+        if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+            usage_error("-o %s names a directory: give the stem of the object and header "
+                        "(e.g. -o %s%sprog)", out, out, out[strlen(out) - 1] == '/' ? "" : "/");
+    }
     bool ptx = emit && strcmp(emit, "ptx") == 0;
     bool dispatch = emit && strcmp(emit, "dispatch") == 0;
     bool plan = emit && strcmp(emit, "plan") == 0;
@@ -814,8 +840,9 @@ static int cmd_compile(int argc, char **argv)
         usage_error("--set is for --emit=plan (and dcc run)");
     if (co.pipe.stop_after && emit && strcmp(emit, "loops") != 0)
         usage_error("--stop-after=%s stops before code generation: it goes with --emit=loops "
-                    "(the loop IR after that pass) or no --emit (the dumps only)",
-                    co.pipe.stop_after);
+                    "(the loop IR after that pass) or no --emit (the dumps only)%s",
+                    co.pipe.stop_after,
+                    a.val[O_EMIT] ? "" : "; -o without --emit writes an object and a header");
     /* --arch: the GPU's architecture, or the CPU instruction sets of an object */
     const CgTarget *isas[MAX_ISAS];
     int nisas = 0;
@@ -1272,6 +1299,9 @@ static int cmd_tune(int argc, char **argv)
         r->count = (int)count;
     }
     const char *records = a.val[O_RECORDS], *file = a.file;
+    if (o.arch && strcmp(o.backend, "cpu") == 0)
+        usage_error("--arch %s is a GPU architecture: tune with --target=cuda or --target=model",
+                    o.arch);
     if (shapes->n && a.val[O_SHAPES_FILE])
         usage_error("--shapes and --shapes-file both say which shapes to tune: give one");
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
@@ -1372,7 +1402,8 @@ static int cmd_report(int argc, char **argv)
         fail("%s", err);
     char *path = a.val[O_OUT] ? strdup(a.val[O_OUT]) : aot_path(NULL, records, ".svg", true);
     write_output(&a, path, svg, strlen(svg));
-    printf("report: %s\n", path);
+    if (!a.val[O_OUT]) /* where the default put it (-o may be /dev/stdout) */
+        fprintf(stderr, "report: %s\n", path);
     free(path);
     free(svg);
     free_args(&a);
@@ -1383,6 +1414,7 @@ static int cmd_report(int argc, char **argv)
  * closed pipe is an error (fflush reports what buffering deferred). */
 static int finish(int rc)
 {
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout))
         fail("cannot write to standard output: %s", strerror(errno ? errno : EIO));
     return rc;
@@ -1401,6 +1433,30 @@ static bool unknown_command(const char *w)
 
 int main(int argc, char **argv)
 {
+    /* a closed 0, 1 or 2 would be the next file opened (records, an
+     * output) and receive what is printed: something harmless takes its
+     * place, and printing to a closed stdout is still a write error */
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0)
+            continue;
+        if (fd == 0) { /* reads find nothing */
+            if (open("/dev/null", O_RDONLY) != 0)
+                return EXIT_BAD_INPUT;
+            continue;
+        }
+        int p[2]; /* writes fail (EPIPE): a pipe whose reading end is closed */
+        if (pipe(p) != 0 || dup2(p[1], fd) != fd)
+            return EXIT_BAD_INPUT;
+        if (p[0] != fd)
+            close(p[0]);
+        close(p[1]);
+    }
+    /* a closed pipe is a write error (EPIPE), not a silent death that
+     * leaves temporaries; interrupted, the temporaries go */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, on_fatal_signal);
+    signal(SIGTERM, on_fatal_signal);
+    signal(SIGHUP, on_fatal_signal);
     if (argc < 2)
         usage_error("no input file");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

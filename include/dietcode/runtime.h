@@ -66,6 +66,9 @@ int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, c
                size_t len, char *err, size_t errlen);
 int rt_out_commit(RtOutFiles *o, char *err, size_t errlen);
 void rt_out_free(RtOutFiles *o);
+/* For a signal handler: unlinks o's temporaries and nothing else
+ * (async-signal-safe; rt_out_free still owns the memory). */
+void rt_out_abandon(const RtOutFiles *o);
 
 /* runtime/clock.c */
 /* Milliseconds on the monotonic clock (an arbitrary origin): for timing. */

@@ -82,10 +82,23 @@ expect 0 "" -- "$dcc" prog.tex --emit=te -o fifo
 sleep 1
 [ -p fifo ] || bad "a FIFO output was replaced by a regular file"
 grep -q "dim T in 1..64" from_fifo.txt || bad "a FIFO output was not written through"
-echo first >appended.txt
-"$dcc" run prog.tex --set T=2 --output Z=/dev/stdout >>appended.txt 2>err.txt ||
-    bad "--output Z=/dev/stdout failed: $(cat err.txt)"
-head -n 1 appended.txt | grep -q "^first$" || bad "--output to /dev/stdout clobbered a >> file"
+# The descriptor names: /proc/self/fd/1 always (nothing can be renamed
+# over procfs), /dev/stdout only when not root (a dcc that replaced it
+# would break the machine for everyone).
+stdout_names=/proc/self/fd/1
+[ "$(id -u)" != 0 ] && stdout_names="$stdout_names /dev/stdout"
+for so in $stdout_names; do
+    echo first >appended.txt
+    "$dcc" run prog.tex --set T=2 --output Z="$so" >>appended.txt 2>err.txt ||
+        bad "--output Z=$so failed: $(cat err.txt)"
+    head -n 1 appended.txt | grep -q "^first$" || bad "--output to $so clobbered a >> file"
+    [ "$(wc -c <appended.txt)" -gt 100 ] || bad "--output to $so wrote nothing"
+    # one file named twice, once through the descriptor: refused, o.txt kept
+    echo keep >o.txt
+    "$dcc" run prog.tex --set T=2 --output Y=o.txt --output Z="$so" >>o.txt 2>err.txt
+    [ $? -eq 1 ] && grep -q "same file" err.txt || bad "o.txt named twice through $so: $(cat err.txt)"
+    [ "$(cat o.txt)" = keep ] || bad "o.txt named twice through $so was changed"
+done
 mkdir adir
 expect 1 "is a directory" -- "$dcc" prog.tex --emit=te -o adir
 expect 1 "same file" -- "$dcc" run prog.tex --set T=3 --output Y=a.npy --output Z=./a.npy
@@ -99,6 +112,16 @@ if [ -w /dev/full ]; then
     expect 1 "standard output" -- sh -c "'$dcc' --help >/dev/full"
 fi
 
+# a closed stdout: the summary cannot be printed, so no file is written
+rm -f y3.npy
+expect 1 "standard output" -- sh -c "'$dcc' run prog.tex --set T=4 --output Y=y3.npy >&-"
+[ -e y3.npy ] && bad "a run whose stdout was closed wrote y3.npy"
+expect 0 "" -- sh -c "'$dcc' run prog.tex --set T=4 --output Y=y3.npy --output Z=z3.npy >&-"
+[ -s y3.npy ] && [ -s z3.npy ] || bad "a run printing nothing failed for a closed stdout"
+# a closed stderr does not make the next file opened receive messages
+expect 1 "" -- sh -c "'$dcc' run prog.tex --set T=0 --output Y=y5.npy 2>&-"
+[ -e y5.npy ] && bad "a failing run with stderr closed wrote y5.npy"
+
 # ---- 3. no partial outputs ----
 echo old >y.npy
 expect 1 "nodir/z.npy" -- "$dcc" run prog.tex --set T=3 --output Y=y.npy --output Z=nodir/z.npy
@@ -106,6 +129,15 @@ expect 1 "nodir/z.npy" -- "$dcc" run prog.tex --set T=3 --output Y=y.npy --outpu
 expect 0 "" -- "$dcc" run prog.tex --set T=3 --output Y=y.npy --output Z=z.npy
 [ -s z.npy ] && [ "$(head -c 6 y.npy | tail -c 5)" = NUMPY ] || bad "run did not write both outputs"
 ls ./*.tmp.* >/dev/null 2>&1 && bad "temporary files left behind: $(ls ./*.tmp.*)"
+
+# the second of STEM.o and STEM.h cannot be written: neither is
+mkdir -p stem2.h
+echo old >stem2.o
+expect 1 "stem2.h" -- "$dcc" prog.tex -o stem2
+[ "$(cat stem2.o)" = old ] || bad "a failing -o STEM replaced STEM.o"
+expect 2 "names a directory" -- "$dcc" prog.tex -o adir/
+expect 2 "names a directory" -- "$dcc" prog.tex -o .
+ls ./*.tmp.* adir/.* >/dev/null 2>&1 | grep -q tmp && bad "temporaries left behind"
 
 # ---- 4. --stop-after with --emit ----
 expect 0 "" -- "$dcc" prog.tex --emit=loops --stop-after=tile
@@ -129,6 +161,9 @@ expect 2 "given twice" -- "$dcc" tune prog.tex --shapes T=1..4 --shapes T=2..8
 expect 2 "given twice" -- "$dcc" prog.tex --emit=te -o a -o b
 expect 2 "given twice" -- "$dcc" prog.tex --emit=te --emit=loops
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --target cpu --target loops
+expect 2 "LO <= HI" -- "$dcc" tune prog.tex --shapes T=64..3
+expect 2 "GPU architecture" -- "$dcc" tune prog.tex --arch=sm_90
+expect 2 "object and a header" -- "$dcc" prog.tex -o x --stop-after=tile
 expect 2 "unknown option" -- "$dcc" prog.tex --bogus
 expect 2 "is for dcc run" -- "$dcc" prog.tex --check
 expect 2 "takes no value" -- "$dcc" run prog.tex --set T=3 --check=yes

@@ -277,6 +277,13 @@ points)
     expect_file 1 "entry 0 is not an object" '[3]'
     expect_file 1 "expected a JSON array" '{"B": 1, "T": 2}'
     expect_file 1 "expected a JSON array" '[{"B": 1, "T": 2}'
+    expect_file 1 "expected a JSON array" '[]'
+    expect_file 1 "expected a JSON array" '[{"B": 1, "T": 2}] trailing'
+    expect_file 1 "entry 0 gives a dim twice: B" '[{"B": 1, "T": 2, "B": 3}]'
+    "$dcc" tune "$prog" --target=model --shapes-file "$tmp" --records "$tmp/bad.jsonl" \
+        >/dev/null 2>"$tmp/e"
+    [ $? -eq 1 ] && grep -q "Is a directory" "$tmp/e" && ok "a directory: $(cat "$tmp/e")" ||
+        bad "--shapes-file DIR: $(cat "$tmp/e")"
     [ ! -e "$tmp/bad.jsonl" ] && ok "no records file for a refused points file" || bad "bad.jsonl written"
     "$dcc" tune "$prog" --shapes-file "$tmp/pts.json" --shapes T=1..4 >/dev/null 2>"$tmp/e"
     [ $? -eq 2 ] && ok "--shapes with --shapes-file: $(head -1 "$tmp/e")" ||
@@ -292,7 +299,7 @@ report)
     "$dcc" "$prog" --target=nvptx --records "$tmp/r.jsonl" --emit=dispatch >"$tmp/d.json" ||
         bad "--emit=dispatch failed"
     (cd "$tmp" && "$dcc" report --records r.jsonl >"$tmp/rep.out" 2>"$tmp/rep.err") &&
-        grep -q "report: r.svg" "$tmp/rep.out" || bad "dcc report: $(cat "$tmp/rep.err")"
+        grep -q "report: r.svg" "$tmp/rep.err" || bad "dcc report: $(cat "$tmp/rep.err")"
     python3 - "$tmp/r.svg" "$tmp/d.json" <<'PY' && ok "report: panels, series, axes, bands" || bad "report"
 import json, sys
 import xml.etree.ElementTree as ET
@@ -327,6 +334,30 @@ for sec in sections:
     check(sec.find(".//s:g[@data-series='best so far']", ns) is not None, "the history")
 sys.exit(1 if fails else 0)
 PY
+    # one dim (a line per series, one lane of bands), -o, to a descriptor
+    "$dcc" tune "$ex/softmax.tex" --target=model --trials 6 --shapes T=1..128:6 \
+        --records "$tmp/s.jsonl" >/dev/null 2>&1 || bad "softmax tune failed"
+    "$dcc" report --records "$tmp/s.jsonl" -o /proc/self/fd/1 >"$tmp/s.svg" 2>"$tmp/e" &&
+        python3 -c "
+import sys, xml.etree.ElementTree as ET
+ns = {'s': 'http://www.w3.org/2000/svg'}
+svg = ET.parse(sys.argv[1]).getroot()
+secs = svg.findall('.//s:g[@class=\'section\']', ns)
+assert len(secs) >= 2, len(secs)
+for sec in secs:
+    p, = sec.findall('s:g[@class=\'panel\']', ns)
+    assert p.find('s:g[@data-series=\'dispatched\']/s:polyline', ns) is not None
+" "$tmp/s.svg" && ok "a one-dim report through /proc/self/fd/1" ||
+        bad "one-dim report: $(cat "$tmp/e")"
+    "$dcc" report --records "$tmp/s.jsonl" -o "$tmp/s.jsonl" >/dev/null 2>"$tmp/e"
+    [ $? -eq 1 ] && grep -q "is also an input" "$tmp/e" && ok "report over its records: refused" ||
+        bad "report over its records: $(cat "$tmp/e")"
+    # strings from a records file are escaped: the SVG stays XML
+    sed -n '1s/"stage":"[^"]*"/"stage":"Y\\"<\&\\u0001\\u00e9"/p' "$tmp/s.jsonl" >"$tmp/x.jsonl"
+    "$dcc" report --records "$tmp/x.jsonl" -o "$tmp/x.svg" >/dev/null 2>"$tmp/e" &&
+        python3 -c "import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])" "$tmp/x.svg" &&
+        grep -q '&lt;&amp;' "$tmp/x.svg" && ok "crafted names escaped" ||
+        bad "crafted names: $(cat "$tmp/e") $(grep -o 'stage Y[^<]*' "$tmp/x.svg")"
     "$dcc" report --records "$tmp/none.jsonl" >/dev/null 2>"$tmp/e"
     [ $? -eq 1 ] && [ ! -e "$tmp/none.jsonl" ] && ok "report of a missing file: $(cat "$tmp/e")" ||
         bad "report of a missing file: $(cat "$tmp/e")"
