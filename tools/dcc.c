@@ -64,7 +64,8 @@ static const char *usage_text =
     "                      and NAME_workspace_size\n"
     "                      (-o STEM: STEM.o, STEM.h; one kind: -o names the file;\n"
     "                      no -o: FILE's base name in the current directory)\n"
-    "  -o OUT              write the emitted text to OUT instead of stdout; without\n"
+    "  -o OUT              write the emitted text to OUT instead of stdout (- is\n"
+    "                      stdout; also --output=OUT); without\n"
     "                      --emit, the object and header of the target (as cc -c)\n"
     "  --dump-after=PASS   print the IR after PASS (or all passes) on stderr\n"
     "  --stop-after=PASS   stop the pipeline after PASS (with --emit=loops: print\n"
@@ -821,6 +822,11 @@ static int cmd_compile(int argc, char **argv)
     if (out && !emit) /* as cc -c: the object of the target and its header */
         emit = "obj,header";
     bool aot = emit && is_aot_emit(emit);
+    if (out && strcmp(out, "-") == 0) { /* -o -: standard output, for text */
+        if (aot)
+            usage_error("-o -: an object and a header go to files, not to standard output");
+        out = NULL;
+    }
     if (aot && out && strchr(emit, ',')) { /* a stem: STEM.o and STEM.h */
         const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
         if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
