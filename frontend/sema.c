@@ -204,6 +204,10 @@ static Expr *check_extent(Sema *s, const AstExpr *e, const Scope *scope)
     Interval iv = ir_interval(s->c, x, RANGE_DECLARED);
     const char *range = iv.lo == iv.hi ? "" : ir_arena_printf(s->scratch, " (its range is %s)",
                                                              range_str(s, iv));
+    if (iv.lo == IR_NEG_INF || iv.hi == IR_POS_INF) { /* dims are bounded: an overflow */
+        error(s, e->loc, "extent '%s' overflows 64-bit integers", str(s, written));
+        return NULL;
+    }
     if (!ir_prove_nonneg(s->c, ir_binop(s->c, EX_SUB, x, ir_int(s->c, 1)), RANGE_DECLARED)) {
         error(s, e->loc, "extent '%s' %s less than 1%s", str(s, written),
               iv.hi < 1 ? "is" : "may be", range);

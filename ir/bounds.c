@@ -75,7 +75,8 @@ static Interval var_interval(ExprCtx *c, const Var *v, RangeMode m)
     if (!v->extent)
         return UNBOUNDED;
     Interval e = ir_interval(c, v->extent, m);
-    return (Interval){0, e.hi == IR_POS_INF ? IR_POS_INF : max2(0, e.hi - 1)};
+    /* e.hi may be IR_NEG_INF (an extent that overflowed below): no values */
+    return (Interval){0, e.hi == IR_POS_INF ? IR_POS_INF : e.hi <= 0 ? 0 : e.hi - 1};
 }
 
 Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)

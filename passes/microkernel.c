@@ -231,7 +231,9 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
                    (len == 5 && strncmp(p, "split", 5) == 0) ||
                    (len == 8 && strncmp(p, "rthreads", 8) == 0)) {
             x = strtol(p + len, &end, 10);
-            if (end == p + len || x < 0 || x > 4096)
+            /* rchunk 0: no reduction; every other count is at least 1, so
+             * that a kernel has one text (it prints no split 1) */
+            if (end == p + len || x < (p[0] == 'r' && len == 6 ? 0 : 1) || x > 4096)
                 return false;
             if (len == 8) mk->rthreads = (int)x;
             else if (p[0] == 'r') mk->rchunk = (int)x;

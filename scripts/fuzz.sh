@@ -1,22 +1,33 @@
 #!/bin/sh
-# Fuzzes the frontend with libFuzzer for SECONDS (default 60):
+# Fuzzes with libFuzzer, each target for SECONDS (default 60):
 #
-#   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
+# TARGET is frontend (fuzz_frontend: .tex text through the lexer, parser
+# and sema) or records (fuzz_records: a records file through the reader,
+# the dispatch trees and the schedule dcc takes from it); both by default.
 # Configures build-fuzz with clang-14 and -DDC_FUZZ=ON (ASan + UBSan +
-# coverage on all code), builds fuzz_frontend and runs it on a scratch
-# corpus (first: libFuzzer writes new inputs there) seeded from
-# tests/fuzz/corpus (second: read only), with the keywords and builtins of
-# tests/fuzz/frontend.dict. Exits non-zero on a crash, leak, sanitizer
-# report or an input that runs over 10 s; the input that triggered it is
-# left in build-fuzz/artifacts/. Once fixed, add it to tests/fuzz/corpus as
-# regress_NAME.tex (and, if it is a program worth reading, to tests/golden).
+# coverage on all code), builds the targets and runs each on a scratch
+# corpus (first: libFuzzer writes new inputs there) seeded from its corpus
+# in tests/fuzz (second: read only), with its dictionary there. Exits
+# non-zero on a crash, leak, sanitizer report or an input that runs over
+# 10 s; the input that triggered it is left in build-fuzz/artifacts/. Once
+# fixed, add it to the target's corpus as regress_NAME (a .tex worth
+# reading also to tests/golden).
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 case $secs in
-'' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
+'' | *[!0-9]*) echo "usage: $0 [SECONDS] [frontend|records...]" >&2; exit 2 ;;
 esac
+[ $# -gt 0 ] && shift
+[ $# -gt 0 ] || set -- frontend records
+for t in "$@"; do
+    case $t in
+    frontend | records) ;;
+    *) echo "usage: $0 [SECONDS] [frontend|records...]" >&2; exit 2 ;;
+    esac
+done
 cc=${CC:-clang-14}
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "fuzz.sh: $cc not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
@@ -25,24 +36,38 @@ fi
 
 build=build-fuzz
 CC=$cc cmake -S . -B $build -DDC_FUZZ=ON -DDC_WERROR=ON >/dev/null
-cmake --build $build --target fuzz_frontend -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
+targets=
+for t in "$@"; do targets="$targets fuzz_$t"; done
+# shellcheck disable=SC2086 # a list of targets
+cmake --build $build --target $targets -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
 
-scratch=$build/fuzz-corpus
 artifacts=$build/artifacts
-mkdir -p $scratch $artifacts
-log=$build/fuzz.log
-echo "fuzz.sh: fuzzing the frontend for ${secs}s (log: $log)"
-status=0
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-ASAN_OPTIONS=detect_leaks=1 \
-    $build/fuzz_frontend -max_total_time="$secs" -max_len=4096 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$artifacts/ \
-    -dict=tests/fuzz/frontend.dict \
-    $scratch tests/fuzz/corpus >$log 2>&1 || status=$?
-grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' $log || true
-if [ $status -ne 0 ]; then
-    tail -n 60 $log
-    echo "fuzz.sh: FAILED (status $status); the input is in $artifacts/" >&2
+mkdir -p $artifacts
+failed=0
+for t in "$@"; do
+    case $t in
+    frontend) corpus=tests/fuzz/corpus dict=tests/fuzz/frontend.dict maxlen=4096 ;;
+    records) corpus=tests/fuzz/records_corpus dict=tests/fuzz/records.dict maxlen=4096 ;;
+    esac
+    scratch=$build/fuzz-corpus-$t
+    log=$build/fuzz-$t.log
+    mkdir -p "$scratch"
+    echo "fuzz.sh: fuzzing $t for ${secs}s (log: $log)"
+    status=0
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ASAN_OPTIONS=detect_leaks=1 \
+        $build/fuzz_$t -max_total_time="$secs" -max_len=$maxlen -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$artifacts/ \
+        -dict=$dict "$scratch" $corpus >"$log" 2>&1 || status=$?
+    grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' \
+        "$log" || true
+    if [ $status -ne 0 ]; then
+        tail -n 60 "$log"
+        echo "fuzz.sh: $t FAILED (status $status); the input is in $artifacts/" >&2
+        failed=1
+    fi
+done
+if [ $failed -ne 0 ]; then
     exit 1
 fi
-echo "fuzz.sh: no crash, leak or timeout in ${secs}s"
+echo "fuzz.sh: no crash, leak or timeout in ${secs}s of each of: $*"

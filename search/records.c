@@ -389,11 +389,11 @@ static const char *read_tree(SrchRecords *r, const cJSON *o, const char *workloa
     if (!t)
         return "missing field \"tree\"";
     char *text = cJSON_PrintUnformatted(t);
-    char err[256];
+    char err[256] = "out of memory";
     SrchTree *tree = text ? srch_tree_from_json(text, strlen(text), err, sizeof err) : NULL;
     free(text);
     if (!tree)
-        return ir_arena_printf(r->arena, "field \"tree\": %s", text ? err : "out of memory");
+        return ir_arena_printf(r->arena, "field \"tree\": %s", err);
     for (int i = 0; i < r->ntrees; i++)
         if (strcmp(r->trees[i].workload, workload) == 0) {
             srch_tree_free(r->trees[i].tree);

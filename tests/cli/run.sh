@@ -169,6 +169,8 @@ expect 2 "is for dcc run" -- "$dcc" prog.tex --check
 expect 2 "takes no value" -- "$dcc" run prog.tex --set T=3 --check=yes
 expect 2 "needs a value" -- "$dcc" run prog.tex --set
 expect 2 "micro-kernel" -- "$dcc" prog.tex --emit=loops --mk Y=nonsense
+expect 2 "micro-kernel" -- "$dcc" prog.tex --emit=loops \
+    --mk 'Y=threads [1, 8] tile [1, 1] rchunk 8 unroll 1 vec 1 split 0' # prints as no split
 expect 2 "more than one input" -- "$dcc" prog.tex prog.tex
 expect 2 "no input file" -- "$dcc" run --set T=3
 expect 1 "no dim named" -- "$dcc" run prog.tex --set T=3 --set Q=1
