@@ -237,10 +237,15 @@ static void axes(FILE *f, const Axis *a, const char *xname, const char *yname)
                        "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
                     LEFT, py(a, ms), W - RIGHT, py(a, ms), LEFT - 4, py(a, ms) + 4, ms);
         }
-    for (int end = 0; end < 2; end++) { /* the range's ends, labelled */
+    for (int end = 0; end < 2; end++) { /* the range's ends, unless a tick is there */
         double ms = pow(10, end ? a->y1 - 0.05 : a->y0 + 0.05);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#777\">%.3g</text>\n",
-                LEFT - 4, py(a, ms) + 4, ms);
+        bool near = false;
+        for (int e = (int)floor(a->y0); e <= (int)ceil(a->y1); e++)
+            for (int m = 1; m <= 5; m += m == 1 ? 1 : 3)
+                near |= fabs(py(a, m * pow(10, e)) - py(a, ms)) < 12;
+        if (!near)
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#777\">%.3g"
+                       "</text>\n", LEFT - 4, py(a, ms) + 4, ms);
     }
     fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">%s"
                "</text></g>\n", a->top + PLOT_H / 2, a->top + PLOT_H / 2, yname);
