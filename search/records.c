@@ -517,8 +517,10 @@ static bool read_all(SrchRecords *r, FILE *f)
     return !ferror(f);
 }
 
-SrchRecords *srch_records_open(const char *path, int n, const char *const *workloads, char *err,
-                               size_t errlen)
+/* srch_records_open and srch_records_read: append says whether the file
+ * is then opened (created) for appending. */
+static SrchRecords *load(const char *path, int n, const char *const *workloads, bool append,
+                         char *err, size_t errlen)
 {
     if (!path || n < 0 || (n > 0 && !workloads)) {
         srch_seterr(err, errlen, "records: no path or workloads");
@@ -572,6 +574,8 @@ SrchRecords *srch_records_open(const char *path, int n, const char *const *workl
                                    "tuning again measures anew",
                                    path, r->nold, r->nold == 1 ? "" : "s")};
     }
+    if (!append)
+        return r;
     r->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (r->fd < 0) {
         srch_seterr(err, errlen, "%s: cannot open records for appending: %s", path, strerror(errno));
@@ -581,6 +585,18 @@ SrchRecords *srch_records_open(const char *path, int n, const char *const *workl
 fail:
     srch_records_close(r);
     return NULL;
+}
+
+SrchRecords *srch_records_open(const char *path, int n, const char *const *workloads, char *err,
+                               size_t errlen)
+{
+    return load(path, n, workloads, true, err, errlen);
+}
+
+SrchRecords *srch_records_read(const char *path, int n, const char *const *workloads, char *err,
+                               size_t errlen)
+{
+    return load(path, n, workloads, false, err, errlen);
 }
 
 /* ---- writing ---- */
@@ -602,6 +618,10 @@ static bool write_all(int fd, const char *s, size_t n)
 /* Appends the JSON object o as one line; false and err when it cannot. */
 static bool append_line(SrchRecords *r, cJSON *o, char *err, size_t errlen)
 {
+    if (r->fd < 0) {
+        srch_seterr(err, errlen, "%s: opened read-only (srch_records_read)", r->path);
+        return false;
+    }
     char *text = cJSON_PrintUnformatted(o);
     if (!text) {
         srch_seterr(err, errlen, "%s: out of memory", r->path);

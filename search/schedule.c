@@ -367,7 +367,7 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
         srch_seterr(err, errlen, "%s: cannot read the records file", path);
         return -1;
     }
-    SrchRecords *r = srch_records_open(path, 0, NULL, err, errlen);
+    SrchRecords *r = srch_records_read(path, 0, NULL, err, errlen);
     if (!r)
         return -1;
     for (int i = 0; warn && i < srch_records_nwarnings(r); i++)

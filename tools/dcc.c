@@ -1397,7 +1397,7 @@ static int cmd_report(int argc, char **argv)
     if (stat(records, &sb) != 0 || !S_ISREG(sb.st_mode))
         fail("%s: cannot read the records file", records);
     char err[1024];
-    SrchRecords *r = srch_records_open(records, 0, NULL, err, sizeof err);
+    SrchRecords *r = srch_records_read(records, 0, NULL, err, sizeof err);
     if (!r)
         fail("%s", err);
     for (int i = 0; i < srch_records_nwarnings(r); i++)

@@ -107,6 +107,10 @@ typedef struct SrchTree SrchTree;
  * be read or opened; a damaged line is never an error. */
 SrchRecords *srch_records_open(const char *path, int n, const char *const *workloads, char *err,
                                size_t errlen);
+/* The same, read only: the file is not created or opened for writing (a
+ * records file another user owns can be compiled with); appending fails. */
+SrchRecords *srch_records_read(const char *path, int n, const char *const *workloads, char *err,
+                               size_t errlen);
 /* Appends one measurement (also visible to srch_records_find at once).
  * Returns false with a message when rec is invalid or the write fails. */
 bool srch_records_append(SrchRecords *r, const SrchRecord *rec, char *err, size_t errlen);

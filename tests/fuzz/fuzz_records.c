@@ -1,5 +1,5 @@
 /* libFuzzer target for the records reader: bytes -> a records file ->
- * srch_records_open, then what dcc does with one: srch_schedule_from_records
+ * srch_records_read, then what dcc does with one: srch_schedule_from_records
  * (workload fingerprints, the stored dispatch trees or a tree fit to the
  * measurements, the trees in the IR's dispatch form) and --emit=dispatch's
  * srch_schedule_to_json, for two fixed programs (softmax's one dim and four
@@ -11,9 +11,8 @@
  * survives a round trip through its JSON form.
  *
  * The bytes live in a memfd opened by its /proc path, so nothing touches
- * the disk; srch_records_open also opens that for appending, but nothing is
- * ever appended. Build with -DDC_FUZZ=ON (clang); run through
- * scripts/fuzz.sh records.
+ * the disk, and srch_records_read opens nothing for writing. Build with
+ * -DDC_FUZZ=ON (clang); run through scripts/fuzz.sh records.
  */
 #include "dietcode/frontend.h"
 #include "dietcode/search.h"
@@ -273,7 +272,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     put_file(data, size);
     char err[1024];
-    SrchRecords *r = srch_records_open(path, 0, NULL, err, sizeof err);
+    SrchRecords *r = srch_records_read(path, 0, NULL, err, sizeof err);
     if (!r)
         abort(); /* a readable regular file: damage is never an error */
     bool relevant[NPROGRAMS][NTARGETS] = {{false}};

@@ -557,6 +557,28 @@ static void test_bad_appends_and_opens(void **state)
     snprintf(missing, sizeof missing, "%s/no/such/dir", scratch);
     assert_null(srch_records_open(missing, 1, &wl, err2, sizeof err2));
     assert_null(strchr(err2, '\n'));
+
+    /* read only: nothing created, the records there, appending refused */
+    char absent[4300];
+    snprintf(absent, sizeof absent, "%s/absent.jsonl", scratch);
+    SrchRecords *ro = srch_records_read(absent, 0, NULL, err2, sizeof err2);
+    assert_non_null(ro);
+    srch_records_close(ro);
+    assert_int_not_equal(stat(absent, &st), 0);
+    r = open_ok("wl1");
+    x = make_rec(MK1, 1, 2, t, 1, RK_TRIAL, 0, v);
+    append_ok(r, &x);
+    srch_records_close(r);
+    assert_int_equal(stat(path, &st), 0);
+    off_t size = st.st_size;
+    ro = srch_records_read(path, 0, NULL, err2, sizeof err2);
+    assert_non_null(ro);
+    assert_int_equal(srch_records_count(ro), 1);
+    assert_false(srch_records_append(ro, &x, err2, sizeof err2));
+    assert_non_null(strstr(err2, "read-only"));
+    srch_records_close(ro);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, size);
 }
 
 /* Random corruptions of a good file: never a crash, every line accounted for. */
