@@ -101,11 +101,7 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
                     0, NULL};
     for (int k = 0; k < s->tree->nnodes; k++) {
         const SrchTreeNode *n = srch_tree_node(s->tree, k);
-        bool seen = n->kind != TN_LEAF;
-        for (int q = 0; q < k && !seen; q++)
-            seen = srch_tree_node(s->tree, q)->kind == TN_LEAF &&
-                   srch_tree_node(s->tree, q)->kernel == n->kernel;
-        t.kernels += !seen;
+        t.kernels += n->kind == TN_LEAF && !srch_tree_uses(s->tree, n->kernel, k);
     }
     srch_tune_result_free(r);
     StageSchedule *sched = calloc((size_t)p->ntensors + 1, sizeof *sched);

@@ -441,11 +441,7 @@ char *srch_report_svg(const SrchRecords *rec, const char *title, char *err, size
             panel(f, s, d, &y);
         if (s->tree) /* the kernels of the bands */
             for (int i = 0; i < s->tree->nkernels; i++) {
-                bool used = false;
-                for (int k2 = 0; k2 < s->tree->nnodes && !used; k2++)
-                    used = srch_tree_node(s->tree, k2)->kind == TN_LEAF &&
-                           srch_tree_node(s->tree, k2)->kernel == i;
-                if (!used)
+                if (!srch_tree_uses(s->tree, i, s->tree->nnodes))
                     continue;
                 char *mk = srch_mk_str(&s->tree->kernels[i], s->tree->nspatial);
                 fprintf(f, "<text class=\"kernel\" x=\"%d\" y=\"%d\" font-size=\"11\">k%d: ", LEFT,

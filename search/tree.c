@@ -362,6 +362,14 @@ const SrchTreeNode *srch_tree_node(const SrchTree *t, int i)
     return i >= 0 && i < t->nnodes ? &t->nodes[i] : NULL;
 }
 
+bool srch_tree_uses(const SrchTree *t, int kernel, int before)
+{
+    for (int k = 0; k < before && k < t->nnodes; k++)
+        if (t->nodes[k].kind == TN_LEAF && t->nodes[k].kernel == kernel)
+            return true;
+    return false;
+}
+
 int srch_tree_depth(const SrchTree *t)
 {
     /* children come after their parent, so one forward pass suffices */

@@ -1361,16 +1361,10 @@ static int cmd_tune(int argc, char **argv)
                s->geomean_ms, s->oracle_geomean_ms);
         for (int k = 0; k < t->nnodes; k++) {
             const SrchTreeNode *n = srch_tree_node(t, k);
-            if (n->kind == TN_LEAF) {
-                bool seen = false;
-                for (int q = 0; q < k; q++)
-                    seen |= srch_tree_node(t, q)->kind == TN_LEAF &&
-                            srch_tree_node(t, q)->kernel == n->kernel;
-                if (!seen) {
-                    char *mk = srch_mk_str(&t->kernels[n->kernel], t->nspatial);
-                    printf("  kernel: %s\n", mk);
-                    free(mk);
-                }
+            if (n->kind == TN_LEAF && !srch_tree_uses(t, n->kernel, k)) {
+                char *mk = srch_mk_str(&t->kernels[n->kernel], t->nspatial);
+                printf("  kernel: %s\n", mk);
+                free(mk);
             }
         }
     }

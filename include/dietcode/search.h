@@ -228,6 +228,9 @@ SrchTree *srch_tree_fit(const SrchDataset *ds, const SrchTreeParams *p, char *er
 int srch_tree_predict(const SrchTree *t, const int64_t *dims);
 SrchTreeScore srch_tree_score(const SrchTree *t, const SrchDataset *ds);
 int srch_tree_depth(const SrchTree *t);
+/* Whether a leaf among nodes 0..before-1 dispatches to kernel (before =
+ * nnodes: whether the tree uses it at all). */
+bool srch_tree_uses(const SrchTree *t, int kernel, int before);
 const SrchTreeNode *srch_tree_node(const SrchTree *t, int i);
 /* The JSON form above, malloc'd (free it), compact and on one line. */
 char *srch_tree_to_json(const SrchTree *t);
