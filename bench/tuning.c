@@ -14,9 +14,13 @@
  * latencies and the ratios: tuning time per-shape / joint, latency joint /
  * per-shape, and each against oneDNN and OpenBLAS.
  *
- *   tuning [--trials N] [--step S] [--reps R] [--keep DIR] [SRCDIR]
+ *   tuning [--trials N] [--step S] [--reps R] [--keep DIR] [--seeds A,B | --warm] [SRCDIR]
  *
  * --step S tunes and times T = 1, 1+S, ..., and 128 instead of every T;
+ * --seeds A,B tunes jointly twice, with seeds A and B, and times the two
+ * dispatches in turns at every T instead (the search's stability);
+ * --warm tunes QKV, then BERT FFN2 with all trials, half of them, and half
+ * after a warm start from QKV's records, and times the three instead;
  * --keep DIR keeps the two records files there (a rerun with the same DIR
  * reuses them, so its tuning times are not comparable). Not a test.
  */
@@ -57,9 +61,10 @@ static Prog load(const char *path)
     return g;
 }
 
-static BenchTuned tune(Prog *g, bool per_shape, int trials, SrchRange *range, const char *records)
+static BenchTuned tune(Prog *g, bool per_shape, int trials, uint64_t seed, SrchRange *range,
+                       const char *records)
 {
-    SrchTuneOpts o = {.trials = trials, .seed = 1, .per_shape = per_shape, .records = records,
+    SrchTuneOpts o = {.trials = trials, .seed = seed, .per_shape = per_shape, .records = records,
                       .nranges = 1, .ranges = range};
     return bench_tune(g->p, &o);
 }
@@ -104,19 +109,164 @@ static void run_dnnl(void *ctx)
     }
 }
 
+/* Buffers for a dense layer Y[T, n] = X[T, k] W^T + b at T <= 128: X W b Y,
+ * seeded. */
+static void dense_bufs(float *bufs[4], int64_t n, int64_t k)
+{
+    int64_t len[4] = {128 * k, n * k, n, 128 * n};
+    for (int i = 0; i < 4; i++) {
+        bufs[i] = aligned_alloc(64, ((size_t)len[i] * sizeof(float) + 63) / 64 * 64);
+        rt_rng_fill(9, (uint64_t)i, bufs[i], (size_t)len[i]);
+    }
+}
+
+/* --warm: DietCode's second layer after a first. BERT QKV tuned with N
+ * trials; then BERT FFN2 (Y[T, 768] = X[T, 3072] W^T + b: another
+ * reduction, another width) tuned cold with N trials, cold with N/2 and
+ * with N/2 after a warm start from QKV's records; the three dispatches
+ * timed in turns at every T. */
+static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, const int64_t *Ts,
+                int nt, int reps, const char *dir, bool keep)
+{
+    char path[1100], rec[4][1100];
+    const char *names[4] = {"qkv", "ffn2-full", "ffn2-half-cold", "ffn2-half-warm"};
+    for (int k = 0; k < 4; k++)
+        snprintf(rec[k], sizeof rec[k], "%s/%s.jsonl", dir, names[k]);
+    snprintf(path, sizeof path, "%s/bench/layers/bert_ffn2.tex", srcdir);
+    Prog ffn2 = load(path);
+    int half = trials / 2 > 0 ? trials / 2 : 1;
+    BenchTuned q = tune(qkv, false, trials, 1, range, rec[0]);
+    BenchTuned t[3];
+    t[0] = tune(&ffn2, false, trials, 1, range, rec[1]);
+    t[1] = tune(&ffn2, false, half, 1, range, rec[2]);
+    SrchTuneOpts o = {.trials = half, .seed = 1, .records = rec[3], .nranges = 1, .ranges = range,
+                      .warm_start = rec[0]};
+    t[2] = bench_tune(ffn2.p, &o);
+    printf("BERT QKV tuned with %d trials (%.1f s), then BERT FFN2 three ways:\n", trials,
+           q.seconds);
+    const char *how[3] = {"cold, all trials", "cold, half the trials", "warm, half the trials"};
+    int ntr[3] = {trials, half, half};
+    for (int k = 0; k < 3; k++)
+        printf("  %-22s %4d trials + %4d selection measurements, %d kernels, %6.1f s\n", how[k],
+               ntr[k], t[k].select, t[k].kernels, t[k].seconds);
+    float *bufs[4];
+    dense_bufs(bufs, 768, 3072);
+    printf("%5s %12s %12s %12s\n", "T", "full ms", "half ms", "warm ms");
+    double lg[3] = {0, 0, 0};
+    for (int i = 0; i < nt; i++) {
+        double r[3][3], m[3];
+        for (int round = 0; round < 3; round++)
+            for (int j = 0; j < 3; j++) {
+                int k = (j + round + i) % 3; /* each first in turn */
+                Case c = {t[k].cp, Ts[i], bufs};
+                r[k][round] = bench_median_ms(reps, run_dcc, &c);
+            }
+        for (int k = 0; k < 3; k++) {
+            m[k] = bench_median(r[k], 3);
+            lg[k] += log(m[k]);
+        }
+        if (nt <= 40 || i % 8 == 0 || i == nt - 1)
+            printf("%5lld %12.4f %12.4f %12.4f\n", (long long)Ts[i], m[0], m[1], m[2]);
+    }
+    for (int k = 0; k < 3; k++)
+        lg[k] = exp(lg[k] / nt);
+    printf("\ngeometric-mean latency: all trials %.4f ms, half cold %.4f ms (%.3fx), half warm "
+           "%.4f ms (%.3fx; target <= 1.05x)\n", lg[0], lg[1], lg[1] / lg[0], lg[2],
+           lg[2] / lg[0]);
+    for (int i = 0; i < 4; i++)
+        free(bufs[i]);
+    ex_cpu_destroy(q.cp);
+    for (int k = 0; k < 3; k++)
+        ex_cpu_destroy(t[k].cp);
+    for (int k = 0; k < 4 && !keep; k++)
+        unlink(rec[k]);
+    return 0;
+}
+
+/* --seeds A,B: the joint search twice, with seeds A and B, then both
+ * dispatches timed in turns at every T (three rounds of reps runs each,
+ * the order swapped every round; the median of the rounds). */
+static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *range,
+                     const int64_t *Ts, int nt, int reps, const char *dir, bool keep)
+{
+    char rec[2][1100];
+    BenchTuned t[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(rec[k], sizeof rec[k], "%s/seed%llu.jsonl", dir, (unsigned long long)seeds[k]);
+        t[k] = tune(g, false, trials, seeds[k], range, rec[k]);
+    }
+    float *bufs[4];
+    dense_bufs(bufs, 2304, 768);
+    printf("the joint search with %d trials, seeds %llu and %llu\n", trials,
+           (unsigned long long)seeds[0], (unsigned long long)seeds[1]);
+    for (int k = 0; k < 2; k++)
+        printf("seed %llu: %4d trials + %4d selection measurements, %d kernels, %6.1f s\n",
+               (unsigned long long)seeds[k], t[k].trials, t[k].select, t[k].kernels,
+               t[k].seconds);
+    printf("%5s %12s %12s %8s\n", "T", "seed A ms", "seed B ms", "B / A");
+    double lg[2] = {0, 0};
+    for (int i = 0; i < nt; i++) {
+        double m[2];
+        /* the two in turns, round by round */
+        double ra[3], rb[3];
+        for (int r = 0; r < 3; r++) {
+            Case a = {t[0].cp, Ts[i], bufs}, b = {t[1].cp, Ts[i], bufs};
+            if ((r + i) % 2) {
+                ra[r] = bench_median_ms(reps, run_dcc, &a);
+                rb[r] = bench_median_ms(reps, run_dcc, &b);
+            } else {
+                rb[r] = bench_median_ms(reps, run_dcc, &b);
+                ra[r] = bench_median_ms(reps, run_dcc, &a);
+            }
+        }
+        m[0] = bench_median(ra, 3);
+        m[1] = bench_median(rb, 3);
+        if (nt <= 40 || i % 8 == 0 || i == nt - 1)
+            printf("%5lld %12.4f %12.4f %8.3f\n", (long long)Ts[i], m[0], m[1], m[1] / m[0]);
+        lg[0] += log(m[0]);
+        lg[1] += log(m[1]);
+    }
+    double ga = exp(lg[0] / nt), gb = exp(lg[1] / nt);
+    double gap = (ga > gb ? ga / gb : gb / ga) - 1;
+    printf("\ngeometric-mean latency: seed %llu %.4f ms, seed %llu %.4f ms: %.1f%% apart "
+           "(target <= 5%%)\n", (unsigned long long)seeds[0], ga, (unsigned long long)seeds[1], gb,
+           100 * gap);
+    for (int i = 0; i < 4; i++)
+        free(bufs[i]);
+    for (int k = 0; k < 2; k++) {
+        ex_cpu_destroy(t[k].cp);
+        if (!keep)
+            unlink(rec[k]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_openblas_coretype(argv);
     int trials = 32, step = 1, reps = 9;
+    uint64_t seeds[2] = {0, 0};
+    bool warm_mode = false;
     const char *keep = NULL, *srcdir = ".";
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && strcmp(argv[i], "--trials") == 0) trials = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--keep") == 0) keep = argv[++i];
+        else if (strcmp(argv[i], "--warm") == 0) warm_mode = true;
+        else if (i + 1 < argc && strcmp(argv[i], "--seeds") == 0) {
+            char *end;
+            seeds[0] = strtoull(argv[++i], &end, 10);
+            seeds[1] = *end == ',' ? strtoull(end + 1, &end, 10) : 0;
+            if (*end || !seeds[0] || !seeds[1] || seeds[0] == seeds[1]) {
+                fprintf(stderr, "tuning: --seeds takes two different positive seeds, A,B\n");
+                return 2;
+            }
+        }
         else if (argv[i][0] != '-') srcdir = argv[i];
         else {
-            fprintf(stderr, "usage: tuning [--trials N] [--step S] [--reps R] [--keep DIR] [SRCDIR]\n");
+            fprintf(stderr, "usage: tuning [--trials N] [--step S] [--reps R] [--keep DIR] "
+                            "[--seeds A,B | --warm] [SRCDIR]\n");
             return 2;
         }
     }
@@ -151,8 +301,20 @@ int main(int argc, char **argv)
     SrchRange range = {"T", 1, 128, npts};
     printf("BERT QKV on the CPU: Y[T, 2304] = X[T, 768] W^T + b, %d values of T in 1..128, "
            "%d threads\n", npts, threads);
-    BenchTuned joint = tune(&g, false, trials, &range, rec_joint);
-    BenchTuned shape = tune(&g, true, trials, &range, rec_shape);
+    if (warm_mode) {
+        int rc = warm(&g, srcdir, trials, &range, Ts, nt, reps, dir, keep != NULL);
+        if (!keep)
+            rmdir(dir);
+        return rc;
+    }
+    if (seeds[0]) {
+        int rc = stability(&g, trials, seeds, &range, Ts, nt, reps, dir, keep != NULL);
+        if (!keep)
+            rmdir(dir);
+        return rc;
+    }
+    BenchTuned joint = tune(&g, false, trials, 1, &range, rec_joint);
+    BenchTuned shape = tune(&g, true, trials, 1, &range, rec_shape);
     printf("joint search:     %5d trials + %4d selection measurements, %8.1f s\n", joint.trials,
            joint.select, joint.seconds);
     printf("per-shape search: %5d trials (%d per shape),            %8.1f s\n", shape.trials,
@@ -161,11 +323,7 @@ int main(int argc, char **argv)
     /* the same buffers for all three; all of dcc first, then OpenBLAS, whose
      * idle threads spin for a while after each call */
     float *bufs[4];
-    int64_t n[4] = {128 * 768, 2304 * 768, 2304, 128 * 2304};
-    for (int i = 0; i < 4; i++) {
-        bufs[i] = aligned_alloc(64, (size_t)n[i] * sizeof(float));
-        rt_rng_fill(9, (uint64_t)i, bufs[i], (size_t)n[i]);
-    }
+    dense_bufs(bufs, 2304, 768);
     double tj[130], ts[130], tb[130], td[130];
     for (int i = 0; i < nt; i++) {
         Case a = {joint.cp, Ts[i], bufs}, b = {shape.cp, Ts[i], bufs};

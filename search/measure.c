@@ -12,8 +12,9 @@
  * with seeded random values; a stage's inputs are the original program's
  * buffers of the same tensors.
  *
- *   cpu    one warm-up run, then runs until the budget (20 ms unless set)
- *          or SRCH_MAX_REPEATS have passed (at least 3), wall clock.
+ *   cpu    one warm-up run, then runs until their spread is small, the
+ *          budget (20 ms unless set) has run or SRCH_MAX_REPEATS are done
+ *          (at least 3), wall clock; outliers dropped (srch_time_runs).
  *   cuda   a warm-up, then 5 runs timed with CUDA events.
  *   model  no hardware: the analytic time of the lowered kernels
  *          (search/cost.c), with the registers ptxas (search/ptxas.c)
@@ -55,7 +56,7 @@ struct SrchMeasurer {
     Built built[MAX_BUILT];
     int nbuilt;
     uint64_t clock;
-    double budget_ms;       /* cpu: keep repeating until this much has run */
+    SrchTiming timing;      /* cpu: how long to repeat */
 };
 
 static void unbuild(Built *b)
@@ -100,7 +101,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
     SrchMeasurer *m = calloc(1, sizeof *m);
     int nt = p->ntensors ? p->ntensors : 1;
     m->bk = bk;
-    m->budget_ms = 20.0;
+    m->timing = (SrchTiming){.budget_ms = 20.0};
     m->arch = arch ? arch : "sm_80";
     m->p = p;
     m->tg = tg;
@@ -224,17 +225,158 @@ static int run(SrchMeasurer *m, Built *b, const int64_t *dims, float *ms, char *
     return ex_cpu_run(b->cpu, dims, bufs, NULL, err, errlen);
 }
 
-static int time_cuda(SrchMeasurer *m, Built *b, const int64_t *dims, double *t, int *nt,
-                     char *err, size_t errlen)
+/* ---- noise-aware timing ---- */
+
+static int cmp_double(const void *a, const void *b)
 {
-    for (int r = -1; r < 5; r++) {
-        float ms = 0;
-        if (run(m, b, dims, &ms, err, errlen) != 0)
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1, linear between ranks) of n sorted values. */
+static double quantile(const double *s, int n, double q)
+{
+    double r = q * (n - 1);
+    int i = (int)r;
+    return i + 1 < n ? s[i] + (r - i) * (s[i + 1] - s[i]) : s[n - 1];
+}
+
+/* A copy of t sorted, in s (n entries). */
+static void sorted(const double *t, int n, double *s)
+{
+    memcpy(s, t, sizeof *s * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+}
+
+double srch_spread(const double *t, int n)
+{
+    if (n < 2)
+        return INFINITY;
+    double s[n];
+    sorted(t, n, s);
+    double med = quantile(s, n, 0.5);
+    return med > 0 ? (quantile(s, n, 0.75) - quantile(s, n, 0.25)) / med : INFINITY;
+}
+
+int srch_drop_outliers(double *t, int n)
+{
+    if (n < 4)
+        return n;
+    double s[n], dev[n];
+    sorted(t, n, s);
+    double med = quantile(s, n, 0.5);
+    for (int i = 0; i < n; i++)
+        dev[i] = fabs(t[i] - med);
+    qsort(dev, (size_t)n, sizeof *dev, cmp_double);
+    /* the median absolute deviation, scaled to a normal's sigma, and never
+     * below half a percent of the median: identical runs are not noise */
+    double sigma = 1.4826 * quantile(dev, n, 0.5);
+    if (sigma < 0.005 * med)
+        sigma = 0.005 * med;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (fabs(t[i] - med) <= SRCH_OUTLIER_SIGMAS * sigma)
+            t[k++] = t[i];
+    return k;
+}
+
+/* srch_time_runs without dropping outliers, the warm-up only when warm
+ * is false. */
+static int time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, bool warm,
+                     double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen)
+{
+    int lo = tm->min_runs > 0 ? tm->min_runs : 3;
+    int hi = tm->max_runs > 0 && tm->max_runs < SRCH_MAX_REPEATS ? tm->max_runs : SRCH_MAX_REPEATS;
+    double tol = tm->spread > 0 ? tm->spread : SRCH_SPREAD;
+    if (lo > hi)
+        lo = hi;
+    *ntimes = 0;
+    double first = 0;
+    if (!warm && once(ud, &first, err, errlen) != 0)
+        return -1; /* the warm-up */
+    if (cutoff_ms > 0 && first > cutoff_ms) {
+        times_ms[(*ntimes)++] = first;
+        return 0;
+    }
+    double total = 0;
+    while (*ntimes < hi) {
+        double t;
+        if (once(ud, &t, err, errlen) != 0)
             return -1;
-        if (r >= 0)
-            t[(*nt)++] = ms;
+        times_ms[(*ntimes)++] = t;
+        total += t;
+        if (*ntimes >= lo && (total >= tm->budget_ms || srch_spread(times_ms, *ntimes) <= tol))
+            break;
     }
     return 0;
+}
+
+int srch_time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, double cutoff_ms,
+                   double *times_ms, int *ntimes, char *err, size_t errlen)
+{
+    if (time_runs(once, ud, tm, false, cutoff_ms, times_ms, ntimes, err, errlen) != 0)
+        return -1;
+    *ntimes = srch_drop_outliers(times_ms, *ntimes);
+    return 0;
+}
+
+int srch_time_turns(int n, SrchRunOnce once, void *const *ud, const SrchTiming *tm, int turns,
+                    double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err, size_t errlen)
+{
+    for (int k = 0; k < n; k++)
+        ntimes[k] = 0;
+    for (int r = 0; r < turns; r++)
+        for (int i = 0; i < n; i++) {
+            int k = r % 2 ? n - 1 - i : i; /* a b, b a, a b, ... */
+            double t[SRCH_MAX_REPEATS];
+            int nt;
+            if (time_runs(once, ud[k], tm, r > 0, 0, t, &nt, err, errlen) != 0)
+                return -1;
+            for (int j = 0; j < nt && ntimes[k] < SRCH_MAX_REPEATS; j++)
+                times_ms[k][ntimes[k]++] = t[j];
+        }
+    for (int k = 0; k < n; k++)
+        ntimes[k] = srch_drop_outliers(times_ms[k], ntimes[k]);
+    return 0;
+}
+
+typedef struct RunCtx {
+    SrchMeasurer *m;
+    Built *b;
+    const int64_t *dims;
+} RunCtx;
+
+/* One run of a built candidate: wall clock on the CPU, CUDA's events on
+ * the GPU, the analytic time on the model (with a penalty for spills:
+ * local-memory traffic the model does not see). */
+static int run_once(void *ud, double *ms, char *err, size_t errlen)
+{
+    RunCtx *c = ud;
+    if (c->m->bk == BK_MODEL) {
+        const Built *b = c->b;
+        *ms = srch_model_ms(b->lp, c->m->arch, c->dims, b->have_ptx ? b->ptx.regs : 0, err,
+                            errlen);
+        if (b->have_ptx && b->ptx.spill_bytes > 0)
+            *ms *= 1.5;
+        return *ms < 0 ? -1 : 0;
+    }
+    float gpu_ms = 0;
+    double t0 = rt_now_ms();
+    if (run(c->m, c->b, c->dims, &gpu_ms, err, errlen) != 0)
+        return -1;
+    *ms = c->m->bk == BK_CUDA ? gpu_ms : rt_now_ms() - t0;
+    return 0;
+}
+
+/* How the backend repeats: the model is deterministic, CUDA's events
+ * precise (five runs), the CPU as set. */
+static SrchTiming timing_of(const SrchMeasurer *m)
+{
+    switch (m->bk) {
+    case BK_MODEL: return (SrchTiming){.min_runs = 1, .max_runs = 1};
+    case BK_CUDA: return (SrchTiming){.min_runs = 5, .max_runs = 5};
+    default: return m->timing;
+    }
 }
 
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
@@ -244,35 +386,34 @@ int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, co
     Built *b = built(m, st, mk, err, errlen);
     if (!b)
         return -1;
+    RunCtx c = {m, b, dims};
+    if (m->bk == BK_MODEL) /* no warm-up to take */
+        return run_once(&c, times_ms, err, errlen) == 0 ? (*ntimes = 1, 0) : -1;
+    SrchTiming tm = timing_of(m);
+    return srch_time_runs(run_once, &c, &tm, cutoff_ms, times_ms, ntimes, err, errlen);
+}
+
+int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *a,
+                       const MicroKernel *b, const int64_t *dims, int turns, int runs,
+                       double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err,
+                       size_t errlen)
+{
+    /* both built first: building one may evict the other's code otherwise */
+    Built *ba = built(m, st, a, err, errlen), *bb = ba ? built(m, st, b, err, errlen) : NULL;
+    if (!bb)
+        return -1;
     if (m->bk == BK_MODEL) {
-        double ms = srch_model_ms(b->lp, m->arch, dims, b->have_ptx ? b->ptx.regs : 0, err, errlen);
-        if (ms < 0)
-            return -1;
-        if (b->have_ptx && b->ptx.spill_bytes > 0)
-            ms *= 1.5; /* local-memory traffic the model does not see */
-        times_ms[(*ntimes)++] = ms;
-        return 0;
+        RunCtx ca = {m, ba, dims}, cb = {m, bb, dims};
+        ntimes[0] = ntimes[1] = 1;
+        return run_once(&ca, &times_ms[0][0], err, errlen) == 0 &&
+                       run_once(&cb, &times_ms[1][0], err, errlen) == 0
+                   ? 0
+                   : -1;
     }
-    if (m->bk == BK_CUDA)
-        return time_cuda(m, b, dims, times_ms, ntimes, err, errlen);
-    double t0 = rt_now_ms();
-    if (run(m, b, dims, NULL, err, errlen) != 0)
-        return -1; /* the warm-up */
-    double first = rt_now_ms() - t0;
-    if (cutoff_ms > 0 && first > cutoff_ms) {
-        times_ms[(*ntimes)++] = first;
-        return 0;
-    }
-    double total = 0;
-    while (*ntimes < SRCH_MAX_REPEATS && (*ntimes < 3 || total < m->budget_ms)) {
-        t0 = rt_now_ms();
-        if (run(m, b, dims, NULL, err, errlen) != 0)
-            return -1;
-        double t = rt_now_ms() - t0;
-        times_ms[(*ntimes)++] = t;
-        total += t;
-    }
-    return 0;
+    RunCtx c[2] = {{m, ba, dims}, {m, bb, dims}};
+    void *ud[2] = {&c[0], &c[1]};
+    SrchTiming tm = {.min_runs = runs, .max_runs = runs, .budget_ms = INFINITY};
+    return srch_time_turns(2, run_once, ud, &tm, turns, times_ms, ntimes, err, errlen);
 }
 
 bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
@@ -288,4 +429,4 @@ bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKerne
     return true;
 }
 
-void srch_measurer_set_budget(SrchMeasurer *m, double ms) { m->budget_ms = ms; }
+void srch_measurer_set_timing(SrchMeasurer *m, const SrchTiming *tm) { m->timing = *tm; }

@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -56,11 +57,12 @@ struct SrchRecords {
     size_t nslots, nused;
 };
 
-static const char *const kind_names[] = {"trial", "select", "baseline"};
+static const char *const kind_names[] = {"trial", "select", "baseline", "turns"};
+enum { NKINDS = sizeof kind_names / sizeof kind_names[0] };
 
 const char *srch_record_kind_name(SrchRecordKind k)
 {
-    return (unsigned)k < 3 ? kind_names[k] : "?";
+    return (unsigned)k < NKINDS ? kind_names[k] : "?";
 }
 
 static bool wanted(const SrchRecords *r, const char *workload)
@@ -120,8 +122,15 @@ static const char *check_record(const SrchRecord *rec)
             return "time not a finite number >= 0";
     if (!isfinite(rec->median_ms) || rec->median_ms < 0)
         return "median not a finite number >= 0";
-    if ((unsigned)rec->kind > RK_BASELINE)
+    if ((unsigned)rec->kind >= NKINDS)
         return "unknown kind";
+    if (rec->nfeat != 0 && (rec->nfeat != SRCH_NFEAT || !rec->features))
+        return "features not SRCH_NFEAT numbers";
+    for (int i = 0; i < rec->nfeat; i++)
+        if (isinf(rec->features[i]))
+            return "a feature not a finite number or missing";
+    if (rec->nfeat && !(isfinite(rec->work) && rec->work > 0))
+        return "work not a finite number > 0";
     if (rec->trial < 0 || (double)rec->trial > SRCH_MAX_EXACT)
         return "trial index out of range";
     if (rec->ts < 0 || (double)rec->ts > SRCH_MAX_EXACT)
@@ -263,6 +272,11 @@ static void store(SrchRecords *r, const SrchRecord *rec)
     }
     c->times_ms = IR_NEWN(a, double, rec->ntimes);
     memcpy(c->times_ms, rec->times_ms, sizeof(double) * (size_t)rec->ntimes);
+    if (rec->nfeat) {
+        float *f = IR_NEWN(a, float, rec->nfeat);
+        memcpy(f, rec->features, sizeof(float) * (size_t)rec->nfeat);
+        c->features = f;
+    }
     if (r->nrecs == r->cap) {
         r->cap = r->cap ? r->cap * 2 : 256;
         SrchRecord **n = realloc(r->recs, sizeof *n * (size_t)r->cap);
@@ -314,7 +328,7 @@ static const char *get_int(const cJSON *o, const char *name, int64_t *out)
  * times into *times, which the caller frees). Returns the reason it is not
  * a record, in reason[], or NULL. */
 static const char *decode(const cJSON *o, SrchRecord *rec, const char **names, int64_t *values,
-                          double **times, char *reason, size_t rlen)
+                          double **times, float *feat, char *reason, size_t rlen)
 {
     static const char *const fields[] = {"stage", "mk", "kind", "trial", "ts"};
     const char *why = NULL, *kind = NULL, *mk = NULL;
@@ -330,9 +344,9 @@ static const char *decode(const cJSON *o, SrchRecord *rec, const char **names, i
     if (!pass_parse_microkernel(mk, &rec->mk, &rec->nspatial))
         return "field \"mk\" is not a micro-kernel";
     int k = 0;
-    while (k < 3 && strcmp(kind, kind_names[k]) != 0)
+    while (k < NKINDS && strcmp(kind, kind_names[k]) != 0)
         k++;
-    if (k == 3)
+    if (k == NKINDS)
         return "unknown \"kind\"";
     rec->kind = (SrchRecordKind)k;
 
@@ -372,6 +386,33 @@ static const char *decode(const cJSON *o, SrchRecord *rec, const char **names, i
     if (!cJSON_IsNumber(m))
         return m ? "field \"median_ms\" is not a number" : "missing field \"median_ms\"";
     rec->median_ms = m->valuedouble;
+
+    /* optional, together: the model's features and the adapted work; a
+     * list of another length is another dcc's feature set, not damage */
+    const cJSON *ft = cJSON_GetObjectItemCaseSensitive(o, "features");
+    const cJSON *wk = cJSON_GetObjectItemCaseSensitive(o, "work");
+    if (!ft != !wk)
+        return "field \"features\" without \"work\" or the other way round";
+    if (!ft)
+        return NULL;
+    if (!cJSON_IsArray(ft))
+        return "field \"features\" is not an array";
+    if (!cJSON_IsNumber(wk))
+        return "field \"work\" is not a number";
+    if (cJSON_GetArraySize(ft) != SRCH_NFEAT)
+        return NULL;
+    rec->nfeat = 0;
+    for (const cJSON *x = ft->child; x && rec->nfeat < SRCH_NFEAT; x = x->next) {
+        if (cJSON_IsNull(x)) { /* a feature the model takes as missing */
+            feat[rec->nfeat++] = NAN;
+            continue;
+        }
+        if (!cJSON_IsNumber(x) || !(fabs(x->valuedouble) <= FLT_MAX))
+            return "an entry of \"features\" is neither a float nor null";
+        feat[rec->nfeat++] = (float)x->valuedouble;
+    }
+    rec->features = feat;
+    rec->work = wk->valuedouble;
     return NULL;
 }
 
@@ -426,6 +467,7 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
     const char *names[SRCH_MAX_DIMS];
     int64_t values[SRCH_MAX_DIMS];
     double *times = NULL;
+    float feat[SRCH_NFEAT];
     const char *fp = NULL, *tg = NULL, *arch = NULL, *kind = NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v");
     if (!blank(end))
@@ -448,7 +490,7 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
         r->nforeign++;
     } else if (get_string(o, "kind", &kind) == NULL && strcmp(kind, "tree") == 0) {
         why = read_tree(r, o, fp);
-    } else if (!(why = decode(o, &rec, names, values, &times, reason, sizeof reason))) {
+    } else if (!(why = decode(o, &rec, names, values, &times, feat, reason, sizeof reason))) {
         rec.workload = fp;
         rec.target = tg;
         rec.arch = arch;
@@ -696,6 +738,13 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     cJSON_AddItemToObject(o, "times_ms", cJSON_CreateDoubleArray(rec.times_ms, rec.ntimes));
     cJSON_AddNumberToObject(o, "median_ms", rec.median_ms);
     cJSON_AddNumberToObject(o, "ts", (double)rec.ts);
+    if (rec.nfeat) {
+        cJSON *f = cJSON_AddArrayToObject(o, "features");
+        for (int i = 0; i < rec.nfeat; i++) /* null: missing (ptxas's, on the CPU) */
+            cJSON_AddItemToArray(f, isnan(rec.features[i]) ? cJSON_CreateNull()
+                                                           : cJSON_CreateNumber(rec.features[i]));
+        cJSON_AddNumberToObject(o, "work", rec.work);
+    }
     /* keep the times as the line reads back (cJSON may print a double
      * with 15 digits that is only nearly equal), so this run and a later
      * reader of the file see the same numbers and decide the same way */

@@ -34,7 +34,18 @@
 
 enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define EPSILON 0.25
-#define SELECT_MARGIN 1.2
+/* the CPU's measuring budget in the search and in the selection (ms) */
+#define SEARCH_BUDGET_MS 20.0
+#define SELECT_BUDGET_MS 8.0
+/* the selection: candidates predicted within SELECT_NEAR of the best at a
+ * shape are measured there; two measured within SELECT_CLOSE are measured
+ * again, in SELECT_TURNS turns of two runs */
+#define SELECT_NEAR 1.08
+/* a time measured at one shape serves the shapes within this factor of it
+ * (every dim's ratio multiplied) */
+#define SELECT_REACH 1.1
+#define SELECT_CLOSE 1.03
+enum { SELECT_TURNS = 4 };
 
 typedef struct Cand {
     MicroKernel mk;
@@ -44,6 +55,8 @@ typedef struct Cand {
     double fitness;
     bool have_ptx;     /* GPU, with ptxas: its report (a feature of the model) */
     SrchPtxInfo ptx;
+    int home;          /* measured: where (index into the search's shapes), and its time */
+    double home_ms;
 } Cand;
 
 typedef struct Tuner {
@@ -60,6 +73,10 @@ typedef struct Tuner {
     char *err;
     size_t errlen;
     bool failed;
+    /* --warm-start: other workloads' samples for every search's model */
+    int nwarm;
+    float *warm_feat;       /* nwarm x SRCH_NFEAT */
+    double *warm_label;     /* GFLOP/s */
 } Tuner;
 
 typedef struct Search {
@@ -81,6 +98,11 @@ typedef struct Search {
     double best_meas, best_pred;
     double phase_t0;                  /* when the current phase started */
     int offset, grand_total;          /* per-shape: trials before this shape's, and in all */
+    /* the selection: every candidate's measured time at every shape (nc x
+     * nsh, NAN where not measured), and the shapes' log dims (nsh x ndims)
+     * to tell how near two shapes are */
+    double *lat;
+    double *logdims;
 } Search;
 
 static double now_s(void) { return rt_now_ms() * 1e-3; }
@@ -92,11 +114,41 @@ static const int64_t *shape_at(const Tuner *tu, int s)
 
 /* ---- measurements, through the records ---- */
 
+/* The first record of (st, mk, shape vals) with a time, of the joint
+ * search: the one the search saw when it measured it. A selection records
+ * close contenders again, later, and a resumed search must see what the
+ * first run saw to go the same way. */
+static const SrchRecord *first_record(const Tuner *tu, const SrchStage *st, const MicroKernel *mk,
+                                      const int64_t *vals)
+{
+    const TeProgram *p = tu->p;
+    for (int i = 0, n = srch_records_count(tu->rec); i < n; i++) {
+        const SrchRecord *r = srch_records_at(tu->rec, i);
+        if (r->kind == RK_BASELINE || r->kind == RK_TURNS || !(r->median_ms > 0) ||
+            r->ndims != p->ndims ||
+            strcmp(r->workload, st->workload) != 0 || ir_microkernel_cmp(&r->mk, mk) != 0)
+            continue;
+        bool same = true;
+        for (int d = 0; d < p->ndims && same; d++) {
+            int e = 0;
+            while (e < r->ndims && strcmp(r->dim_names[e], tu->dim_names[d]) != 0)
+                e++;
+            same = e < r->ndims && r->dim_values[e] == vals[d];
+        }
+        if (same)
+            return r;
+    }
+    return NULL;
+}
+
 /* The median time of st with mk at shape s, from the records or measured
- * now and appended; *fresh says which. NAN when it cannot be measured
- * (the failure is recorded nowhere; the search goes on without it). */
+ * now and appended (with the search's features of mk and the adapted work
+ * at s when feat is given); *fresh says which. NAN when it cannot be
+ * measured (the failure is recorded nowhere; the search goes on without
+ * it). */
 static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
-                      SrchRecordKind kind, int64_t trial, double cutoff, bool *fresh)
+                      SrchRecordKind kind, int64_t trial, double cutoff, const float *feat,
+                      double work, bool *fresh)
 {
     const TeProgram *p = tu->p;
     int64_t vals[SRCH_MAX_DIMS];
@@ -115,6 +167,8 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int
      * one's records alone rebuild its result */
     const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, p->ndims,
                                                   tu->dim_names, vals, kind == RK_BASELINE);
+    if (r && r->kind == RK_TURNS && kind == RK_TRIAL)
+        r = first_record(tu, st, mk, vals); /* what the search saw, not the turns after */
     if (r && r->median_ms > 0) /* a time of 0 is no measurement: taken again */
         return r->median_ms;
     double times[SRCH_MAX_REPEATS];
@@ -134,7 +188,8 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int
         .workload = st->workload, .target = tu->tg.name, .arch = tu->arch,
         .stage = st->t->name, .mk = *mk, .nspatial = st->rank, .ndims = p->ndims,
         .dim_names = tu->dim_names, .dim_values = vals, .ntimes = nt, .times_ms = times,
-        .kind = kind, .trial = trial,
+        .kind = kind, .trial = trial, .nfeat = feat ? SRCH_NFEAT : 0, .features = feat,
+        .work = work,
     };
     if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen)) {
         tu->failed = true;
@@ -284,9 +339,13 @@ static void measure_cand(Search *S, Cand *c)
         if (a > ha + 1e-12 || (fabs(a - ha) <= 1e-12 && S->flops[j] > S->flops[home]))
             ha = a, home = j;
     }
+    float feat[SRCH_NFEAT];
+    if (!c->have_ptx)
+        c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
+    srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat);
     bool fresh;
     double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done,
-                        3 * S->best_at[home], &fresh);
+                        3 * S->best_at[home], feat, S->flops[home] / ha, &fresh);
     if (ms < S->best_at[home])
         S->best_at[home] = ms;
     S->done++;
@@ -298,10 +357,8 @@ static void measure_cand(Search *S, Cand *c)
         return;
     }
     c->f = S->flops[home] / (ms * 1e6 * ha);
-    float feat[SRCH_NFEAT];
-    if (!c->have_ptx)
-        c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
-    srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat);
+    c->home = home;
+    c->home_ms = ms;
     srch_model_add(S->model, feat, c->f);
     double g = S->flops[home] / (ms * 1e6);
     if (g > S->best_meas)
@@ -445,6 +502,8 @@ static void search_init(Search *S, Tuner *tu, const SrchStage *st, const int *sh
         S->best[j] = S->best_at[j] = INFINITY;
     }
     S->model = srch_model_new(seed, NULL, 0);
+    for (int i = 0; i < tu->nwarm; i++)
+        srch_model_add(S->model, tu->warm_feat + (size_t)i * SRCH_NFEAT, tu->warm_label[i]);
     S->rng = seed * 0x9E3779B97F4A7C15ull + 1;
     S->trials = tu->o->trials;
     S->phase_t0 = now_s();
@@ -457,6 +516,8 @@ static void search_free(Search *S)
     free(S->flops);
     free(S->best);
     free(S->best_at);
+    free(S->lat);
+    free(S->logdims);
     srch_model_free(S->model);
 }
 
@@ -473,56 +534,226 @@ static int by_lat(const void *a, const void *b)
     return x->lat < y->lat ? -1 : x->lat > y->lat ? 1 : x->idx - y->idx;
 }
 
-/* Measures, at every shape, the topk candidates the measured labels
- * predict best there, and the previous shape's winner. */
+/* The measured median of mk at shape s in the joint search's records, or
+ * NAN. */
+static double known(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s)
+{
+    const TeProgram *p = tu->p;
+    int64_t vals[SRCH_MAX_DIMS];
+    for (int i = 0; i < p->ndims; i++)
+        vals[i] = shape_at(tu, s)[p->dims[i]->pos];
+    const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, p->ndims,
+                                                  tu->dim_names, vals, false);
+    return r && r->median_ms > 0 ? r->median_ms : NAN;
+}
+
+/* Close contenders a and b at shape s measured again in turns; each gets a
+ * record of its runs of all turns, which later lookups find. */
+static void remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
+                      int s, SrchStageResult *res)
+{
+    const TeProgram *p = tu->p;
+    double times[2][SRCH_MAX_REPEATS];
+    int n[2];
+    char err[512];
+    if (srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), SELECT_TURNS, 2, times, n, err,
+                           sizeof err) != 0)
+        return; /* both keep their first measurement */
+    int64_t vals[SRCH_MAX_DIMS];
+    for (int i = 0; i < p->ndims; i++)
+        vals[i] = shape_at(tu, s)[p->dims[i]->pos];
+    const MicroKernel *mk[2] = {a, b};
+    for (int k = 0; k < 2 && !tu->failed; k++) {
+        SrchRecord rec = {
+            .workload = st->workload, .target = tu->tg.name, .arch = tu->arch,
+            .stage = st->t->name, .mk = *mk[k], .nspatial = st->rank, .ndims = p->ndims,
+            .dim_names = tu->dim_names, .dim_values = vals, .ntimes = n[k], .times_ms = times[k],
+            .kind = RK_TURNS, .trial = 0,
+        };
+        if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen))
+            tu->failed = true;
+        res->select_measured++;
+        res->select_turns++;
+    }
+}
+
+/* The shape nearest to j (in log dims) where candidate i was measured, and
+ * that distance; -1 when none. */
+static int nearest(const Search *S, int i, int j, double *dist)
+{
+    const double *row = S->lat + (size_t)i * (size_t)S->nsh;
+    int nd = S->tu->p->ndims, near = -1;
+    *dist = INFINITY;
+    for (int k = 0; k < S->nsh; k++)
+        if (!isnan(row[k])) {
+            double d = 0;
+            for (int x = 0; x < nd; x++)
+                d += fabs(S->logdims[(size_t)j * (size_t)nd + (size_t)x] -
+                          S->logdims[(size_t)k * (size_t)nd + (size_t)x]);
+            if (d < *dist)
+                *dist = d, near = k;
+        }
+    return near;
+}
+
+/* Candidate i's time at shape j: measured, else predicted from its
+ * measurement at the nearest shape where it has one (scaled by the work
+ * the shape adaptation says each takes), else from its label. */
+static double lat_at(const Search *S, int i, int j)
+{
+    double d;
+    int k = nearest(S, i, j, &d);
+    if (k == j)
+        return S->lat[(size_t)i * (size_t)S->nsh + (size_t)j];
+    const Cand *c = &S->c[i];
+    double pj = pred_latency(S, c, j);
+    return k < 0 ? pj : S->lat[(size_t)i * (size_t)S->nsh + (size_t)k] * pj / pred_latency(S, c, k);
+}
+
+/* Whether candidate i's time at shape j is measured, or scaled from a
+ * measurement at a shape within SELECT_REACH of j in every dim together. */
+static bool calibrated(const Search *S, int i, int j)
+{
+    double d;
+    return nearest(S, i, j, &d) >= 0 && d <= log(SELECT_REACH);
+}
+
+/* S->lat: each candidate's time where the search measured it (at its home
+ * shape: a resumed run sees the same, whatever the selection recorded
+ * later); the selection adds its measurements as it goes. */
+static void select_init(Search *S)
+{
+    const TeProgram *p = S->tu->p;
+    S->lat = malloc(sizeof *S->lat * ((size_t)S->nc * (size_t)S->nsh + 1));
+    S->logdims = malloc(sizeof *S->logdims * ((size_t)S->nsh * (size_t)p->ndims + 1));
+    for (int j = 0; j < S->nsh; j++)
+        for (int x = 0; x < p->ndims; x++)
+            S->logdims[(size_t)j * (size_t)p->ndims + (size_t)x] =
+                log((double)shape_at(S->tu, S->sh[j])[p->dims[x]->pos]);
+    for (size_t i = 0; i < (size_t)S->nc * (size_t)S->nsh; i++)
+        S->lat[i] = NAN;
+    for (int i = 0; i < S->nc; i++)
+        if (S->c[i].measured && !S->c[i].failed)
+            S->lat[(size_t)i * (size_t)S->nsh + (size_t)S->c[i].home] = S->c[i].home_ms;
+}
+
+/* The selection, from what the search measured: at every shape the
+ * candidates ranked by their time there (lat_at). The next ones within
+ * SELECT_NEAR of the best (at most topk in all) are near ties: then all are
+ * measured there, and when the two fastest measured are within
+ * SELECT_CLOSE of each other, they are measured again in turns. A clear
+ * best is measured only when not calibrated there. */
 static void select_joint(Search *S, SrchStageResult *res)
 {
     Tuner *tu = S->tu;
-    int topk = tu->o->topk > 0 ? tu->o->topk : 3;
+    int topk = tu->o->topk > 0 ? tu->o->topk : 2;
     Pick *pk = malloc(sizeof *pk * (size_t)(S->nc + 1));
-    int prev = -1;
     S->phase = "select";
     S->phase_t0 = now_s();
-    /* many points, a few candidates each: shorter repeats (3 runs at least) */
-    srch_measurer_set_budget(tu->ms, 8.0);
+    select_init(S);
+    /* many points, a few candidates each: shorter repeats */
+    srch_measurer_set_timing(tu->ms, &(SrchTiming){.budget_ms = SELECT_BUDGET_MS});
     for (int j = 0; j < S->nsh && !tu->failed; j++) {
         int n = 0;
         for (int i = 0; i < S->nc; i++)
             if (S->c[i].measured && !S->c[i].failed)
-                pk[n++] = (Pick){i, pred_latency(S, &S->c[i], j)};
+                pk[n++] = (Pick){i, lat_at(S, i, j)};
         qsort(pk, (size_t)n, sizeof *pk, by_lat);
-        /* the best predicted, the next ones while they are predicted
-         * within SELECT_MARGIN of it, and the previous point's winner
-         * (neighbouring points tend to share one: the tree needs it
-         * measured on both sides of a boundary) */
         int want = n < 1 ? n : 1;
-        while (want < n && want < topk && pk[want].lat <= SELECT_MARGIN * pk[0].lat)
+        while (want < n && want < topk && pk[want].lat <= SELECT_NEAR * pk[0].lat)
             want++;
-        bool have_prev = prev < 0;
-        for (int k = 0; k < want; k++)
-            have_prev |= pk[k].idx == prev;
-        if (!have_prev)
-            pk[want++] = (Pick){prev, 0};
+        Pick got[want + 1];
+        int ngot = 0, nfresh = 0;
         double best = INFINITY;
         for (int k = 0; k < want; k++) {
             Cand *c = &S->c[pk[k].idx];
+            if (want == 1 && calibrated(S, pk[k].idx, j))
+                break;
             bool fresh;
-            double ms = measure(tu, S->st, &c->mk, S->sh[j], RK_SELECT, S->done, 3 * best, &fresh);
+            double ms = measure(tu, S->st, &c->mk, S->sh[j], RK_SELECT, S->done, 3 * best, NULL, 0,
+                                &fresh);
             res->select_measured += fresh;
             res->select_reused += !fresh && !isnan(ms);
+            nfresh += fresh;
+            if (ms > 0) {
+                got[ngot++] = (Pick){pk[k].idx, ms};
+                S->lat[(size_t)pk[k].idx * (size_t)S->nsh + (size_t)j] = ms;
+            }
             if (ms < best)
-                best = ms, prev = pk[k].idx;
+                best = ms;
+        }
+        qsort(got, (size_t)ngot, sizeof *got, by_lat);
+        if (ngot >= 2 && nfresh > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat) {
+            remeasure(tu, S->st, &S->c[got[0].idx].mk, &S->c[got[1].idx].mk, S->sh[j], res);
+            for (int k = 0; k < 2; k++)
+                S->lat[(size_t)got[k].idx * (size_t)S->nsh + (size_t)j] =
+                    known(tu, S->st, &S->c[got[k].idx].mk, S->sh[j]);
         }
         if ((j + 1) % 16 == 0 || j + 1 == S->nsh)
             report(S, j + 1, S->nsh);
     }
-    srch_measurer_set_budget(tu->ms, 20.0);
+    srch_measurer_set_timing(tu->ms, &(SrchTiming){.budget_ms = SEARCH_BUDGET_MS});
     free(pk);
 }
 
-/* Fits the stage's tree to the oracle in the records; measures what the
- * tree picks where that was not measured yet and fits again. */
-static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchStageResult *res)
+/* The oracle or (freed) completed with the search's shapes it lacks and
+ * the calibrated times it lacks (lat_at where calibrated), so that a time
+ * measured at one shape serves its neighbours; the rest stay unknown,
+ * which the fit takes as the shape's worst. *known gets which costs are
+ * known (malloc'd, n x nk). */
+static SrchOracle *complete_oracle(const Search *S, SrchOracle *or, bool **known)
+{
+    int n = S->nsh, nk = or->nk, nd = or->ndims;
+    SrchOracle *o = calloc(1, sizeof *o);
+    *o = (SrchOracle){n, nd, nk, NULL, NULL, or->kernels, or->nspatial, NULL, NULL};
+    o->dims = malloc(sizeof *o->dims * ((size_t)n * (size_t)nd + 1));
+    o->shape_index = malloc(sizeof *o->shape_index * (size_t)(n + 1));
+    o->cost = malloc(sizeof *o->cost * ((size_t)n * (size_t)nk + 1));
+    o->best = malloc(sizeof *o->best * (size_t)(n + 1));
+    *known = calloc((size_t)n * (size_t)nk + 1, 1);
+    int *row = malloc(sizeof *row * (size_t)(n + 1)), *cand = malloc(sizeof *cand * (size_t)(nk + 1));
+    for (int j = 0; j < n; j++)
+        row[j] = -1;
+    for (int r = 0; r < or->n; r++)
+        if (or->shape_index[r] >= 0)
+            row[or->shape_index[r]] = r; /* the joint search's shapes are all the tuner's */
+    for (int k = 0; k < nk; k++) {
+        cand[k] = -1;
+        for (int i = 0; i < S->nc && cand[k] < 0; i++)
+            if (S->c[i].measured && !S->c[i].failed &&
+                ir_microkernel_cmp(&S->c[i].mk, &or->kernels[k]) == 0)
+                cand[k] = i;
+    }
+    for (int j = 0; j < n; j++) {
+        o->shape_index[j] = S->sh[j];
+        for (int x = 0; x < nd; x++)
+            o->dims[(size_t)j * (size_t)nd + (size_t)x] =
+                shape_at(S->tu, S->sh[j])[S->tu->p->dims[x]->pos];
+        double best = INFINITY;
+        for (int k = 0; k < nk; k++) {
+            size_t at = (size_t)j * (size_t)nk + (size_t)k;
+            double c = row[j] >= 0 ? or->cost[(size_t)row[j] * (size_t)nk + (size_t)k] : NAN;
+            if (isnan(c) && cand[k] >= 0 && calibrated(S, cand[k], j))
+                c = lat_at(S, cand[k], j);
+            (*known)[at] = !isnan(c);
+            o->cost[at] = c;
+            if (c < best)
+                best = c;
+        }
+        o->best[j] = best;
+    }
+    free(row);
+    free(cand);
+    or->kernels = NULL;
+    srch_oracle_free(or);
+    return o;
+}
+
+/* Fits the stage's tree to the oracle in the records (the costs it lacks
+ * predicted by the search S, when given); measures what the tree picks
+ * where that was not measured yet and fits again. */
+static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const Search *S,
+                      SrchStageResult *res)
 {
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
     enum { PASSES = 4 };
@@ -535,32 +766,53 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, SrchS
             srch_oracle_free(or);
             return;
         }
+        bool *known = NULL;
+        if (S) {
+            or = complete_oracle(S, or, &known);
+        } else {
+            size_t ncost = (size_t)or->n * (size_t)or->nk;
+            known = malloc(ncost + 1);
+            for (size_t i = 0; i < ncost; i++)
+                known[i] = !isnan(or->cost[i]);
+        }
         srch_tree_free(res->tree);
         res->tree = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
         if (!res->tree) {
             tu->failed = true;
             srch_oracle_free(or);
+            free(known);
             return;
         }
-        /* measure what the tree picks where it was not measured, then refit */
+        /* measure what the tree picks where its time is not known, then
+         * refit; the latencies reported are of known times */
         int missing = 0;
         double lg = 0, lo = 0;
         for (int j = 0; j < or->n; j++) {
             int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
-            double c = or->cost[(size_t)j * (size_t)or->nk + (size_t)k];
-            if (isnan(c) && pass < PASSES - 1) {
+            size_t at = (size_t)j * (size_t)or->nk + (size_t)k;
+            double best = INFINITY;
+            for (int q = 0; q < or->nk; q++) {
+                size_t aq = (size_t)j * (size_t)or->nk + (size_t)q;
+                if (known[aq] && or->cost[aq] < best)
+                    best = or->cost[aq];
+            }
+            if (!isfinite(best))
+                best = or->best[j];
+            if (!known[at] && pass < PASSES - 1) {
                 bool fresh;
-                measure(tu, st, &or->kernels[k], or->shape_index[j], kind, 0, INFINITY, &fresh);
+                measure(tu, st, &or->kernels[k], or->shape_index[j], kind, 0, INFINITY, NULL, 0,
+                        &fresh);
                 res->select_measured += fresh;
                 missing++;
             }
-            lg += log(isnan(c) ? or->best[j] : c);
-            lo += log(or->best[j]);
+            lg += log(known[at] ? or->cost[at] : best);
+            lo += log(best);
         }
         res->nshapes = or->n;
         res->geomean_ms = exp(lg / or->n);
         res->oracle_geomean_ms = exp(lo / or->n);
         srch_oracle_free(or);
+        free(known);
         if (missing == 0)
             break;
     }
@@ -588,9 +840,9 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
         res->reused = S.reused;
         if (!tu->failed)
             select_joint(&S, res);
-        search_free(&S);
         if (!tu->failed)
-            stage_fit(tu, st, RK_SELECT, res);
+            stage_fit(tu, st, RK_SELECT, &S, res);
+        search_free(&S);
     } else {
         double t0 = now_s();
         for (int j = 0; j < tu->nshapes && !tu->failed; j++) {
@@ -606,7 +858,7 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
             search_free(&S);
         }
         if (!tu->failed)
-            stage_fit(tu, st, RK_BASELINE, res);
+            stage_fit(tu, st, RK_BASELINE, NULL, res);
     }
     free(all);
 }
@@ -657,6 +909,41 @@ static void warn_records(const Tuner *tu)
         return;
     for (int i = 0; i < srch_records_nwarnings(tu->rec); i++)
         tu->o->warn(tu->o->progress_ud, srch_records_warning(tu->rec, i)->msg);
+}
+
+/* --warm-start: the search's samples (features and label) in the file of
+ * every workload measured on this target and arch. False and err when it
+ * cannot be read. */
+static bool load_warm(Tuner *tu, char *err, size_t errlen)
+{
+    const SrchTuneOpts *o = tu->o;
+    struct stat sb;
+    bool found = stat(o->warm_start, &sb) == 0;
+    if (!found || S_ISDIR(sb.st_mode)) { /* an absent file is a mistake, not a cold start */
+        srch_seterr(err, errlen, "--warm-start %s: %s", o->warm_start,
+                    found ? "a directory, not a records file" : strerror(errno));
+        return false;
+    }
+    SrchRecords *r = srch_records_read(o->warm_start, 0, NULL, err, errlen);
+    if (!r)
+        return false;
+    if (o->warn)
+        for (int i = 0; i < srch_records_nwarnings(r); i++)
+            o->warn(o->progress_ud, srch_records_warning(r, i)->msg);
+    int n = srch_records_count(r);
+    tu->warm_feat = malloc(sizeof *tu->warm_feat * SRCH_NFEAT * (size_t)(n + 1));
+    tu->warm_label = malloc(sizeof *tu->warm_label * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        const SrchRecord *x = srch_records_at(r, i);
+        if (x->nfeat != SRCH_NFEAT || !(x->median_ms > 0) || strcmp(x->target, tu->tg.name) != 0 ||
+            strcmp(x->arch, tu->arch) != 0)
+            continue;
+        memcpy(tu->warm_feat + (size_t)tu->nwarm * SRCH_NFEAT, x->features,
+               sizeof(float) * SRCH_NFEAT);
+        tu->warm_label[tu->nwarm++] = x->work / (x->median_ms * 1e6);
+    }
+    srch_records_close(r);
+    return true;
 }
 
 SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen)
@@ -716,6 +1003,8 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
             tu.arch = arch ? arch : devarch;
         }
     }
+    if (o->warm_start && !load_warm(&tu, err, errlen))
+        goto out;
     tu.ms = srch_measurer_new(o->backend, arch, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
     if (!tu.ms)
         goto out;
@@ -740,6 +1029,7 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     res->nshapes = tu.nshapes;
     res->nforeign = srch_records_nforeign(tu.rec);
     res->ncorrupt = srch_records_ncorrupt(tu.rec);
+    res->nwarm = tu.nwarm;
     for (int i = 0; i < nst && !tu.failed; i++)
         tune_stage(&tu, &st[i], &res->stages[i]);
     res->seconds = now_s() - tu.t0;
@@ -755,6 +1045,8 @@ out:
     free(st);
     free(tu.dim_names);
     free(tu.shapes);
+    free(tu.warm_feat);
+    free(tu.warm_label);
     return res;
 }
 

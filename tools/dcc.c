@@ -39,7 +39,7 @@ static const char *usage_text =
     "               [--mk NAME=MICROKERNEL ...]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
-    "               [--per-shape]\n"
+    "               [--per-shape] [--warm-start=OLD.jsonl]\n"
     "               [--seed N]\n"
     "       dcc report --records=FILE [-o REPORT.svg]\n"
     "       dcc --help | --version\n"
@@ -104,6 +104,8 @@ static const char *usage_text =
     "  --shapes-file F.json  (tune) exactly the shape points F lists: a JSON array\n"
     "                      of objects giving every dim, e.g. [{\"T\": 1}, {\"T\": 77}]\n"
     "  --per-shape         (tune) the baseline: tune each shape on its own\n"
+    "  --warm-start=OLD.jsonl  (tune) train the cost model first on the search\n"
+    "                      samples OLD holds (other workloads too; this target)\n"
     "  report              an SVG of the records: latency over the shapes (the\n"
     "                      dispatch, the best measured, per-shape), the tree's\n"
     "                      regions and kernels, the tuning history (default -o:\n"
@@ -178,7 +180,7 @@ typedef enum OptArg {
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
     O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
-    NOPTS
+    O_WARM, NOPTS
 } OptId;
 
 typedef struct OptSpec {
@@ -306,6 +308,7 @@ static const OptSpec opt_table[] = {
     {O_SHAPES, "shapes", 0, CMD_TUNE, ARG_NAMED, "NAME=LO..HI[:COUNT], LO <= HI", NULL, valid_range, 0, 0},
     {O_SHAPES_FILE, "shapes-file", 0, CMD_TUNE, ARG_TEXT, "FILE.json", NULL, NULL, 0, 0},
     {O_PER_SHAPE, "per-shape", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
+    {O_WARM, "warm-start", 0, CMD_TUNE, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
 };
 enum { NSPECS = sizeof opt_table / sizeof opt_table[0] };
 
@@ -1293,7 +1296,8 @@ static int cmd_tune(int argc, char **argv)
                       .arch = a.val[O_ARCH],
                       .trials = a.val[O_TRIALS] ? (int)a.num[O_TRIALS] : 64,
                       .seed = a.val[O_SEED] ? (uint64_t)a.num[O_SEED] : 1,
-                      .per_shape = a.val[O_PER_SHAPE] != NULL};
+                      .per_shape = a.val[O_PER_SHAPE] != NULL,
+                      .warm_start = a.val[O_WARM]};
     SrchRange ranges[MAX_ARGS];
     const NamedArgs *shapes = &a.named[O_SHAPES];
     for (int i = 0; i < shapes->n; i++) {
@@ -1344,20 +1348,24 @@ static int cmd_tune(int argc, char **argv)
            l.prog->name, o.backend, r->nshapes, r->nshapes == 1 ? "" : "s",
            o.per_shape ? "per-shape baseline" : "joint search", o.trials,
            o.trials == 1 ? "" : "s", r->seconds);
+    if (o.warm_start)
+        printf("warm start: %d search sample%s of this target from %s\n", r->nwarm,
+               r->nwarm == 1 ? "" : "s", o.warm_start);
     for (int i = 0; i < r->nstages; i++) {
         const SrchStageResult *s = &r->stages[i];
-        printf("stage %s: search %d measured + %d from records; selection %d measured + %d "
-               "from records\n",
-               s->stage, s->measured, s->reused, s->select_measured, s->select_reused);
+        printf("stage %s: search %d measured + %d from records; selection %d measured (%d "
+               "close ones again, in turns) + %d from records\n",
+               s->stage, s->measured, s->reused, s->select_measured, s->select_turns,
+               s->select_reused);
         const SrchTree *t = s->tree;
         int leaves = 0;
         for (int k = 0; k < t->nnodes; k++)
             leaves += srch_tree_node(t, k)->kind == TN_LEAF;
         printf("  dispatch: %d leaves, depth %d; accuracy %.1f%% (%d of %d shapes pick the "
-               "measured best), misses cost %.3fx geomean, %.3fx worst\n",
+               "best), misses cost %.3fx geomean, %.3fx worst\n",
                leaves, srch_tree_depth(t), 100 * s->score.accuracy, s->score.hits,
                s->score.n, s->score.miss_geomean, s->score.miss_worst);
-        printf("  latency geomean over the shapes: %.4f ms dispatched, %.4f ms best measured\n",
+        printf("  latency geomean over the shapes: %.4f ms dispatched, %.4f ms best\n",
                s->geomean_ms, s->oracle_geomean_ms);
         for (int k = 0; k < t->nnodes; k++) {
             const SrchTreeNode *n = srch_tree_node(t, k);

@@ -74,6 +74,8 @@ typedef enum SrchRecordKind {
     RK_TRIAL,    /* measured during the search */
     RK_SELECT,   /* measured in the selection step, per shape point */
     RK_BASELINE, /* measured by the per-shape baseline (--per-shape) */
+    RK_TURNS,    /* the selection's close contenders measured again, in turns:
+                  * the latest record of its key, a second measurement of it */
 } SrchRecordKind;
 
 typedef struct SrchRecord {
@@ -90,6 +92,13 @@ typedef struct SrchRecord {
     SrchRecordKind kind;
     int64_t trial;
     int64_t ts;              /* 0 in srch_records_append: the current time */
+    /* the search's trials: the model's features of mk (nfeat ==
+     * SRCH_NFEAT, else 0 and none) and the work the shape adaptation gives
+     * the shape (FLOP, > 0), so work / median is the model's label: what a
+     * warm start learns from (search/tune.c) */
+    int nfeat;
+    const float *features;
+    double work;
 } SrchRecord;
 
 /* One damaged line of a records file: "PATH:LINE: reason". */
@@ -358,17 +367,58 @@ typedef struct SrchMeasurer SrchMeasurer;
 SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
                                 const SrchTarget *tg, const int64_t *shapes, int nshapes,
                                 char *err, size_t errlen);
-/* Times stage st with mk at dims: up to SRCH_MAX_REPEATS times (at least
- * one) into times_ms, their number in *ntimes. A candidate whose first
- * run takes longer than cutoff_ms (> 0) is not run again: that one time is
- * its measurement (hopeless candidates cost one run, not ten). -1 and err
- * on failure. */
-enum { SRCH_MAX_REPEATS = 9 };
+/* How long a measurement repeats a run on the CPU: after a warm-up, at
+ * least min_runs (0: 3), then until the interquartile range of the runs is
+ * within spread (0: SRCH_SPREAD) of their median, or budget_ms has run, or
+ * max_runs (0 or more than SRCH_MAX_REPEATS: SRCH_MAX_REPEATS) are done.
+ * Outliers (further than SRCH_OUTLIER_SIGMAS robust deviations from the
+ * median) are then dropped. */
+enum { SRCH_MAX_REPEATS = 25 };
+#define SRCH_SPREAD 0.02
+#define SRCH_OUTLIER_SIGMAS 3.0
+typedef struct SrchTiming {
+    int min_runs, max_runs;
+    double budget_ms;
+    double spread;
+} SrchTiming;
+/* One run: its time in *ms; -1 and err on failure. */
+typedef int (*SrchRunOnce)(void *ud, double *ms, char *err, size_t errlen);
+/* Times run as tm says into times_ms (SRCH_MAX_REPEATS entries), the
+ * number kept in *ntimes (>= 1). When the warm-up takes longer than
+ * cutoff_ms (> 0) that one time is the measurement: hopeless candidates
+ * cost one run, not ten. -1 and err when a run fails. The clock is run's:
+ * a test injects a noisy one. */
+int srch_time_runs(SrchRunOnce run, void *ud, const SrchTiming *tm, double cutoff_ms,
+                   double *times_ms, int *ntimes, char *err, size_t errlen);
+/* Times n runners in turns (runner k's srch_time_runs with tm, no cutoff,
+ * the warm-up in the first turn only, in the order 0..n-1, then n-1..0,
+ * and so on, turns times), so that what
+ * slows the machine for a while slows all alike; times_ms[k] gets runner
+ * k's runs of every turn (up to SRCH_MAX_REPEATS), outliers dropped, their
+ * number ntimes[k]. -1 and err when a run fails. */
+int srch_time_turns(int n, SrchRunOnce run, void *const *ud, const SrchTiming *tm, int turns,
+                    double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err, size_t errlen);
+/* The interquartile range of n times over their median (INFINITY for
+ * fewer than 2). */
+double srch_spread(const double *t, int n);
+/* Drops the outliers of t in place (none of fewer than 4); the number
+ * kept. */
+int srch_drop_outliers(double *t, int n);
+/* Times stage st with mk at dims into times_ms (SRCH_MAX_REPEATS entries),
+ * their number in *ntimes (>= 1): on the CPU as srch_time_runs does with
+ * the measurer's timing, on CUDA five runs after a warm-up, on the model
+ * its one analytic time. -1 and err on failure. */
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen);
-/* How long the cpu backend keeps repeating a run (default 20 ms; at least
- * 3 runs whatever it is). */
-void srch_measurer_set_budget(SrchMeasurer *m, double ms);
+/* Close contenders a and b of stage st at dims timed again in turns of
+ * runs runs each (srch_time_turns): times_ms[0] and [1], ntimes[0] and
+ * [1]. */
+int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *a,
+                       const MicroKernel *b, const int64_t *dims, int turns, int runs,
+                       double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err,
+                       size_t errlen);
+/* The CPU backend's timing (default: a budget of 20 ms). */
+void srch_measurer_set_timing(SrchMeasurer *m, const SrchTiming *tm);
 /* GPU backends with ptxas installed: ptxas's report on stage st built
  * from mk (cached); false otherwise. */
 bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
@@ -405,7 +455,11 @@ typedef struct SrchTuneOpts {
      * rows of p->ndims values by Var.pos (srch_shape_points_file's) */
     const int64_t *points;
     int npoints;
-    int topk;               /* candidates measured per shape point in the selection (0: 3) */
+    int topk;               /* candidates measured per shape point in the selection (0: 2) */
+    /* Records of other tuning runs (any workload, this target and arch):
+     * the search's samples in them train every search's model before its
+     * first trial, as Ansor transfers logs; NULL: none. */
+    const char *warm_start;
     int tree_depth;         /* 0: 4 */
     void (*progress)(void *ud, const SrchProgress *p);
     void *progress_ud;
@@ -421,9 +475,13 @@ typedef struct SrchStageResult {
     const char *stage;
     int measured, reused;       /* search trials: new, and found in the records */
     int select_measured, select_reused;
+    int select_turns;           /* of select_measured: close contenders measured again in turns */
     int nshapes;
-    double geomean_ms;          /* over the shapes, of what the dispatch picks (measured) */
-    double oracle_geomean_ms;   /* of the best measured kernel per shape */
+    /* over the shapes, of what the dispatch picks and of the best kernel:
+     * times measured at the shape (the joint search's also scaled from a
+     * measurement within 10% of it, see DESIGN.md) */
+    double geomean_ms;
+    double oracle_geomean_ms;
     SrchTree *tree;
     SrchTreeScore score;
 } SrchStageResult;
@@ -434,6 +492,7 @@ typedef struct SrchTuneResult {
     int nshapes;
     double seconds;
     int nforeign, ncorrupt;     /* records of other workloads; damaged lines */
+    int nwarm;                  /* samples the warm start gave each search's model */
 } SrchTuneResult;
 
 /* search/report.c: the report of a records file (dcc report) as a

@@ -23,7 +23,8 @@ ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # Prints "stage|mk|shape|class" for every record, class being baseline or
-# joint: a key that appears twice was measured twice.
+# joint: a key that appears twice was measured twice (a "turns" record is
+# the selection's deliberate second measurement of a close contender).
 keys() {
     python3 - "$1" <<'PY'
 import json, sys
@@ -32,8 +33,8 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
         r = json.loads(line)
     except ValueError:
         continue
-    if not isinstance(r, dict) or "shape" not in r:
-        continue  # a dispatch tree, not a measurement
+    if not isinstance(r, dict) or "shape" not in r or r["kind"] == "turns":
+        continue  # a dispatch tree, or measured again on purpose
     shape = ",".join("%s=%d" % kv for kv in sorted(r["shape"].items()))
     cls = "baseline" if r["kind"] == "baseline" else "joint"
     print("%s|%s|%s|%s" % (r["stage"], r["mk"], shape, cls))
@@ -186,6 +187,24 @@ records)
     "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 96 --shapes T=1..128:8 \
         --records "$tmp/long.jsonl" >/dev/null 2>"$tmp/long.err" && ok "a 96-trial search" ||
         bad "96-trial search: $(head -3 "$tmp/long.err")"
+    # a warm start from another workload's records: its search samples
+    # (features and label, on this target and arch) train the model first;
+    # they are not this workload's measurements, so nothing is reused
+    "$dcc" tune "$ex/gelu_mlp.tex" --target=model --trials 6 --records "$tmp/w.jsonl" \
+        --warm-start "$tmp/long.jsonl" >"$tmp/w.out" 2>"$tmp/w.err" &&
+        nw=$(sed -n 's/^warm start: \([0-9]*\) search samples.*/\1/p' "$tmp/w.out") &&
+        [ "${nw:-0}" -ge 96 ] && grep -q "search [1-9][0-9]* measured + 0 from records" "$tmp/w.out" &&
+        ok "a warm start: $nw samples" || { cat "$tmp/w.out" "$tmp/w.err"; bad "warm start"; }
+    "$dcc" tune "$ex/gelu_mlp.tex" --target=model --trials 6 --records "$tmp/w2.jsonl" \
+        --warm-start "$tmp/long.jsonl" --arch sm_90 >"$tmp/w.out" 2>&1 &&
+        grep -q "^warm start: 0 search samples" "$tmp/w.out" &&
+        ok "a warm start takes another arch's samples for none" || bad "warm start, another arch"
+    "$dcc" tune "$ex/gelu_mlp.tex" --target=model --trials 6 --records "$tmp/w3.jsonl" \
+        --warm-start "$tmp/absent.jsonl" >/dev/null 2>"$tmp/w.err"
+    st=$?
+    [ $st -eq 1 ] && grep -q "warm-start .*absent.jsonl: No such file" "$tmp/w.err" &&
+        [ ! -e "$tmp/w3.jsonl" ] && ok "a missing warm-start file: status 1, nothing written" ||
+        bad "missing warm-start file: status $st, $(cat "$tmp/w.err")"
     # a renamed copy of the program keeps its records (the fingerprint is
     # the program's, not its file's)
     cp "$ex/bert_qkv.tex" "$tmp/renamed.tex"

@@ -200,6 +200,7 @@ static void test_round_trip(void **state)
     assert_true(x->times_ms[0] == 0.1);
     assert_null(srch_records_at(r, 3));
     assert_string_equal(srch_record_kind_name(RK_SELECT), "select");
+    assert_string_equal(srch_record_kind_name(RK_TURNS), "turns");
     srch_records_close(r);
 }
 
@@ -645,10 +646,68 @@ static void test_many_records_fast(void **state)
     srch_records_close(r);
 }
 
+/* A search trial's features and adapted work: written with the record
+ * (a missing feature as null), read back the same; damaged ones are
+ * damaged lines, another dcc's feature count is no feature at all. */
+static void test_features(void **state)
+{
+    (void)state;
+    SrchRecords *r = open_ok("wl1");
+    double t[] = {2.0};
+    int64_t v[2];
+    float f[SRCH_NFEAT];
+    for (int i = 0; i < SRCH_NFEAT; i++)
+        f[i] = (float)(i * 0.1 + 1.0 / 3);
+    f[3] = NAN;
+    SrchRecord a = make_rec(MK1, 8, 16, t, 1, RK_TRIAL, 0, v);
+    a.nfeat = SRCH_NFEAT, a.features = f, a.work = 3e9;
+    append_ok(r, &a);
+    SrchRecord b = make_rec(MK2, 8, 16, t, 1, RK_SELECT, 1, v); /* none */
+    append_ok(r, &b);
+    a.work = -1; /* refused */
+    char err[256];
+    assert_false(srch_records_append(r, &a, err, sizeof err));
+    assert_non_null(strstr(err, "work"));
+    srch_records_close(r);
+    size_t len;
+    char *text = slurp(&len);
+    assert_non_null(strstr(text, "null"));
+    /* a line of another feature set, and two damaged */
+    char *nf = strstr(text, "\"features\":[");
+    assert_non_null(nf);
+    char *line1 = strndup(text, (size_t)(strchr(text, '\n') - text));
+    char other[8192], bad1[8192], bad2[8192];
+    char *cut = strstr(line1, "\"features\":[") + strlen("\"features\":[");
+    snprintf(other, sizeof other, "%.*s1,2,3],\"work\":5}\n", (int)(cut - line1), line1);
+    snprintf(bad1, sizeof bad1, "%.*s\"x\"%s\n", (int)(cut - line1), line1, strchr(cut, ','));
+    snprintf(bad2, sizeof bad2, "%.*s1]}\n", (int)(cut - line1), line1);
+    FILE *fp = fopen(path, "ab");
+    fputs(other, fp);
+    fputs(bad1, fp);
+    fputs(bad2, fp);
+    fclose(fp);
+    free(line1);
+    free(text);
+    r = open_ok("wl1");
+    assert_int_equal(srch_records_count(r), 3);
+    assert_int_equal(srch_records_ncorrupt(r), 2);
+    const SrchRecord *x = srch_records_at(r, 0);
+    assert_int_equal(x->nfeat, SRCH_NFEAT);
+    for (int i = 0; i < SRCH_NFEAT; i++)
+        assert_true(i == 3 ? isnan(x->features[i]) : x->features[i] == f[i]);
+    assert_true(x->work == 3e9);
+    assert_int_equal(srch_records_at(r, 1)->nfeat, 0);
+    assert_int_equal(srch_records_at(r, 2)->nfeat, 0); /* three features: another dcc's */
+    assert_non_null(strstr(srch_records_warning(r, 0)->msg, "features"));
+    assert_non_null(strstr(srch_records_warning(r, 1)->msg, "work"));
+    srch_records_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_features, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_finds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trees, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_lines, setup, teardown),

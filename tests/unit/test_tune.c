@@ -333,6 +333,137 @@ static void test_fingerprint(void **state)
             free(fp[t][k]);
 }
 
+/* ---- noise-aware timing, with an injected clock ---- */
+
+/* A machine as noisy as a shared one: every run jitters by up to 2%, one in
+ * five is hit by an interruption (+30% to +100%), and now and then another
+ * process takes the cores for a while (10 to 40 runs in a row 25% slower). */
+typedef struct Noisy {
+    uint64_t rng;
+    double busy_rate; /* the chance that a busy spell starts at a run */
+    int busy;      /* runs left of the current busy spell */
+    int calls;
+} Noisy;
+
+typedef struct Clocked {
+    Noisy *env;
+    double true_ms;
+} Clocked;
+
+static double uniform(uint64_t *s) { return (double)(srch_rand(s) >> 11) / 9007199254740992.0; }
+
+static int noisy_run(void *ud, double *ms, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    Clocked *c = ud;
+    Noisy *e = c->env;
+    e->calls++;
+    if (e->busy == 0 && uniform(&e->rng) < e->busy_rate)
+        e->busy = 10 + (int)(srch_rand(&e->rng) % 31);
+    double t = c->true_ms * (1 + 0.02 * (2 * uniform(&e->rng) - 1));
+    if (e->busy > 0)
+        t *= 1.25, e->busy--;
+    if (uniform(&e->rng) < 0.2)
+        t *= 1.3 + 0.7 * uniform(&e->rng);
+    *ms = t;
+    return 0;
+}
+
+static int quiet_run(void *ud, double *ms, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    Clocked *c = ud;
+    c->env->calls++;
+    *ms = c->true_ms;
+    return 0;
+}
+
+static double median(const double *t, int n)
+{
+    double s[SRCH_MAX_REPEATS];
+    assert_true(n >= 1 && n <= SRCH_MAX_REPEATS);
+    memcpy(s, t, sizeof *s * (size_t)n);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double x = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = x;
+        }
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static void test_noisy_timing(void **state)
+{
+    (void)state;
+    double t[SRCH_MAX_REPEATS];
+    int n;
+    char err[64];
+    /* quiet: the spread is nil after the minimum, so no more runs */
+    Noisy env = {1, 0, 0, 0};
+    Clocked c = {&env, 1.0};
+    SrchTiming tm = {.budget_ms = 20};
+    assert_int_equal(srch_time_runs(quiet_run, &c, &tm, 0, t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(env.calls, 4); /* and the warm-up */
+    /* a hopeless warm-up is the measurement */
+    env.calls = 0;
+    c.true_ms = 5.0;
+    assert_int_equal(srch_time_runs(quiet_run, &c, &tm, 2.0, t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(env.calls, 1);
+    /* interrupted runs: more runs, the interruptions dropped, the median
+     * near the truth (a busy spell that lasts the whole measurement is
+     * what turns are for, below) */
+    int close = 0, clean = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        env = (Noisy){seed * 7919, 0, 0, 0};
+        c.true_ms = 1.0;
+        assert_int_equal(srch_time_runs(noisy_run, &c, &tm, 0, t, &n, err, sizeof err), 0);
+        assert_true(n >= 3 && n <= SRCH_MAX_REPEATS);
+        close += fabs(median(t, n) - 1.0) <= 0.03;
+        double worst = 0;
+        for (int i = 0; i < n; i++)
+            worst = t[i] > worst ? t[i] : worst;
+        clean += worst < 1.1; /* interruptions add 30% at least */
+    }
+    print_message("noisy timing: %d of 200 medians within 3%%, %d without an interrupted run\n",
+                  close, clean);
+    assert_true(close >= 195);
+    assert_true(clean >= 195);
+    /* two candidates 4% apart: timed in turns, the faster wins far more
+     * often than when each is timed on its own, one after the other,
+     * with as many runs */
+    int turns_right = 0, seq_right = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        Noisy e1 = {seed * 104729, 0.01, 0, 0};
+        Clocked a = {&e1, 1.00}, b = {&e1, 1.04};
+        void *ud[2] = {&a, &b};
+        double tt[2][SRCH_MAX_REPEATS];
+        int nt[2];
+        SrchTiming per = {.min_runs = 3, .max_runs = 3, .budget_ms = INFINITY};
+        assert_int_equal(srch_time_turns(2, noisy_run, ud, &per, 8, tt, nt, err, sizeof err), 0);
+        assert_true(nt[0] >= 12 && nt[1] >= 12);
+        turns_right += median(tt[0], nt[0]) < median(tt[1], nt[1]);
+        Noisy e2 = {seed * 104729, 0.01, 0, 0};
+        Clocked a2 = {&e2, 1.00}, b2 = {&e2, 1.04};
+        SrchTiming all = {.min_runs = 24, .max_runs = 24, .budget_ms = INFINITY};
+        double ta[SRCH_MAX_REPEATS], tb[SRCH_MAX_REPEATS];
+        int na, nb;
+        if (seed % 2) { /* which goes first alternates, as two trials would */
+            srch_time_runs(noisy_run, &a2, &all, 0, ta, &na, err, sizeof err);
+            srch_time_runs(noisy_run, &b2, &all, 0, tb, &nb, err, sizeof err);
+        } else {
+            srch_time_runs(noisy_run, &b2, &all, 0, tb, &nb, err, sizeof err);
+            srch_time_runs(noisy_run, &a2, &all, 0, ta, &na, err, sizeof err);
+        }
+        seq_right += median(ta, na) < median(tb, nb);
+    }
+    print_message("noisy timing: the faster of two picked %d times of 200 in turns, %d one after "
+                  "the other\n", turns_right, seq_right);
+    assert_true(turns_right >= 190);
+    assert_true(turns_right > seq_right);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_shape_points),
         cmocka_unit_test(test_tune_cpu),
+        cmocka_unit_test(test_noisy_timing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
