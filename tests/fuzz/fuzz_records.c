@@ -7,8 +7,9 @@
  * targets. Damaged lines must be skipped with a warning; a crash, a
  * sanitizer report, a leak or a hang is a bug. What is read is also checked
  * against the reader's promises: every record is found again by its key,
- * its micro-kernel prints as text that parses back to it, and every tree
- * survives a round trip through its JSON form.
+ * its micro-kernel prints as text that parses back to it, its features
+ * (when it has them) are SRCH_NFEAT numbers or missing with a positive
+ * work, and every tree survives a round trip through its JSON form.
  *
  * The bytes live in a memfd opened by its /proc path, so nothing touches
  * the disk, and srch_records_read opens nothing for writing. Build with
@@ -17,6 +18,7 @@
 #include "dietcode/frontend.h"
 #include "dietcode/search.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +197,12 @@ static void check_records(const SrchRecords *r, bool relevant[NPROGRAMS][NTARGET
         if (!srch_records_find_class(r, rec->workload, &rec->mk, rec->ndims, rec->dim_names,
                                      rec->dim_values, rec->kind == RK_BASELINE))
             abort();
+        if (rec->nfeat && (rec->nfeat != SRCH_NFEAT || !rec->features || !(rec->work > 0) ||
+                           !isfinite(rec->work)))
+            abort();
+        for (int f = 0; f < rec->nfeat; f++)
+            if (isinf(rec->features[f]))
+                abort();
         char *mk = srch_mk_str(&rec->mk, rec->nspatial);
         MicroKernel back;
         int nsp;
