@@ -79,8 +79,10 @@ static Interval var_interval(ExprCtx *c, const Var *v, RangeMode m)
     return (Interval){0, e.hi == IR_POS_INF ? IR_POS_INF : e.hi <= 0 ? 0 : e.hi - 1};
 }
 
-Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)
+static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
 {
+    if (--*budget < 0)
+        return UNBOUNDED; /* a bound, if a loose one */
     Interval a, b;
     int64_t d;
     switch (e->kind) {
@@ -88,38 +90,38 @@ Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)
     case EX_VAR: return var_interval(c, e->var, m);
     case EX_FLOAT: case EX_LOAD: case EX_REDUCE: return UNBOUNDED;
     case EX_ADD:
-        a = ir_interval(c, e->op.a, m);
-        b = ir_interval(c, e->op.b, m);
+        a = interval(c, e->op.a, m, budget);
+        b = interval(c, e->op.b, m, budget);
         return (Interval){sat_add(a.lo, b.lo, false), sat_add(a.hi, b.hi, true)};
     case EX_SUB:
-        a = ir_interval(c, e->op.a, m);
-        b = ir_interval(c, e->op.b, m);
+        a = interval(c, e->op.a, m, budget);
+        b = interval(c, e->op.b, m, budget);
         return (Interval){sat_add(a.lo, sat_neg(b.hi), false), sat_add(a.hi, sat_neg(b.lo), true)};
     case EX_NEG:
-        a = ir_interval(c, e->op.a, m);
+        a = interval(c, e->op.a, m, budget);
         return (Interval){sat_neg(a.hi), sat_neg(a.lo)};
     case EX_MUL:
         if (e->type != DT_I32)
             return UNBOUNDED;
-        return iv_mul(ir_interval(c, e->op.a, m), ir_interval(c, e->op.b, m));
+        return iv_mul(interval(c, e->op.a, m, budget), interval(c, e->op.b, m, budget));
     case EX_DIV:
         if (e->type != DT_I32)
             return UNBOUNDED;
-        a = ir_interval(c, e->op.a, m);
+        a = interval(c, e->op.a, m, budget);
         if (ir_is_const(e->op.b, &d) && d != 0) {
             int64_t x = sat_floordiv(a.lo, d), y = sat_floordiv(a.hi, d);
             return (Interval){min2(x, y), max2(x, y)};
         }
-        b = ir_interval(c, e->op.b, m);
+        b = interval(c, e->op.b, m, budget);
         if (b.lo > 0 && a.lo >= 0) /* nonnegative over positive */
             return (Interval){0, a.hi};
         return UNBOUNDED;
     case EX_MOD:
         if (e->type != DT_I32)
             return UNBOUNDED;
-        b = ir_interval(c, e->op.b, m);
+        b = interval(c, e->op.b, m, budget);
         if (b.lo > 0) {
-            a = ir_interval(c, e->op.a, m);
+            a = interval(c, e->op.a, m, budget);
             if (a.lo >= 0 && a.hi != IR_POS_INF && a.hi < b.lo)
                 return a;
             return (Interval){0, b.hi == IR_POS_INF ? IR_POS_INF : b.hi - 1};
@@ -130,36 +132,47 @@ Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)
     case EX_MIN: case EX_MAX:
         if (e->type != DT_I32)
             return UNBOUNDED;
-        a = ir_interval(c, e->op.a, m);
-        b = ir_interval(c, e->op.b, m);
+        a = interval(c, e->op.a, m, budget);
+        b = interval(c, e->op.b, m, budget);
         if (e->kind == EX_MIN)
             return (Interval){min2(a.lo, b.lo), min2(a.hi, b.hi)};
         return (Interval){max2(a.lo, b.lo), max2(a.hi, b.hi)};
     case EX_ABS:
         if (e->type != DT_I32)
             return UNBOUNDED;
-        a = ir_interval(c, e->op.a, m);
+        a = interval(c, e->op.a, m, budget);
         if (a.lo >= 0)
             return a;
         return (Interval){0, max2(sat_neg(a.lo), a.hi)};
     case EX_RELU:
         if (e->type != DT_I32)
             return UNBOUNDED;
-        a = ir_interval(c, e->op.a, m);
+        a = interval(c, e->op.a, m, budget);
         return (Interval){max2(0, a.lo), max2(0, a.hi)};
     case EX_SELECT:
         if (e->type == DT_BOOL)
             return (Interval){0, 1};
         if (e->type != DT_I32)
             return UNBOUNDED;
-        a = ir_interval(c, e->op.b, m);
-        b = ir_interval(c, e->op.c, m);
+        a = interval(c, e->op.b, m, budget);
+        b = interval(c, e->op.c, m, budget);
         return (Interval){min2(a.lo, b.lo), max2(a.hi, b.hi)};
     default:
         if (e->type == DT_BOOL)
             return (Interval){0, 1};
         return UNBOUNDED;
     }
+}
+
+/* Reading an expression stops after INTERVAL_NODES of its nodes (the rest
+ * unbounded), so that asking for the interval of each node of a long chain
+ * stays linear. */
+enum { INTERVAL_NODES = 4096 };
+
+Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m)
+{
+    int budget = INTERVAL_NODES;
+    return interval(c, e, m, &budget);
 }
 
 /* The symbolic minimum (want_max false) or maximum of e over the axis and

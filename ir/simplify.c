@@ -106,7 +106,8 @@ static bool term_mul(Term *out, const Term *a, const Term *b)
 
 static bool poly_mul(Poly *out, const Poly *a, const Poly *b)
 {
-    memset(out, 0, sizeof *out);
+    out->n = 0;
+    out->k = 0;
     if (__builtin_mul_overflow(a->k, b->k, &out->k))
         return false;
     Term ka = {.coeff = a->k}, kb = {.coeff = b->k};
@@ -128,45 +129,58 @@ static bool poly_mul(Poly *out, const Poly *a, const Poly *b)
 
 static void poly_atom(Poly *p, Expr *e)
 {
-    memset(p, 0, sizeof *p);
+    p->k = 0;
     p->n = 1;
     p->t[0].coeff = 1;
     p->t[0].nf = 1;
     p->t[0].f[0] = e;
 }
 
-/* Reads a (canonical) integer expression as a polynomial. */
-static void poly_of(Poly *p, Expr *e)
+/* A polynomial has at most MAXT terms of MAXF factors: a canonical one is a
+ * few hundred nodes. Reading an expression stops after POLY_NODES of them
+ * and takes the rest as atoms, so that simplifying a long chain bottom-up
+ * (each node reads its children again) stays linear, not quadratic. */
+enum { POLY_NODES = 512 };
+
+static void poly_read(Poly *p, Expr *e, int *budget)
 {
     Poly a, b;
-    memset(p, 0, sizeof *p);
-    if (e->type != DT_I32) {
+    p->n = 0;
+    p->k = 0;
+    if (e->type != DT_I32 || --*budget < 0) {
         poly_atom(p, e);
         return;
     }
     switch (e->kind) {
     case EX_INT: p->k = e->ival; return;
     case EX_ADD: case EX_SUB:
-        poly_of(&a, e->op.a);
-        poly_of(&b, e->op.b);
+        poly_read(&a, e->op.a, budget);
+        poly_read(&b, e->op.b, budget);
         *p = a;
         if (poly_add(p, &b, e->kind == EX_ADD ? 1 : -1))
             return;
         break;
     case EX_NEG:
-        poly_of(&a, e->op.a);
+        poly_read(&a, e->op.a, budget);
         if (poly_add(p, &a, -1))
             return;
         break;
     case EX_MUL:
-        poly_of(&a, e->op.a);
-        poly_of(&b, e->op.b);
+        poly_read(&a, e->op.a, budget);
+        poly_read(&b, e->op.b, budget);
         if (poly_mul(p, &a, &b))
             return;
         break;
     default: break;
     }
     poly_atom(p, e);
+}
+
+/* Reads a (canonical) integer expression as a polynomial. */
+static void poly_of(Poly *p, Expr *e)
+{
+    int budget = POLY_NODES;
+    poly_read(p, e, &budget);
 }
 
 static int qsort_term(const void *a, const void *b) { return cmp_term(a, b); }

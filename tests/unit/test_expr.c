@@ -172,6 +172,38 @@ static void test_float_folding(void **state)
     assert_ptr_equal(S(ir_cast(f->c, DT_I32, ir_float(f->c, 1e20))), C(2147483647));
 }
 
+/* Long chains (found by fuzz_frontend: an index of a few hundred products
+ * and quotients of large constants took seconds, each node reading its
+ * whole subtree again): still simplified, their intervals still sound. */
+static void test_long_chains(void **state)
+{
+    Fx *f = *state;
+    Expr *T = V(f->T);
+    /* ((T * 2) / 2 + 1 - 1) 1500 times: T */
+    Expr *e = T;
+    for (int i = 0; i < 1500; i++)
+        e = SUB(ADD(DIV(MUL(e, C(2)), C(2)), C(1)), C(1));
+    assert_ptr_equal(S(e), T);
+    /* products that overflow 64 bits: atoms, and an interval that says
+     * nothing rather than something wrong */
+    e = T;
+    for (int i = 0; i < 1500; i++)
+        e = i % 3 == 2 ? DIV(e, C(5)) : MUL(e, C(107374182));
+    Expr *se = S(e);
+    Interval iv = ir_interval(f->c, se, RANGE_OPEN);
+    assert_true(iv.lo <= iv.hi && iv.hi == IR_POS_INF);
+    Interval iv2 = ir_interval(f->c, e, RANGE_OPEN);
+    assert_true(iv2.lo <= iv2.hi && iv2.hi == IR_POS_INF);
+    /* past the node limit the interval is loose, never wrong: T + 0 - 0 ...
+     * is T in 1..2^20, and 1..2^20 or wider */
+    e = T;
+    for (int i = 0; i < 3000; i++)
+        e = SUB(ADD(e, C(0)), C(0));
+    Interval iv3 = ir_interval(f->c, e, RANGE_OPEN);
+    assert_true(iv3.lo <= 1 && iv3.hi >= 1 << 20);
+    assert_true(ir_interval(f->c, S(e), RANGE_OPEN).lo == 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +211,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_canonical_polynomials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_div_mod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_intervals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_chains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symbolic_proofs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guard_folding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_float_folding, setup, teardown),
