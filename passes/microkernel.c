@@ -200,6 +200,13 @@ static int parse_list(const char **s, int *v, int max)
     return n;
 }
 
+/* The clauses of a micro-kernel's text, each at most once. */
+enum { C_THREADS, C_TILE, C_RCHUNK, C_UNROLL, C_VEC, C_SPLIT, C_RTHREADS, C_ALONG, C_STAGED,
+       C_STRIDED, C_PIPELINED, NCLAUSES };
+static const char *const clause_names[NCLAUSES] = {
+    "threads", "tile", "rchunk", "unroll", "vec", "split", "rthreads", "along reduction",
+    "staged", "strided", "pipelined"};
+
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
 {
     memset(mk, 0, sizeof *mk);
@@ -207,54 +214,50 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
         mk->threads[a] = mk->tile[a] = 1;
     mk->unroll = mk->vec = mk->split = mk->rthreads = 1;
     int nt = -1, nl = -1;
+    unsigned seen = 0;
     const char *p = s;
     while (*p) {
         while (*p == ' ')
             p++;
         if (!*p)
             break;
-        int len = (int)strcspn(p, " [");
-        long x = 0;
-        char *end;
-        if (len == 7 && strncmp(p, "threads", 7) == 0) {
-            p += 7;
-            nt = parse_list(&p, mk->threads, MK_MAX_AXES);
-            if (nt < 0)
+        int c = 0;
+        size_t len = 0;
+        for (; c < NCLAUSES; c++) {
+            len = strlen(clause_names[c]);
+            if (strncmp(p, clause_names[c], len) == 0 && (p[len] == ' ' || p[len] == '[' || !p[len]))
+                break;
+        }
+        /* each clause once, so that a kernel has one text */
+        if (c == NCLAUSES || (seen & 1u << c))
+            return false;
+        seen |= 1u << c;
+        p += len;
+        if (c == C_THREADS || c == C_TILE) {
+            int n = parse_list(&p, c == C_THREADS ? mk->threads : mk->tile, MK_MAX_AXES);
+            if (n < 0)
                 return false;
-        } else if (len == 4 && strncmp(p, "tile", 4) == 0) {
-            p += 4;
-            nl = parse_list(&p, mk->tile, MK_MAX_AXES);
-            if (nl < 0)
-                return false;
-        } else if ((len == 6 && strncmp(p, "rchunk", 6) == 0) ||
-                   (len == 6 && strncmp(p, "unroll", 6) == 0) || (len == 3 && strncmp(p, "vec", 3) == 0) ||
-                   (len == 5 && strncmp(p, "split", 5) == 0) ||
-                   (len == 8 && strncmp(p, "rthreads", 8) == 0)) {
-            x = strtol(p + len, &end, 10);
+            *(c == C_THREADS ? &nt : &nl) = n;
+        } else if (c <= C_RTHREADS) {
+            char *end;
+            long x = strtol(p, &end, 10);
             /* rchunk 0: no reduction; every other count is at least 1, so
              * that a kernel has one text (it prints no split 1) */
-            if (end == p + len || x < (p[0] == 'r' && len == 6 ? 0 : 1) || x > 4096)
+            if (end == p || x < (c == C_RCHUNK ? 0 : 1) || x > 4096 || (*end && *end != ' '))
                 return false;
-            if (len == 8) mk->rthreads = (int)x;
-            else if (p[0] == 'r') mk->rchunk = (int)x;
-            else if (p[0] == 'u') mk->unroll = (int)x;
-            else if (p[0] == 's') mk->split = (int)x;
-            else mk->vec = (int)x;
+            int *field[] = {[C_RCHUNK] = &mk->rchunk, [C_UNROLL] = &mk->unroll,
+                            [C_VEC] = &mk->vec, [C_SPLIT] = &mk->split,
+                            [C_RTHREADS] = &mk->rthreads};
+            *field[c] = (int)x;
             p = end;
-        } else if (strncmp(p, "along reduction", 15) == 0) {
+        } else if (c == C_ALONG) {
             mk->vaxis = MK_VEC_REDUCE;
-            p += 15;
-        } else if (len == 6 && strncmp(p, "staged", 6) == 0) {
+        } else if (c == C_STAGED) {
             mk->stage = true;
-            p += 6;
-        } else if (len == 7 && strncmp(p, "strided", 7) == 0) {
+        } else if (c == C_STRIDED) {
             mk->strided = true;
-            p += 7;
-        } else if (len == 9 && strncmp(p, "pipelined", 9) == 0) {
-            mk->pipeline = true;
-            p += 9;
         } else {
-            return false;
+            mk->pipeline = true;
         }
     }
     if (nt != nl)
