@@ -40,10 +40,10 @@ enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 /* the selection: candidates predicted within SELECT_NEAR of the best at a
  * shape are measured there; two measured within SELECT_CLOSE are measured
  * again, in SELECT_TURNS turns of two runs */
-#define SELECT_NEAR 1.08
+#define SELECT_NEAR 1.10
 /* a time measured at one shape serves the shapes within this factor of it
  * (every dim's ratio multiplied) */
-#define SELECT_REACH 1.1
+#define SELECT_REACH 1.05
 #define SELECT_CLOSE 1.03
 enum { SELECT_TURNS = 4 };
 

@@ -479,7 +479,7 @@ typedef struct SrchStageResult {
     int nshapes;
     /* over the shapes, of what the dispatch picks and of the best kernel:
      * times measured at the shape (the joint search's also scaled from a
-     * measurement within 10% of it, see DESIGN.md) */
+     * measurement within 5% of it, see DESIGN.md) */
     double geomean_ms;
     double oracle_geomean_ms;
     SrchTree *tree;
