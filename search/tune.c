@@ -103,6 +103,7 @@ typedef struct Search {
      * to tell how near two shapes are */
     double *lat;
     double *logdims;
+    int **mpts, *nmpts;               /* per candidate: the shapes where lat has a time */
 } Search;
 
 static double now_s(void) { return rt_now_ms() * 1e-3; }
@@ -518,6 +519,10 @@ static void search_free(Search *S)
     free(S->best_at);
     free(S->lat);
     free(S->logdims);
+    for (int i = 0; S->mpts && i < S->nc; i++)
+        free(S->mpts[i]);
+    free(S->mpts);
+    free(S->nmpts);
     srch_model_free(S->model);
 }
 
@@ -584,16 +589,32 @@ static int nearest(const Search *S, int i, int j, double *dist)
     const double *row = S->lat + (size_t)i * (size_t)S->nsh;
     int nd = S->tu->p->ndims, near = -1;
     *dist = INFINITY;
-    for (int k = 0; k < S->nsh; k++)
-        if (!isnan(row[k])) {
-            double d = 0;
-            for (int x = 0; x < nd; x++)
-                d += fabs(S->logdims[(size_t)j * (size_t)nd + (size_t)x] -
-                          S->logdims[(size_t)k * (size_t)nd + (size_t)x]);
-            if (d < *dist)
-                *dist = d, near = k;
-        }
+    for (int m = 0; m < S->nmpts[i]; m++) {
+        int k = S->mpts[i][m];
+        if (isnan(row[k]))
+            continue;
+        double d = 0;
+        for (int x = 0; x < nd; x++)
+            d += fabs(S->logdims[(size_t)j * (size_t)nd + (size_t)x] -
+                      S->logdims[(size_t)k * (size_t)nd + (size_t)x]);
+        if (d < *dist || (d == *dist && k < near))
+            *dist = d, near = k;
+    }
     return near;
+}
+
+/* Candidate i's time at shape j is v (NAN: unknown). */
+static void set_lat(Search *S, int i, int j, double v)
+{
+    double *at = &S->lat[(size_t)i * (size_t)S->nsh + (size_t)j];
+    if (isnan(*at) && !isnan(v)) {
+        int *l = realloc(S->mpts[i], sizeof *l * (size_t)(S->nmpts[i] + 1));
+        if (!l)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        S->mpts[i] = l;
+        l[S->nmpts[i]++] = j;
+    }
+    *at = v;
 }
 
 /* Candidate i's time at shape j: measured, else predicted from its
@@ -632,9 +653,11 @@ static void select_init(Search *S)
                 log((double)shape_at(S->tu, S->sh[j])[p->dims[x]->pos]);
     for (size_t i = 0; i < (size_t)S->nc * (size_t)S->nsh; i++)
         S->lat[i] = NAN;
+    S->mpts = calloc((size_t)S->nc + 1, sizeof *S->mpts);
+    S->nmpts = calloc((size_t)S->nc + 1, sizeof *S->nmpts);
     for (int i = 0; i < S->nc; i++)
         if (S->c[i].measured && !S->c[i].failed)
-            S->lat[(size_t)i * (size_t)S->nsh + (size_t)S->c[i].home] = S->c[i].home_ms;
+            set_lat(S, i, S->c[i].home, S->c[i].home_ms);
 }
 
 /* The selection, from what the search measured: at every shape the
@@ -677,17 +700,18 @@ static void select_joint(Search *S, SrchStageResult *res)
             nfresh += fresh;
             if (ms > 0) {
                 got[ngot++] = (Pick){pk[k].idx, ms};
-                S->lat[(size_t)pk[k].idx * (size_t)S->nsh + (size_t)j] = ms;
+                set_lat(S, pk[k].idx, j, ms);
             }
             if (ms < best)
                 best = ms;
         }
         qsort(got, (size_t)ngot, sizeof *got, by_lat);
-        if (ngot >= 2 && nfresh > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat) {
+        /* the model's times are exact: nothing to measure again */
+        if (ngot >= 2 && nfresh > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat &&
+            strcmp(tu->tg.name, "model") != 0) {
             remeasure(tu, S->st, &S->c[got[0].idx].mk, &S->c[got[1].idx].mk, S->sh[j], res);
             for (int k = 0; k < 2; k++)
-                S->lat[(size_t)got[k].idx * (size_t)S->nsh + (size_t)j] =
-                    known(tu, S->st, &S->c[got[k].idx].mk, S->sh[j]);
+                set_lat(S, got[k].idx, j, known(tu, S->st, &S->c[got[k].idx].mk, S->sh[j]));
         }
         if ((j + 1) % 16 == 0 || j + 1 == S->nsh)
             report(S, j + 1, S->nsh);
