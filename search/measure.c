@@ -280,9 +280,9 @@ int srch_drop_outliers(double *t, int n)
     return k;
 }
 
-/* srch_time_runs without dropping outliers, the warm-up only when warm
- * is false. */
-static int time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, bool warm,
+/* srch_time_runs without dropping outliers, and without the warm-up when
+ * already warm. */
+static int time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, bool already_warm,
                      double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen)
 {
     int lo = tm->min_runs > 0 ? tm->min_runs : 3;
@@ -292,7 +292,7 @@ static int time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, bool warm
         lo = hi;
     *ntimes = 0;
     double first = 0;
-    if (!warm && once(ud, &first, err, errlen) != 0)
+    if (!already_warm && once(ud, &first, err, errlen) != 0)
         return -1; /* the warm-up */
     if (cutoff_ms > 0 && first > cutoff_ms) {
         times_ms[(*ntimes)++] = first;
