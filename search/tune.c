@@ -113,6 +113,14 @@ static const int64_t *shape_at(const Tuner *tu, int s)
     return tu->shapes + (size_t)s * (size_t)tu->p->ndims;
 }
 
+/* Shape s's values in the order of the program's dims (the records' and
+ * tu->dim_names' order). */
+static void shape_vals(const Tuner *tu, int s, int64_t *vals)
+{
+    for (int i = 0; i < tu->p->ndims; i++)
+        vals[i] = shape_at(tu, s)[tu->p->dims[i]->pos];
+}
+
 /* ---- measurements, through the records ---- */
 
 /* The first record of (st, mk, shape vals) with a time, of the joint
@@ -161,8 +169,7 @@ static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int
         tu->failed = true;
         return NAN;
     }
-    for (int i = 0; i < p->ndims; i++)
-        vals[i] = dims[p->dims[i]->pos];
+    shape_vals(tu, s, vals);
     *fresh = false;
     /* the joint search and the baseline never share measurements, so each
      * one's records alone rebuild its result */
@@ -545,8 +552,7 @@ static double known(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s
 {
     const TeProgram *p = tu->p;
     int64_t vals[SRCH_MAX_DIMS];
-    for (int i = 0; i < p->ndims; i++)
-        vals[i] = shape_at(tu, s)[p->dims[i]->pos];
+    shape_vals(tu, s, vals);
     const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, p->ndims,
                                                   tu->dim_names, vals, false);
     return r && r->median_ms > 0 ? r->median_ms : NAN;
@@ -565,8 +571,7 @@ static void remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, cons
                            sizeof err) != 0)
         return; /* both keep their first measurement */
     int64_t vals[SRCH_MAX_DIMS];
-    for (int i = 0; i < p->ndims; i++)
-        vals[i] = shape_at(tu, s)[p->dims[i]->pos];
+    shape_vals(tu, s, vals);
     const MicroKernel *mk[2] = {a, b};
     for (int k = 0; k < 2 && !tu->failed; k++) {
         SrchRecord rec = {
@@ -814,14 +819,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
         for (int j = 0; j < or->n; j++) {
             int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
             size_t at = (size_t)j * (size_t)or->nk + (size_t)k;
-            double best = INFINITY;
-            for (int q = 0; q < or->nk; q++) {
-                size_t aq = (size_t)j * (size_t)or->nk + (size_t)q;
-                if (known[aq] && or->cost[aq] < best)
-                    best = or->cost[aq];
-            }
-            if (!isfinite(best))
-                best = or->best[j];
+            /* the least known time (the known costs are the non-NAN ones) */
+            double best = or->best[j];
             if (!known[at] && pass < PASSES - 1) {
                 bool fresh;
                 measure(tu, st, &or->kernels[k], or->shape_index[j], kind, 0, INFINITY, NULL, 0,
