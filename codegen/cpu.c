@@ -4,8 +4,8 @@
  * x86-64 level: runtime/dcrt.c).
  *
  * Each kernel becomes two functions. NAME is the C ABI entry point
- * (dims, bufs, block_begin, block_end); it loads every dim and buffer
- * pointer once and calls NAME.body, an internal always-inline function that
+ * (dims, bufs, block_begin, block_end); it loads every dim and the
+ * pointers of the buffers the kernel uses once and calls NAME.body, an internal always-inline function that
  * takes them as separate arguments, each buffer `noalias`: once inlined,
  * LLVM knows distinct tensors never overlap, so loads can be hoisted past
  * stores. The block loop is a serial loop over [block_begin, block_end)
@@ -54,12 +54,21 @@ static void target_attrs(CgFn *g, LLVMValueRef fn)
 static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
 {
     const TeProgram *te = g->lp->te;
-    int nd = te->ndims, nt = g->lp->nbuffers, np = nd + nt + 2;
-    LLVMTypeRef *pt = calloc((size_t)np, sizeof *pt);
-    if (!pt)
+    /* the body's parameters: every dim, the buffers the kernel uses, the
+     * block range; slot[j] is parameter j's index in dims or bufs */
+    int nd = te->ndims, nt = g->lp->nbuffers, np = nd;
+    LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 2, sizeof *pt);
+    int *slot = calloc((size_t)(nd + nt) + 2, sizeof *slot);
+    if (!pt || !slot)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int i = 0; i < np; i++)
-        pt[i] = i >= nd && i < nd + nt ? g->ptr : g->i64;
+    for (int i = 0; i < nd; i++)
+        pt[i] = g->i64, slot[i] = i;
+    for (int i = 0; i < nt; i++)
+        if (g->use[i])
+            pt[np] = g->ptr, slot[np++] = i;
+    int nb = np - nd;
+    pt[np++] = g->i64;
+    pt[np++] = g->i64;
     size_t n = strlen(sym);
     char *bodyname = malloc(n + 6);
     if (!bodyname)
@@ -76,11 +85,10 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     for (int i = 0; i < nd; i++)
         LLVMSetValueName2(LLVMGetParam(body, (unsigned)i), te->dims[i]->name,
                           strlen(te->dims[i]->name));
-    for (int i = 0; i < nt; i++) {
-        LLVMValueRef p = LLVMGetParam(body, (unsigned)(nd + i));
-        LLVMSetValueName2(p, g->lp->buffers[i]->name, strlen(g->lp->buffers[i]->name));
-        LLVMAddAttributeAtIndex(body, (unsigned)(nd + i + 1),
-                                LLVMCreateEnumAttribute(g->cx, noalias, 0));
+    for (int j = nd; j < nd + nb; j++) {
+        const char *name = g->lp->buffers[slot[j]]->name;
+        LLVMSetValueName2(LLVMGetParam(body, (unsigned)j), name, strlen(name));
+        LLVMAddAttributeAtIndex(body, (unsigned)(j + 1), LLVMCreateEnumAttribute(g->cx, noalias, 0));
     }
     LLVMSetValueName2(LLVMGetParam(body, (unsigned)np - 2), "block_begin", 11);
     LLVMSetValueName2(LLVMGetParam(body, (unsigned)np - 1), "block_end", 9);
@@ -96,13 +104,13 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     LLVMValueRef *args = calloc((size_t)np, sizeof *args);
     if (!args)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int i = 0; i < nd + nt; i++) {
-        bool isdim = i < nd;
-        LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)(isdim ? i : i - nd), 0);
+    for (int j = 0; j < nd + nb; j++) {
+        bool isdim = j < nd;
+        LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)slot[j], 0);
         LLVMValueRef p = LLVMBuildGEP2(g->b, isdim ? g->i64 : g->ptr, LLVMGetParam(fn, isdim ? 0 : 1),
                                        &idx, 1, "");
-        args[i] = LLVMBuildLoad2(g->b, isdim ? g->i64 : g->ptr, p, "");
-        LLVMSetAlignment(args[i], 8);
+        args[j] = LLVMBuildLoad2(g->b, isdim ? g->i64 : g->ptr, p, "");
+        LLVMSetAlignment(args[j], 8);
     }
     args[np - 2] = LLVMGetParam(fn, 2);
     args[np - 1] = LLVMGetParam(fn, 3);
@@ -115,8 +123,9 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     LLVMPositionBuilderAtEnd(g->b, g->entry);
     for (int i = 0; i < nd; i++)
         g->dimv[i] = LLVMGetParam(body, (unsigned)i);
-    for (int i = 0; i < nt; i++)
-        g->bufv[i] = LLVMGetParam(body, (unsigned)(nd + i));
+    for (int j = nd; j < nd + nb; j++)
+        g->bufv[slot[j]] = LLVMGetParam(body, (unsigned)j);
+    free(slot);
     g->block_lo = LLVMGetParam(body, (unsigned)np - 2);
     g->block_hi = LLVMGetParam(body, (unsigned)np - 1);
     (void)k;

@@ -120,6 +120,8 @@ static void emu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     LLVMPositionBuilderAtEnd(g->b, g->entry);
     for (int i = 0; i < te->ndims + g->lp->nbuffers; i++) {
         bool isdim = i < te->ndims;
+        if (!isdim && !g->use[i - te->ndims])
+            continue;
         LLVMTypeRef ty = isdim ? g->i64 : g->ptr;
         LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)(isdim ? i : i - te->ndims), 0);
         LLVMValueRef p = LLVMBuildGEP2(g->b, ty, LLVMGetParam(fn, isdim ? 0 : 1), &idx, 1, "");

@@ -99,6 +99,16 @@ static LLVMValueRef size_expr(Host *h, const Expr *e)
     }
 }
 
+/* Size indices by their expressions (interned: equal is identical), then
+ * by index. */
+static int by_expr(const void *a, const void *b, void *ud)
+{
+    const CgTable *tb = ud;
+    int i = *(const int *)a, j = *(const int *)b;
+    uint32_t x = tb->sizes[i]->id, y = tb->sizes[j]->id;
+    return x != y ? (x < y ? -1 : 1) : i - j;
+}
+
 /* int64_t SYM__size(const void *ctx, int32_t which, const int64_t *dims,
  * int32_t *overflow): a switch over the table's size expressions. */
 static LLVMValueRef size_function(Host *h, const CgTable *tb, const char *sym)
@@ -113,10 +123,25 @@ static LLVMValueRef size_function(Host *h, const CgTable *tb, const char *sym)
     LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->cx, fn, "unknown");
     LLVMPositionBuilderAtEnd(h->b, entry);
     LLVMValueRef sw = LLVMBuildSwitch(h->b, LLVMGetParam(fn, 1), bad, (unsigned)tb->nsizes);
+    /* one block per distinct expression (most extents are the same few), in
+     * order of their first use */
+    int *order = xcalloc((size_t)tb->nsizes, sizeof *order);
+    for (int i = 0; i < tb->nsizes; i++)
+        order[i] = i;
+    qsort_r(order, (size_t)tb->nsizes, sizeof *order, by_expr, (void *)tb);
+    LLVMBasicBlockRef *block = xcalloc((size_t)tb->nsizes, sizeof *block);
+    for (int k = 0; k < tb->nsizes; k++) {
+        int i = order[k];
+        if (k > 0 && tb->sizes[order[k - 1]] == tb->sizes[i])
+            block[i] = block[order[k - 1]];
+        else
+            block[i] = LLVMAppendBasicBlockInContext(h->cx, fn, "size");
+    }
     for (int i = 0; i < tb->nsizes; i++) {
-        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(h->cx, fn, "size");
-        LLVMAddCase(sw, ci32(h, i), bb);
-        LLVMPositionBuilderAtEnd(h->b, bb);
+        LLVMAddCase(sw, ci32(h, i), block[i]);
+        if (LLVMGetFirstInstruction(block[i]))
+            continue; /* built for an earlier equal expression */
+        LLVMPositionBuilderAtEnd(h->b, block[i]);
         h->ovf = LLVMConstInt(h->i1, 0, 0);
         LLVMValueRef v = size_expr(h, tb->sizes[i]);
         LLVMBasicBlockRef set = LLVMAppendBasicBlockInContext(h->cx, fn, "overflow");
@@ -128,6 +153,8 @@ static LLVMValueRef size_function(Host *h, const CgTable *tb, const char *sym)
         LLVMPositionBuilderAtEnd(h->b, done);
         LLVMBuildRet(h->b, v);
     }
+    free(order);
+    free(block);
     LLVMPositionBuilderAtEnd(h->b, bad);
     LLVMBuildStore(h->b, ci32(h, 1), LLVMGetParam(fn, 3));
     LLVMBuildRet(h->b, ci64(h, 0));

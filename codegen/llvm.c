@@ -1057,6 +1057,11 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     };
     g.dimv = calloc((size_t)te->ndims + 1, sizeof *g.dimv);
     g.bufv = calloc((size_t)lp->nbuffers + 1, sizeof *g.bufv);
+    unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
+    if (!use)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    ir_kernel_uses(k, use, NULL);
+    g.use = use;
     bool narrow = t->index32 && cg_index32(lp, k);
     Lower L = {.g = &g, .nvars = ir_var_count(te->ctx), .ity = narrow ? g.i32 : g.i64};
     L.env = calloc((size_t)L.nvars + 1, sizeof *L.env);
@@ -1071,6 +1076,7 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     LLVMDisposeBuilder(g.b);
     free(g.dimv);
     free(g.bufv);
+    free(use);
     free(L.env);
     free(L.bufs);
     free(L.vlets);

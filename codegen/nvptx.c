@@ -57,24 +57,6 @@ static void add_attr(LLVMContextRef cx, LLVMValueRef fn, unsigned idx, const cha
     LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(cx, kind, val));
 }
 
-static bool stores_to(const Stmt *s, const Tensor *t)
-{
-    switch (s->kind) {
-    case ST_FOR: return stores_to(s->loop.body, t);
-    case ST_LET: return stores_to(s->let.body, t);
-    case ST_IF: return stores_to(s->ifs.then, t) || (s->ifs.els && stores_to(s->ifs.els, t));
-    case ST_STORE: return s->store.buf == t;
-    case ST_ALLOC: return stores_to(s->alloc.body, t);
-    case ST_BARRIER: return false;
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            if (stores_to(s->seq.s[i], t))
-                return true;
-        return false;
-    }
-    return false;
-}
-
 /* The launch runs k->nthreads threads per block, so every thread loop must
  * have that extent (or one the guard in loop_range covers). */
 static void check_thread_loops(const Stmt *s, int nthreads)
@@ -154,7 +136,7 @@ static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
         add_attr(g->cx, fn, idx, "noalias", 0);
         add_attr(g->cx, fn, idx, "nocapture", 0);
         add_attr(g->cx, fn, idx, "align", 16);
-        if (!stores_to(k->body, t))
+        if (!(g->use[i] & IR_WRITES))
             add_attr(g->cx, fn, idx, "readonly", 0);
         g->bufv[i] = LLVMBuildAddrSpaceCast(g->b, p, g->ptr, t->name);
     }

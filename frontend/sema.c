@@ -36,6 +36,9 @@ typedef struct Sema {
     DiagList *d;
     Arena *scratch; /* for messages */
     const AstProgram *ast;
+    /* statements by name: slot[] holds the first statement of a name (or
+     * -1), same[i] the next statement after i with i's name (or -1) */
+    int cap, *slot, *same;
     const char *defining; /* the tensor whose body is being checked */
     int index;            /* of the statement being checked */
     bool syntax_errors;   /* the parser dropped statements */
@@ -78,13 +81,54 @@ static bool is_reserved(const char *name)
     return false;
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Where name's first statement is in the table, or the empty slot where
+ * it would be. */
+static int *name_slot(const Sema *s, const char *name)
+{
+    int i = (int)(name_hash(name) & (uint64_t)(s->cap - 1));
+    while (s->slot[i] >= 0 && strcmp(s->ast->stmts[s->slot[i]]->name, name) != 0)
+        i = (i + 1) & (s->cap - 1);
+    return &s->slot[i];
+}
+
+static void index_names(Sema *s)
+{
+    int n = s->ast->n;
+    s->cap = 64;
+    while (s->cap < 2 * n)
+        s->cap *= 2;
+    s->slot = IR_NEWN(s->scratch, int, s->cap);
+    s->same = IR_NEWN(s->scratch, int, n ? n : 1);
+    int *last = IR_NEWN(s->scratch, int, s->cap); /* per slot: its name's latest */
+    for (int i = 0; i < s->cap; i++)
+        s->slot[i] = -1;
+    for (int i = 0; i < n; i++) {
+        s->same[i] = -1;
+        const char *name = s->ast->stmts[i]->name;
+        if (!name)
+            continue;
+        int *at = name_slot(s, name);
+        if (*at < 0)
+            *at = i;
+        else
+            s->same[last[at - s->slot]] = i;
+        last[at - s->slot] = i;
+    }
+}
+
 /* The statement that defines name, if any, among statements [0, upto). */
 static const AstStmt *find_stmt(const Sema *s, const char *name, int upto)
 {
-    for (int i = 0; i < upto && i < s->ast->n; i++)
-        if (s->ast->stmts[i]->name && strcmp(s->ast->stmts[i]->name, name) == 0)
-            return s->ast->stmts[i];
-    return NULL;
+    int i = *name_slot(s, name);
+    return i >= 0 && i < upto ? s->ast->stmts[i] : NULL;
 }
 
 /* Whether a statement before the current one declares name as a dim
@@ -92,11 +136,9 @@ static const AstStmt *find_stmt(const Sema *s, const char *name, int upto)
  * failed: then that statement failed, and its error is reported already. */
 static bool failed_decl(const Sema *s, const char *name, bool dim)
 {
-    for (int i = 0; i < s->index; i++) {
-        const AstStmt *st = s->ast->stmts[i];
-        if (st->name && strcmp(st->name, name) == 0 && (st->kind == AST_DIM) == dim)
+    for (int i = *name_slot(s, name); i >= 0 && i < s->index; i = s->same[i])
+        if ((s->ast->stmts[i]->kind == AST_DIM) == dim)
             return true;
-    }
     return false;
 }
 
@@ -681,7 +723,9 @@ TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)
     int before = diags->count;
     AstProgram *ast = fe_parse(scratch, src, diags);
     TeProgram *p = ir_te_new(name);
-    Sema s = {p, p->ctx, diags, scratch, ast, NULL, 0, diags->count > before, false};
+    Sema s = {.p = p, .c = p->ctx, .d = diags, .scratch = scratch, .ast = ast,
+              .syntax_errors = diags->count > before};
+    index_names(&s);
     bool has_output = false;
     for (int i = 0; i < ast->n; i++) {
         const AstStmt *st = ast->stmts[i];

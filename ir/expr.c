@@ -39,6 +39,17 @@ static const struct { const char *name; double ident; ExprKind comb; } reduce_in
 int ir_op_arity(ExprKind k) { return op_info[k].arity; }
 const char *ir_op_name(ExprKind k) { return op_info[k].name; }
 bool ir_op_commutative(ExprKind k) { return op_info[k].comm; }
+
+bool ir_op_special(ExprKind k)
+{
+    switch (k) {
+    case EX_EXP: case EX_LOG: case EX_TANH: case EX_ERF: case EX_POW: case EX_SIGMOID:
+    case EX_GELU: case EX_SQRT: case EX_RSQRT: case EX_DIV:
+        return true;
+    default:
+        return false;
+    }
+}
 const char *ir_reduce_name(ReduceOp op) { return reduce_info[op].name; }
 double ir_reduce_identity(ReduceOp op) { return reduce_info[op].ident; }
 ExprKind ir_reduce_combiner(ReduceOp op) { return reduce_info[op].comb; }

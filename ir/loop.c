@@ -320,3 +320,45 @@ int ir_microkernel_cmp(const MicroKernel *a, const MicroKernel *b)
             return fa[i] < fb[i] ? -1 : 1;
     return 0;
 }
+
+typedef struct Uses {
+    unsigned char *use;
+    int *touched, n;
+} Uses;
+
+static void mark(Uses *u, const Tensor *t, unsigned char how)
+{
+    if (t->scope != MS_GLOBAL)
+        return;
+    if (!u->use[t->id] && u->touched)
+        u->touched[u->n++] = t->id;
+    u->use[t->id] |= how;
+}
+
+static void use_load(Expr *e, void *ud)
+{
+    if (e->kind == EX_LOAD)
+        mark(ud, e->load.t, IR_READS);
+}
+
+static void use_stmt(Stmt *s, void *ud)
+{
+    switch (s->kind) {
+    case ST_STORE:
+        mark(ud, s->store.buf, IR_WRITES);
+        for (int i = 0; i < s->store.n; i++)
+            ir_expr_visit(s->store.idx[i], use_load, ud);
+        ir_expr_visit(s->store.value, use_load, ud);
+        break;
+    case ST_LET: ir_expr_visit(s->let.value, use_load, ud); break;
+    case ST_IF: ir_expr_visit(s->ifs.cond, use_load, ud); break;
+    default: break;
+    }
+}
+
+int ir_kernel_uses(const Kernel *k, unsigned char *use, int *touched)
+{
+    Uses u = {use, touched, 0};
+    ir_stmt_visit(k->body, use_stmt, &u);
+    return u.n;
+}

@@ -25,21 +25,75 @@ void ir_te_destroy(TeProgram *p)
     ir_arena_destroy(p->arena);
 }
 
-/* Appends x to an arena array of n elements (arrays stay small). */
-static void *append(Arena *a, void *arr, int n, size_t elem, const void *x)
+/* Appends x to an arena array of *n elements with room for *cap, doubling
+ * it when full (the old copy stays in the arena: at most as much again). */
+static void *append(Arena *a, void *arr, int *n, int *cap, size_t elem, const void *x)
 {
-    unsigned char *na = ir_arena_alloc(a, elem * (size_t)(n + 1));
-    if (n)
-        memcpy(na, arr, elem * (size_t)n);
-    memcpy(na + elem * (size_t)n, x, elem);
+    unsigned char *na = arr;
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        na = ir_arena_alloc(a, elem * (size_t)*cap);
+        if (*n)
+            memcpy(na, arr, elem * (size_t)*n);
+    }
+    memcpy(na + elem * (size_t)(*n)++, x, elem);
     return na;
+}
+
+/* Dims and tensors by name: open addressing, at most half full. */
+typedef struct TeNames {
+    int cap, n;
+    struct { const char *name; Var *dim; Tensor *tensor; } *slot;
+} TeNames;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of name: where it is, or the empty one where it would go. */
+static int name_slot(const TeNames *t, const char *name)
+{
+    int i = (int)(name_hash(name) & (uint64_t)(t->cap - 1));
+    while (t->slot[i].name && strcmp(t->slot[i].name, name) != 0)
+        i = (i + 1) & (t->cap - 1);
+    return i;
+}
+
+static void name_add(TeProgram *p, const char *name, Var *dim, Tensor *tensor)
+{
+    TeNames *t = p->names;
+    if (!t)
+        t = p->names = IR_NEW(p->arena, TeNames);
+    if (2 * (t->n + 1) > t->cap) {
+        TeNames old = *t;
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->slot = ir_arena_alloc(p->arena, sizeof *t->slot * (size_t)t->cap);
+        for (int i = 0; i < old.cap; i++)
+            if (old.slot[i].name)
+                t->slot[name_slot(t, old.slot[i].name)] = old.slot[i];
+    }
+    int i = name_slot(t, name);
+    if (!t->slot[i].name) {
+        t->slot[i].name = name;
+        t->n++;
+    }
+    /* the first dim and the first tensor of a name, as a scan finds them */
+    if (!t->slot[i].dim)
+        t->slot[i].dim = dim;
+    if (!t->slot[i].tensor)
+        t->slot[i].tensor = tensor;
 }
 
 Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi)
 {
     Var *d = ir_dim(p->ctx, name, lo, hi);
     d->pos = p->ndims;
-    p->dims = append(p->arena, p->dims, p->ndims++, sizeof d, &d);
+    p->dims = append(p->arena, p->dims, &p->ndims, &p->cap_dims, sizeof d, &d);
+    name_add(p, d->name, d, NULL);
     return d;
 }
 
@@ -52,7 +106,8 @@ static Tensor *add_tensor(TeProgram *p, const char *name, TensorKind kind, int r
     t->dtype = DT_F32;
     t->rank = rank;
     t->shape = IR_NEWN(p->arena, Expr *, rank ? rank : 1);
-    p->tensors = append(p->arena, p->tensors, p->ntensors++, sizeof t, &t);
+    p->tensors = append(p->arena, p->tensors, &p->ntensors, &p->cap_tensors, sizeof t, &t);
+    name_add(p, t->name, NULL, t);
     return t;
 }
 
@@ -76,29 +131,29 @@ Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int r
     return t;
 }
 
+static const TeNames *lookup(const TeProgram *p, const char *name, int *slot)
+{
+    if (!p->names)
+        return NULL;
+    *slot = name_slot(p->names, name);
+    return p->names->slot[*slot].name ? p->names : NULL;
+}
+
 Tensor *ir_te_find(const TeProgram *p, const char *name)
 {
-    for (int i = 0; i < p->ntensors; i++)
-        if (strcmp(p->tensors[i]->name, name) == 0)
-            return p->tensors[i];
-    return NULL;
+    int i;
+    const TeNames *t = lookup(p, name, &i);
+    return t ? t->slot[i].tensor : NULL;
 }
 
 Var *ir_te_find_dim(const TeProgram *p, const char *name)
 {
-    for (int i = 0; i < p->ndims; i++)
-        if (strcmp(p->dims[i]->name, name) == 0)
-            return p->dims[i];
-    return NULL;
+    int i;
+    const TeNames *t = lookup(p, name, &i);
+    return t ? t->slot[i].dim : NULL;
 }
 
-Tensor *ir_te_find_tensor(const TeProgram *p, const char *name)
-{
-    for (int i = 0; i < p->ntensors; i++)
-        if (strcmp(p->tensors[i]->name, name) == 0)
-            return p->tensors[i];
-    return NULL;
-}
+Tensor *ir_te_find_tensor(const TeProgram *p, const char *name) { return ir_te_find(p, name); }
 
 int64_t ir_eval_dims(const Expr *e, const int64_t *dims)
 {

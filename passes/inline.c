@@ -1,9 +1,39 @@
-/* inline: substitute elementwise intermediates into their consumers.
+/* inline: fusion by cost. Elementwise intermediates are substituted into
+ * their consumers, or materialised, whichever costs less.
  *
  * requires: a checked TE program.
- * ensures:  bodies[t->id] of every computed tensor mentions only tensors
- *           with materialized[] set: inputs, outputs, and intermediates
- *           whose bodies contain a reduction (each becomes its own kernel).
+ * ensures:  materialized[] holds for inputs, outputs, intermediates whose
+ *           bodies contain a reduction (each becomes its own kernel), and
+ *           the elementwise intermediates that fusing would make costly or
+ *           large; bodies[t->id] of every computed tensor mentions only
+ *           materialised tensors and is at most its own statement's size
+ *           plus INLINE_MAX_NODES per load it inlined.
+ *
+ * Cost. Whether an elementwise intermediate U is inlined (its body
+ * evaluated wherever a consumer reads it) or materialised (a stage of its
+ * own, each element computed once, stored and loaded back) is decided per
+ * tensor from the recomputation inlining causes. In operator units (a load
+ * or an add 1, a special function IR_SPECIAL_COST, index arithmetic 0) and
+ * with every dim at the top of its declared range:
+ *   inlined       R evaluations of U's body:   R * w
+ *   materialised  |U| evaluations and stores, R loads:   |U| * (w + 1) + R
+ * where w is the work of U's own body (inlined producers pay for
+ * themselves) and R is how often its readers evaluate it: each reader's own
+ * evaluation count times the extents of the reductions around the load.
+ * U is materialised when inlining costs more than FUSE_SLACK units per
+ * element of U beyond materialising, a margin that keeps stages few where
+ * the two are close. So a producer read once, a cheap one read a few
+ * times, and one that only moves data (w = 1) are fused; a layer norm read
+ * 3072 times inside the next dense layer's reduction, or a softmax read 64
+ * times inside attention x V, is written once. Tensors are decided readers
+ * first (reverse definition order), so a reader's evaluation count is known
+ * when its producers are decided.
+ *
+ * Size. Substitution copies bodies: a chain of intermediates would make
+ * expressions as large as the program, and later passes walk expression
+ * trees. A tensor whose inlined body has more than INLINE_MAX_NODES nodes
+ * is materialised instead. So inlining takes time linear in the program
+ * and no expression's depth grows with the program's length.
  *
  * A load U[e0, e1] of an inlined U becomes U's body with U's axes replaced
  * by e0, e1. A padded load U?[...] becomes select(in bounds, body, 0), and
@@ -12,23 +42,121 @@
  */
 #include "dietcode/passes.h"
 
+#include <stdlib.h>
+
+enum { INLINE_MAX_NODES = 256, FUSE_SLACK = 32 };
+
+/* ---- cost ---- */
+
+/* The work of one evaluation of e, in operator units. */
+static double work(const Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: return 0;
+    case EX_LOAD: return 1; /* index arithmetic folds into the address */
+    case EX_REDUCE: return work(e->red.body);
+    default: break;
+    }
+    double w = e->type == DT_F32 ? (ir_op_special(e->kind) ? IR_SPECIAL_COST : 1) : 0;
+    if (e->op.a) w += work(e->op.a);
+    if (e->op.b) w += work(e->op.b);
+    if (e->op.c) w += work(e->op.c);
+    return w;
+}
+
+static double extent_at(const Expr *e, const int64_t *dims)
+{
+    int64_t v;
+    return ir_eval_dims_checked(e, dims, &v) && v > 0 ? (double)v : 0;
+}
+
+static double numel_at(const Tensor *t, const int64_t *dims)
+{
+    double n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= extent_at(t->shape[i], dims);
+    return n;
+}
+
+/* Adds to reads[u] how often e, evaluated evals times, reads each computed
+ * tensor u. */
+static void count_reads(const Expr *e, double evals, double *reads, const int64_t *dims)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: return;
+    case EX_LOAD:
+        if (e->load.t->kind != TK_INPUT)
+            reads[e->load.t->id] += evals;
+        for (int i = 0; i < e->load.n; i++)
+            count_reads(e->load.idx[i], evals, reads, dims);
+        return;
+    case EX_REDUCE:
+        for (int i = 0; i < e->red.n; i++)
+            evals *= extent_at(e->red.axes[i]->extent, dims);
+        count_reads(e->red.body, evals, reads, dims);
+        return;
+    default:
+        if (e->op.a) count_reads(e->op.a, evals, reads, dims);
+        if (e->op.b) count_reads(e->op.b, evals, reads, dims);
+        if (e->op.c) count_reads(e->op.c, evals, reads, dims);
+        return;
+    }
+}
+
+/* materialized[] by cost alone, readers first. */
+static void decide_by_cost(const TeProgram *p, bool *materialized)
+{
+    int n = p->ntensors;
+    double *reads = calloc((size_t)n + 1, sizeof *reads);
+    int64_t *dims = calloc((size_t)p->ndims + 1, sizeof *dims);
+    if (!reads || !dims)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < p->ndims; i++)
+        dims[i] = p->dims[i]->hi;
+    for (int i = n - 1; i >= 0; i--) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind == TK_INPUT) {
+            materialized[i] = true;
+            continue;
+        }
+        double size = numel_at(t, dims), w = work(t->body), r = reads[i];
+        materialized[i] = t->kind == TK_OUTPUT || pass_stage_has_reduction(t->body) ||
+                          r * w > size * (w + 1 + FUSE_SLACK) + r;
+        count_reads(t->body, materialized[i] ? size : r, reads, dims);
+    }
+    free(reads);
+    free(dims);
+}
+
+/* ---- substitution ---- */
+
 typedef struct Inliner {
     TeProgram *p;
     Expr **bodies;
     const bool *materialized;
+    double *nodes; /* per tensor: nodes of bodies[id] as a tree */
 } Inliner;
 
-static Expr *inline_expr(Inliner *in, Expr *e);
+static Expr *inline_expr(Inliner *in, Expr *e, double *nodes);
 
-static Expr *inline_load(Inliner *in, Expr *e)
+static Expr *inline_load(Inliner *in, Expr *e, double *nodes)
 {
     ExprCtx *c = in->p->ctx;
     Tensor *u = e->load.t;
     Expr *idx[MK_MAX_AXES];
-    for (int i = 0; i < e->load.n; i++)
-        idx[i] = inline_expr(in, e->load.idx[i]);
-    if (in->materialized[u->id])
+    double widest = 1;
+    for (int i = 0; i < e->load.n; i++) {
+        double k = 0;
+        idx[i] = inline_expr(in, e->load.idx[i], &k);
+        *nodes += k;
+        widest = k > widest ? k : widest;
+    }
+    if (in->materialized[u->id]) {
+        *nodes += 1;
         return ir_load(c, u, e->load.n, idx, e->load.padded);
+    }
+    /* each axis of u's body becomes an index: at most widest nodes */
+    *nodes += in->nodes[u->id] * widest;
     Expr *body = ir_subst_many(c, in->bodies[u->id], u->rank, u->axes, idx);
     if (!e->load.padded)
         return body;
@@ -38,23 +166,28 @@ static Expr *inline_load(Inliner *in, Expr *e)
         Expr *hi = ir_binop(c, EX_LT, idx[i], u->shape[i]);
         ok = ir_binop(c, EX_AND, ok, ir_binop(c, EX_AND, lo, hi));
     }
+    *nodes += 3 + 7.0 * u->rank;
     return ir_select(c, ok, ir_pad_loads(c, body), ir_float(c, 0.0));
 }
 
-static Expr *inline_expr(Inliner *in, Expr *e)
+/* e with inlined loads substituted; adds the result's tree size to *nodes. */
+static Expr *inline_expr(Inliner *in, Expr *e, double *nodes)
 {
     ExprCtx *c = in->p->ctx;
     switch (e->kind) {
-    case EX_INT: case EX_FLOAT: case EX_VAR: return e;
-    case EX_LOAD: return inline_load(in, e);
-    case EX_REDUCE:
-        return ir_reduce(c, e->red.op, e->red.n, e->red.axes, inline_expr(in, e->red.body));
-    case EX_CAST: return ir_cast(c, e->type, inline_expr(in, e->op.a));
-    default:
-        return ir_op(c, e->kind, inline_expr(in, e->op.a),
-                     e->op.b ? inline_expr(in, e->op.b) : NULL,
-                     e->op.c ? inline_expr(in, e->op.c) : NULL);
+    case EX_INT: case EX_FLOAT: case EX_VAR: *nodes += 1; return e;
+    case EX_LOAD: return inline_load(in, e, nodes);
+    default: break;
     }
+    *nodes += 1;
+    if (e->kind == EX_REDUCE)
+        return ir_reduce(c, e->red.op, e->red.n, e->red.axes,
+                         inline_expr(in, e->red.body, nodes));
+    if (e->kind == EX_CAST)
+        return ir_cast(c, e->type, inline_expr(in, e->op.a, nodes));
+    return ir_op(c, e->kind, inline_expr(in, e->op.a, nodes),
+                 e->op.b ? inline_expr(in, e->op.b, nodes) : NULL,
+                 e->op.c ? inline_expr(in, e->op.c, nodes) : NULL);
 }
 
 static void find_reduce(Expr *e, void *ud)
@@ -72,14 +205,17 @@ bool pass_stage_has_reduction(const Expr *body)
 
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
 {
-    Inliner in = {p, bodies, materialized};
+    decide_by_cost(p, materialized);
+    Inliner in = {p, bodies, materialized, calloc((size_t)p->ntensors + 1, sizeof(double))};
+    if (!in.nodes)
+        ir_panic(__FILE__, __LINE__, "out of memory");
     for (int i = 0; i < p->ntensors; i++) {
         Tensor *t = p->tensors[i];
-        if (t->kind == TK_INPUT) {
-            materialized[i] = true;
+        if (t->kind == TK_INPUT)
             continue;
-        }
-        bodies[i] = inline_expr(&in, t->body);
-        materialized[i] = t->kind == TK_OUTPUT || pass_stage_has_reduction(bodies[i]);
+        bodies[i] = inline_expr(&in, t->body, &in.nodes[i]);
+        if (in.nodes[i] > INLINE_MAX_NODES)
+            materialized[i] = true;
     }
+    free(in.nodes);
 }

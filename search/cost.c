@@ -224,16 +224,14 @@ static void expr_cost(Walk *w, Expr *e)
         k->instrs += mult * 0.25;
         return;
     }
-    switch (e->kind) {
-    case EX_SHFL_XOR:
+    if (e->kind == EX_SHFL_XOR) {
         k->shuffles += mult * lanes;
         k->instrs += mult * lanes;
         return;
-    case EX_EXP: case EX_LOG: case EX_TANH: case EX_ERF: case EX_POW: case EX_SIGMOID:
-    case EX_GELU: case EX_SQRT: case EX_RSQRT: case EX_DIV:
-        k->instrs += mult * lanes * 12; /* a special-function sequence */
+    }
+    if (ir_op_special(e->kind)) {
+        k->instrs += mult * lanes * IR_SPECIAL_COST;
         return;
-    default: break;
     }
     k->fma += mult * lanes;
     k->instrs += mult * lanes;

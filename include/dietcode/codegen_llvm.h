@@ -41,7 +41,8 @@ struct CgTarget {
     const char *arch;        /* CPU: the --arch entry it stands for ("native", "x86-64-v3", ...) */
     int level;               /* CPU: the x86-64 level (1..4) its features need; 0 otherwise */
     /* Creates the kernel's function(s) named sym, leaves the builder in the
-     * body's entry block and fills g->dimv and g->bufv. */
+     * body's entry block and fills g->dimv and g->bufv (the buffers the
+     * kernel uses, g->use, at least). */
     void (*kernel_begin)(CgFn *g, const Kernel *k, const char *sym);
     /* Closes the body (after the block loop), e.g. with ret void. */
     void (*kernel_end)(CgFn *g);
@@ -70,6 +71,8 @@ struct CgFn {
     LLVMBasicBlockRef entry;  /* its entry block: allocas go here */
     LLVMValueRef *dimv;       /* per dim position: i64 value */
     LLVMValueRef *bufv;       /* per tensor id: ptr to its first element */
+    const unsigned char *use; /* per tensor id: IR_READS | IR_WRITES by this kernel;
+                               * entry points take or load only those */
     LLVMValueRef block_lo, block_hi; /* set by CPU-like targets for FK_BLOCK */
     LLVMTypeRef i1, i32, i64, f32, ptr, voidt;
     void *priv;               /* codegen/llvm.c's own state */

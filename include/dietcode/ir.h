@@ -103,6 +103,9 @@ typedef struct TeProgram {
     Var **dims;
     int ntensors;
     Tensor **tensors;  /* definition order: a topological order */
+    /* ir/te.c's own: allocated lengths, and every name hashed */
+    int cap_dims, cap_tensors;
+    struct TeNames *names;
 } TeProgram;
 
 /* ---- Loop IR ----
@@ -288,6 +291,11 @@ Expr *ir_reduce(ExprCtx *c, ReduceOp op, int n, Var **axes, Expr *body);
 int ir_op_arity(ExprKind k);
 const char *ir_op_name(ExprKind k);
 bool ir_op_commutative(ExprKind k);
+/* A special-function sequence (exp, log, tanh, erf, pow, sigmoid, gelu,
+ * sqrt, rsqrt, division): IR_SPECIAL_COST instructions where an add is
+ * one. The cost model and fusion both weigh operators by it. */
+enum { IR_SPECIAL_COST = 12 };
+bool ir_op_special(ExprKind k);
 const char *ir_reduce_name(ReduceOp op);
 double ir_reduce_identity(ReduceOp op);
 ExprKind ir_reduce_combiner(ReduceOp op);
@@ -422,6 +430,12 @@ const char *ir_for_kind_name(ForKind fk);
 /* Calls f on every statement of s, children before their parent; f may
  * rewrite the statement it is given in place. */
 void ir_stmt_visit(Stmt *s, void (*f)(Stmt *s, void *ud), void *ud);
+/* How kernel k uses each global buffer: use[id] |= IR_READS, IR_WRITES
+ * (use: one entry per buffer of its LoopProgram, zeroed by the caller).
+ * touched (NULL, or room for every buffer) gets the ids whose entry was 0;
+ * returns how many. */
+enum { IR_READS = 1, IR_WRITES = 2 };
+int ir_kernel_uses(const Kernel *k, unsigned char *use, int *touched);
 /* Rewrites every expression of s in place with f. */
 void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud);
 Stmt *ir_stmt_clone(Arena *a, const Stmt *s);

@@ -5,7 +5,8 @@
  * LoopProgram comes out, a kernel per variant. passes/pipeline.c runs the
  * passes in a fixed, visible order:
  *
- *   inline   TE: elementwise intermediates are substituted into consumers
+ *   inline   TE: elementwise intermediates fused into consumers or
+ *            materialised, by the recomputation fusing causes
  *   lower    TE + micro-kernels -> one canonical loop nest per kernel
  *   tile     block / thread / register-tile loops, reduction chunks
  *   stage    operands staged per block (GPU shared memory, CPU packing)
@@ -41,9 +42,9 @@ typedef struct StageSchedule {
 } StageSchedule;
 
 /* passes/inline.c */
-/* Marks which tensors need a global buffer and substitutes every
- * elementwise intermediate into its consumers. Returns the rewritten body
- * of each computed tensor in bodies[t->id]. */
+/* Marks which tensors need a global buffer (materialized[id]) and
+ * substitutes the other elementwise intermediates into their consumers.
+ * Returns the rewritten body of each computed tensor in bodies[t->id]. */
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized);
 
 /* passes/microkernel.c */
