@@ -217,12 +217,13 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
     }
     LLVMValueRef dims = array(h, dim_t, v, p->ndims, "dc.dims");
 
-    LLVMTypeRef buf_t = record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32}, 6);
+    LLVMTypeRef buf_t = record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32, I32, I32}, 8);
     for (int i = 0; i < p->nbuffers; i++) {
         const DcrtBuffer *b = &p->buffers[i];
         v[i] = record(h, (LLVMValueRef[]){string(h, b->name), ci32(h, b->kind), ci32(h, b->rank),
                                           ci32(h, b->extents), ci32(h, b->stage),
-                                          ci32(h, b->variant)}, 6);
+                                          ci32(h, b->variant), ci32(h, b->first),
+                                          ci32(h, b->last)}, 8);
     }
     LLVMValueRef bufs = array(h, buf_t, v, p->nbuffers, "dc.buffers");
 

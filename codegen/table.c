@@ -35,6 +35,31 @@ static int32_t buffer_kind(const LoopProgram *lp, const Tensor *b)
     IR_UNREACHABLE();
 }
 
+/* Each buffer's span: the first stage whose kernels (any variant's) write
+ * it and the last whose kernels read it. */
+static void spans(const LoopProgram *lp, DcrtBuffer *bufs)
+{
+    unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
+    int *touched = calloc((size_t)lp->nbuffers + 1, sizeof *touched);
+    if (!use || !touched)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < lp->nkernels; i++) {
+        const Kernel *k = lp->kernels[i];
+        int n = ir_kernel_uses(k, use, touched);
+        for (int j = 0; j < n; j++) {
+            int b = touched[j];
+            DcrtBuffer *x = &bufs[b];
+            if ((use[b] & IR_WRITES) && (x->first < 0 || k->stage < x->first))
+                x->first = k->stage;
+            if (k->stage > x->last)
+                x->last = k->stage;
+            use[b] = 0;
+        }
+    }
+    free(use);
+    free(touched);
+}
+
 CgTable *cg_table_new(const LoopProgram *lp)
 {
     const TeProgram *te = lp->te;
@@ -66,7 +91,7 @@ CgTable *cg_table_new(const LoopProgram *lp)
     }
     for (int i = 0; i < lp->nbuffers; i++) {
         const Tensor *b = lp->buffers[i];
-        bufs[i] = (DcrtBuffer){b->name, buffer_kind(lp, b), b->rank, t->nsizes, -1, -1};
+        bufs[i] = (DcrtBuffer){b->name, buffer_kind(lp, b), b->rank, t->nsizes, -1, -1, -1, -1};
         for (int j = 0; j < b->rank; j++)
             t->sizes[t->nsizes++] = b->shape[j];
     }
@@ -98,6 +123,7 @@ CgTable *cg_table_new(const LoopProgram *lp)
             nodes[nn++] = (DcrtNode){x->variant, x->dim, x->then_node, x->else_node, x->le};
         }
     }
+    spans(lp, bufs);
     t->prog = (DcrtProgram){
         .abi = DCRT_ABI_VERSION,
         .name = te->name,

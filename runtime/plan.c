@@ -13,8 +13,14 @@
  *     buffer over DCRT_MAX_ELEMENTS elements (DCRT_ERR_TOO_LARGE: kernels
  *     may index with 32-bit arithmetic, codegen/index.c)
  *   - every grid 1 .. INT32_MAX blocks (DCRT_ERR_TOO_LARGE)
- * The workspace holds the intermediates, then the scratch buffers of the
- * chosen variants, in buffer order, each at a multiple of DCRT_ALIGN bytes.
+ * The workspace holds the intermediates and the scratch buffers of the
+ * chosen variants, each at a multiple of DCRT_ALIGN bytes. Buffers share
+ * memory by lifetime: in stage order, a buffer takes memory at the first
+ * stage that writes it (the smallest free block that holds it, else the
+ * end of the workspace) and gives it back after the last stage that reads
+ * it, so a chain of intermediates needs two buffers' room, not one per
+ * link, and the workspace is never larger than the buffers one after
+ * another.
  */
 #include "dietcode/runtime.h"
 
@@ -23,23 +29,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Room for laying the workspace out: free blocks, and the buffers in the
+ * workspace by the stage where their span starts and where it ends. */
+typedef struct Layout {
+    int nfree;
+    int64_t *free_at, *free_bytes; /* nbuffers each */
+    int32_t *first, *last;         /* nstages + 1 each: where a stage's buffers begin */
+    int32_t *by_first, *by_last;   /* nbuffers each */
+} Layout;
+
 DcrtPlan *dcrt_plan_new(const DcrtProgram *p)
 {
     size_t ns = (size_t)p->nstages + 1, nb = (size_t)p->nbuffers + 1, nk = (size_t)p->nkernels + 1;
-    DcrtPlan *pl = calloc(1, sizeof *pl + nk * sizeof *pl->launches + ns * sizeof *pl->variant +
-                                 2 * nb * sizeof(int64_t));
+    size_t bytes = sizeof(DcrtPlan) + sizeof(Layout) + nk * sizeof(DcrtLaunch) +
+                   4 * nb * sizeof(int64_t) + (ns + 2 * (ns + 1) + 2 * nb) * sizeof(int32_t);
+    DcrtPlan *pl = calloc(1, bytes);
     if (!pl) {
         dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, "out of memory for a launch plan");
         return NULL;
     }
-    char *m = (char *)(pl + 1);
-    pl->launches = (DcrtLaunch *)m;
-    m += nk * sizeof *pl->launches;
-    pl->numel = (int64_t *)m;
-    m += nb * sizeof(int64_t);
-    pl->offset = (int64_t *)m;
-    m += nb * sizeof(int64_t);
-    pl->variant = (int32_t *)m;
+    Layout *lo = (Layout *)(pl + 1);
+    pl->own = lo;
+    char *m = (char *)(lo + 1);
+#define TAKE(field, n) (field = (void *)m, m += (n) * sizeof *(field))
+    TAKE(pl->launches, nk);
+    TAKE(pl->numel, nb);
+    TAKE(pl->offset, nb);
+    TAKE(lo->free_at, nb);
+    TAKE(lo->free_bytes, nb);
+    TAKE(pl->variant, ns);
+    TAKE(lo->first, ns + 1);
+    TAKE(lo->last, ns + 1);
+    TAKE(lo->by_first, nb);
+    TAKE(lo->by_last, nb);
+#undef TAKE
     return pl;
 }
 
@@ -128,6 +151,107 @@ static int buffer_size(const DcrtProgram *p, const DcrtBuffer *b, const int64_t 
     return DCRT_OK;
 }
 
+/* The buffers with offset[i] == 0 (those in the workspace) listed by key
+ * (first or last stage, clamped to 0 .. nstages - 1): a counting sort into
+ * list, start[s] .. start[s + 1] - 1 for stage s. */
+static void by_stage(const DcrtProgram *p, const DcrtPlan *pl, bool first, int32_t *start,
+                     int32_t *list)
+{
+    int ns = p->nstages;
+    for (int s = 0; s <= ns; s++)
+        start[s] = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < p->nbuffers; i++) {
+            if (pl->offset[i] != 0)
+                continue;
+            const DcrtBuffer *b = &p->buffers[i];
+            int f = b->first >= 0 && b->first < ns ? b->first : 0;
+            int s = first ? f : b->last >= f && b->last < ns ? b->last : f;
+            if (pass == 0)
+                start[s + 1]++;
+            else
+                list[start[s]++] = i;
+        }
+        if (pass == 0)
+            for (int s = 0; s < ns; s++)
+                start[s + 1] += start[s];
+    }
+    for (int s = ns; s > 0; s--) /* the second pass moved each start to the next */
+        start[s] = start[s - 1];
+    start[0] = 0;
+}
+
+/* Memory for a buffer of the given bytes: the smallest free block that
+ * holds it, else a free block at the end grown, else the end. */
+static int64_t take(Layout *lo, DcrtPlan *pl, int64_t bytes)
+{
+    int best = -1;
+    for (int f = 0; f < lo->nfree; f++)
+        if (lo->free_bytes[f] >= bytes && (best < 0 || lo->free_bytes[f] < lo->free_bytes[best]))
+            best = f;
+    if (best < 0) {
+        for (int f = 0; f < lo->nfree; f++)
+            if (lo->free_at[f] + lo->free_bytes[f] == pl->workspace_bytes)
+                best = f;
+        if (best < 0) {
+            pl->workspace_bytes += bytes;
+            return pl->workspace_bytes - bytes;
+        }
+        pl->workspace_bytes = lo->free_at[best] + bytes;
+        lo->free_bytes[best] = bytes;
+    }
+    int64_t at = lo->free_at[best];
+    lo->free_at[best] += bytes;
+    lo->free_bytes[best] -= bytes;
+    if (lo->free_bytes[best] == 0) {
+        lo->nfree--;
+        lo->free_at[best] = lo->free_at[lo->nfree];
+        lo->free_bytes[best] = lo->free_bytes[lo->nfree];
+    }
+    return at;
+}
+
+/* Gives [at, at + bytes) back, merged with the free blocks beside it. */
+static void give(Layout *lo, int64_t at, int64_t bytes)
+{
+    for (int f = 0; f < lo->nfree;) {
+        if (lo->free_at[f] + lo->free_bytes[f] == at || at + bytes == lo->free_at[f]) {
+            if (lo->free_at[f] < at)
+                at = lo->free_at[f];
+            bytes += lo->free_bytes[f];
+            lo->nfree--;
+            lo->free_at[f] = lo->free_at[lo->nfree];
+            lo->free_bytes[f] = lo->free_bytes[lo->nfree];
+        } else {
+            f++;
+        }
+    }
+    lo->free_at[lo->nfree] = at;
+    lo->free_bytes[lo->nfree++] = bytes;
+}
+
+static int64_t padded_bytes(int64_t numel) { return (numel * 4 + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN; }
+
+/* Offsets for the buffers marked with offset 0, by lifetime. */
+static void layout(const DcrtProgram *p, DcrtPlan *pl)
+{
+    Layout *lo = pl->own;
+    by_stage(p, pl, true, lo->first, lo->by_first);
+    by_stage(p, pl, false, lo->last, lo->by_last);
+    lo->nfree = 0;
+    pl->workspace_bytes = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        for (int k = lo->first[s]; k < lo->first[s + 1]; k++) {
+            int i = lo->by_first[k];
+            pl->offset[i] = take(lo, pl, padded_bytes(pl->numel[i]));
+        }
+        for (int k = lo->last[s]; k < lo->last[s + 1]; k++) {
+            int i = lo->by_last[k];
+            give(lo, pl->offset[i], padded_bytes(pl->numel[i]));
+        }
+    }
+}
+
 int dcrt_plan(const DcrtProgram *p, const int64_t *dims, DcrtPlan *pl)
 {
     if (p->abi != DCRT_ABI_VERSION)
@@ -144,12 +268,11 @@ int dcrt_plan(const DcrtProgram *p, const int64_t *dims, DcrtPlan *pl)
         if (b->kind == DCRT_BUF_SCRATCH && pl->variant[b->stage] != b->variant)
             continue;
         rc = buffer_size(p, b, dims, &pl->numel[i]);
-        if (rc == DCRT_OK && (b->kind == DCRT_BUF_TEMP || b->kind == DCRT_BUF_SCRATCH)) {
-            pl->offset[i] = pl->workspace_bytes;
-            int64_t bytes = (pl->numel[i] * 4 + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN;
-            pl->workspace_bytes += bytes;
-        }
+        if (b->kind == DCRT_BUF_TEMP || b->kind == DCRT_BUF_SCRATCH)
+            pl->offset[i] = 0; /* in the workspace: laid out below */
     }
+    if (rc == DCRT_OK && p->nstages > 0)
+        layout(p, pl);
     pl->nlaunches = 0;
     for (int s = 0; s < p->nstages && rc == DCRT_OK; s++) {
         const DcrtStage *st = &p->stages[s];

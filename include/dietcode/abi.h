@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define DCRT_ABI_VERSION 1
+#define DCRT_ABI_VERSION 2
 
 /* The most elements a tensor (or scratch buffer) may have: 2^31 - 2^20 - 1,
  * so that GPU kernels may index in 32 bits, every position of a tile that
@@ -75,6 +75,9 @@ typedef struct DcrtBuffer {
     int32_t extents;       /* its extents are size expressions extents .. extents + rank - 1 */
     int32_t stage;         /* DCRT_BUF_SCRATCH: the stage and variant that use it; else -1 */
     int32_t variant;
+    /* DCRT_BUF_TEMP and _SCRATCH: the stages that write it first and read it
+     * last; the plan lets buffers whose spans do not meet share memory */
+    int32_t first, last;
 } DcrtBuffer;
 
 typedef struct DcrtKernel {
@@ -137,6 +140,7 @@ typedef struct DcrtPlan {
     int64_t *numel;          /* per buffer; 0 for a scratch buffer this call does not use */
     int64_t *offset;         /* per buffer: byte offset in the workspace, or -1 */
     int64_t workspace_bytes;
+    void *own;               /* runtime/plan.c's room for laying the workspace out */
 } DcrtPlan;
 
 #endif

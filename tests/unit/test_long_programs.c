@@ -1,7 +1,8 @@
 /* Fusion by cost (passes/inline.c) and programs far longer than anyone
- * writes by hand: which intermediates are materialised, and long chains
- * compiled and run against the reference interpreter on an 8 MB stack, so
- * no recursion in the compiler may grow with a program's length.
+ * writes by hand: which intermediates are materialised, the workspace
+ * shared by lifetime (runtime/plan.c), and long chains compiled and run
+ * against the reference interpreter on an 8 MB stack, so no recursion in
+ * the compiler may grow with a program's length.
  *
  * DC_LONG_STATEMENTS sets the length of the longest chain (default
  * 100,000; the sanitizer build runs 10,000).
@@ -307,11 +308,98 @@ static void test_inlined_size_bound(void **state)
     free(src);
 }
 
+/* ---- intermediates share the workspace by lifetime ---- */
+
+static char *read_example(const char *name)
+{
+    const char *dir = getenv("DC_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/examples/%s", dir ? dir : ".", name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    Text t = {calloc(1, 256), 0, 256};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
+        buf[n] = 0;
+        add(&t, "%s", buf);
+    }
+    fclose(f);
+    return t.s;
+}
+
+/* Plans src at each T: buffers whose spans meet never share bytes, the
+ * workspace is no larger than the buffers one after another; returns the
+ * workspace at the last T. */
+static int64_t check_workspace(const char *src, const int64_t *Ts, int nT, int64_t *sum_bytes)
+{
+    FeUnit u;
+    TeProgram *p = load(&u, src);
+    TargetInfo ti = pass_target_info(PT_CPU);
+    char err[512];
+    LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err);
+    assert_non_null(lp);
+    ExProgram *x = ex_program_new(lp);
+    const DcrtProgram *tb = ex_program_table(x);
+    int64_t ws = 0;
+    for (int t = 0; t < nT; t++) {
+        DcrtPlan *pl = ex_plan(x, &Ts[t], err, sizeof err);
+        assert_non_null(pl);
+        int64_t sum = 0;
+        for (int i = 0; i < tb->nbuffers; i++) {
+            if (pl->offset[i] < 0)
+                continue;
+            const DcrtBuffer *a = &tb->buffers[i];
+            int64_t abytes = pl->numel[i] * 4;
+            sum += (abytes + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN;
+            assert_true(a->first >= 0 && a->last >= a->first);
+            assert_true(pl->offset[i] % DCRT_ALIGN == 0);
+            assert_true(pl->offset[i] + abytes <= pl->workspace_bytes);
+            for (int j = 0; j < i; j++) {
+                const DcrtBuffer *b = &tb->buffers[j];
+                if (pl->offset[j] < 0 || a->last < b->first || b->last < a->first)
+                    continue;
+                int64_t bbytes = pl->numel[j] * 4;
+                if (pl->offset[i] < pl->offset[j] + bbytes && pl->offset[j] < pl->offset[i] + abytes)
+                    fail_msg("T = %lld: %s and %s are live together and share bytes",
+                             (long long)Ts[t], a->name, b->name);
+            }
+        }
+        assert_true(pl->workspace_bytes <= sum);
+        ws = pl->workspace_bytes;
+        *sum_bytes = sum;
+        dcrt_plan_free(pl);
+    }
+    ex_program_free(x);
+    fe_unload(&u);
+    return ws;
+}
+
+static void test_workspace_by_lifetime(void **state)
+{
+    (void)state;
+    static const int64_t Ts[] = {1, 16, 37, 128};
+    int64_t sum;
+    /* a chain of 3,000: its stages' buffers take turns in two slots */
+    char *src = chain(3000, 0, false);
+    int64_t ws = check_workspace(src, &Ts[2], 1, &sum);
+    assert_true(ws <= 2 * ((37 * 8 * 4 + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN));
+    assert_true(sum >= 20 * ws);
+    free(src);
+    /* the encoder layer: Q and K die at the scores, H1 outlives the FFN */
+    src = read_example("bert_encoder.tex");
+    ws = check_workspace(src, Ts, 4, &sum);
+    assert_true(ws < sum);
+    free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fusion_by_cost),
         cmocka_unit_test(test_inlined_size_bound),
+        cmocka_unit_test(test_workspace_by_lifetime),
         cmocka_unit_test(test_squaring_chain),
         cmocka_unit_test(test_chain_with_reductions),
         cmocka_unit_test(test_chain_on_emu),
