@@ -35,7 +35,7 @@ static const char *usage_text =
     "               [--verify-each] [--time-passes]\n"
     "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
     "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
-    "               [--seed N] [--check] [--bench N] [--records=FILE]\n"
+    "               [--seed N] [--check] [--bench N] [--profile] [--records=FILE]\n"
     "               [--mk NAME=MICROKERNEL ...]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
@@ -93,6 +93,8 @@ static const char *usage_text =
     "  --seed N            seed of the generated inputs (default 1)\n"
     "  --check             compare every output with the reference interpreter\n"
     "  --bench N           time N runs after a warm-up and print the median\n"
+    "  --profile           (cpu) time every launch over --bench N runs (default 20):\n"
+    "                      per stage the median, GFLOP/s or GB/s, share of the total\n"
     "  tune                search micro-kernels for every shape of the range at once\n"
     "                      and fit the dispatch tree; measurements go to --records\n"
     "                      (default: FILE's base name + .records.jsonl), resumable\n"
@@ -179,7 +181,7 @@ typedef enum OptArg {
 
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
-    O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
+    O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_PROFILE, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
     O_WARM, NOPTS
 } OptId;
 
@@ -304,6 +306,7 @@ static const OptSpec opt_table[] = {
     {O_SEED, "seed", 0, CMD_RUN | CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 0, INT64_MAX},
     {O_CHECK, "check", 0, CMD_RUN, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_BENCH, "bench", 0, CMD_RUN, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
+    {O_PROFILE, "profile", 0, CMD_RUN, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_TRIALS, "trials", 0, CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 1, 1000000},
     {O_SHAPES, "shapes", 0, CMD_TUNE, ARG_NAMED, "NAME=LO..HI[:COUNT], LO <= HI", NULL, valid_range, 0, 0},
     {O_SHAPES_FILE, "shapes-file", 0, CMD_TUNE, ARG_TEXT, "FILE.json", NULL, NULL, 0, 0},
@@ -1139,6 +1142,11 @@ static int cmd_run(int argc, char **argv)
     const NamedArgs *outputs = &o.named[O_OUTPUT];
     bool check = o.val[O_CHECK] != NULL;
     int64_t bench = o.val[O_BENCH] ? o.num[O_BENCH] : 0;
+    bool profile = o.val[O_PROFILE] != NULL;
+    if (profile && strcmp(target, "cpu") != 0)
+        usage_error("--profile times the launches of the cpu target, not %s", target);
+    if (profile && !bench)
+        bench = 20;
     if (strcmp(target, "cuda") == 0)
         cuda_require();
     FeUnit l = load_program(o.file);
@@ -1174,6 +1182,9 @@ static int cmd_run(int argc, char **argv)
         cuda_buffers(&x, dims, bufs, true);
     }
     run_once(&x, dims, bufs);
+    ExProfile *prof = profile ? ex_profile_start(x.lp, err, sizeof err) : NULL;
+    if (profile && !prof)
+        fail("%s", err);
     if (bench) {
         double *t = malloc((size_t)bench * sizeof *t);
         for (int64_t i = 0; i < bench; i++) {
@@ -1185,6 +1196,12 @@ static int cmd_run(int argc, char **argv)
         printf("bench: median %.3f ms, min %.3f ms, %lld runs\n", t[bench / 2], t[0],
                (long long)bench);
         free(t);
+    }
+    if (prof) {
+        ex_profile_stop(prof);
+        if (ex_profile_print(stdout, prof, dims, err, sizeof err) != 0)
+            fail("%s", err);
+        ex_profile_free(prof);
     }
     if (x.cuda)
         cuda_buffers(&x, dims, bufs, false);

@@ -14,6 +14,8 @@
  *            on the table compiled into it
  *   cuda.c   the same for the GPU: NAME_launch_packed through the driver
  *
+ * and profile.c times a CPU call's launches (`dcc run --profile`).
+ *
  * so what `dcc run`, the tests and the tuner's measurements execute is what
  * objects ship. Tensors are passed per tensor id of the TE program
  * (tensors[t->id]); inputs and outputs must be set, intermediates are the
@@ -56,6 +58,17 @@ typedef struct ExCall {
 int ex_call_begin(const ExProgram *x, const int64_t *dims, float *const *tensors, ExCall *c,
                   char *err, size_t errlen);
 void ex_call_end(ExCall *c);
+
+/* exec/profile.c: where a call's time goes, launch by launch (CPU). */
+typedef struct ExProfile ExProfile;
+/* Records the time of every CPU launch of lp's calls from now until
+ * ex_profile_stop (libdcrt's launch hook: one profile at a time). */
+ExProfile *ex_profile_start(const LoopProgram *lp, char *err, size_t errlen);
+void ex_profile_stop(ExProfile *pr);
+/* A row per stage (and per launch of a stage with several): median time,
+ * GFLOP/s (stages with a reduction) or GB/s, share of all launches. */
+int ex_profile_print(FILE *out, ExProfile *pr, const int64_t *dims, char *err, size_t errlen);
+void ex_profile_free(ExProfile *pr); /* stops it; NULL is fine */
 
 /* exec/jit.c */
 void ex_jit_runtime(void); /* defines libdcrt's entry points for JIT-compiled code */

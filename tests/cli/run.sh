@@ -151,6 +151,13 @@ expect 2 "NAME=INTEGER" -- "$dcc" prog.tex --emit=plan --set T=abc
 expect 2 "--seed" -- "$dcc" run prog.tex --set T=3 --seed abc
 expect 2 "--seed" -- "$dcc" tune prog.tex --seed -1
 expect 2 "--bench" -- "$dcc" run prog.tex --set T=3 --bench 0
+expect 2 "cpu target" -- "$dcc" run prog.tex --set T=3 --profile --target=emu
+# --profile: a row per stage (GB/s elementwise, GFLOP/s with a reduction),
+# shares that add up
+expect 0 "" -- "$dcc" run prog.tex --set T=5 --profile --bench 3
+grep -q "^Y .*GB/s" out.txt && grep -q "^Z .*GFLOP/s" out.txt &&
+    grep -q "^total (launches) .* 100.0%" out.txt && grep -q "median of 3 runs" out.txt ||
+    bad "--profile: $(cat out.txt)"
 expect 2 "--trials" -- "$dcc" tune prog.tex --trials x
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --set T=4
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --input X=a.npy --input X=b.npy
