@@ -34,18 +34,30 @@ MicroKernel pass_unit_microkernel(void)
     return mk;
 }
 
-/* Counts, over the global loads of a reduction stage, those whose innermost
- * index moves with the innermost output axis and those whose innermost
- * index moves only with the reduction: which way vectors read contiguously. */
+/* Counts, over the loads of a reduction stage that the reduction walks
+ * (an index uses one of its axes; a load that does not is read once per
+ * output), those whose innermost index moves with the innermost output
+ * axis and those whose innermost index moves only with the reduction:
+ * which way vectors read contiguously. */
 typedef struct Contig {
     const Var *last;
+    const Expr *red; /* the outermost reduction */
     int spatial, reduce;
 } Contig;
+
+static bool walks(const Contig *c, const Expr *load)
+{
+    for (int i = 0; c->red && i < load->load.n; i++)
+        for (int a = 0; a < c->red->red.n; a++)
+            if (ir_expr_uses_var(load->load.idx[i], c->red->red.axes[a]))
+                return true;
+    return false;
+}
 
 static void count_contig(Expr *e, void *ud)
 {
     Contig *c = ud;
-    if (e->kind != EX_LOAD || e->load.n == 0)
+    if (e->kind != EX_LOAD || e->load.n == 0 || !walks(c, e))
         return;
     Expr *x = e->load.idx[e->load.n - 1];
     if (c->last && ir_expr_uses_var(x, c->last))
@@ -62,7 +74,7 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
     mk.vec = ti->vec_width;
     int n = t->rank;
     bool red = pass_stage_has_reduction(body);
-    Contig cg = {n ? t->axes[n - 1] : NULL, 0, 0};
+    Contig cg = {n ? t->axes[n - 1] : NULL, red ? ir_outer_reduce((Expr *)body) : NULL, 0, 0};
     if (red)
         ir_expr_visit((Expr *)body, count_contig, &cg);
     if (ti->kind == PT_GPU && red && n <= 1) {
