@@ -81,19 +81,11 @@ static bool is_reserved(const char *name)
     return false;
 }
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Where name's first statement is in the table, or the empty slot where
  * it would be. */
 static int *name_slot(const Sema *s, const char *name)
 {
-    int i = (int)(name_hash(name) & (uint64_t)(s->cap - 1));
+    int i = (int)(ir_name_hash(name) & (uint64_t)(s->cap - 1));
     while (s->slot[i] >= 0 && strcmp(s->ast->stmts[s->slot[i]]->name, name) != 0)
         i = (i + 1) & (s->cap - 1);
     return &s->slot[i];

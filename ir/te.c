@@ -46,9 +46,9 @@ typedef struct TeNames {
     struct { const char *name; Var *dim; Tensor *tensor; } *slot;
 } TeNames;
 
-static uint64_t name_hash(const char *s)
+uint64_t ir_name_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
@@ -57,7 +57,7 @@ static uint64_t name_hash(const char *s)
 /* The slot of name: where it is, or the empty one where it would go. */
 static int name_slot(const TeNames *t, const char *name)
 {
-    int i = (int)(name_hash(name) & (uint64_t)(t->cap - 1));
+    int i = (int)(ir_name_hash(name) & (uint64_t)(t->cap - 1));
     while (t->slot[i].name && strcmp(t->slot[i].name, name) != 0)
         i = (i + 1) & (t->cap - 1);
     return i;

@@ -381,6 +381,8 @@ Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int r
                           Var **axes, Expr *body);
 Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi);
 Tensor *ir_te_find(const TeProgram *p, const char *name);
+/* The hash names are found by (64-bit FNV-1a). */
+uint64_t ir_name_hash(const char *s);
 Var *ir_te_find_dim(const TeProgram *p, const char *name);
 Tensor *ir_te_find_tensor(const TeProgram *p, const char *name);
 /* Evaluates an integer expression over dims only (extents). */
