@@ -40,9 +40,10 @@ MicroKernel pass_unit_microkernel(void)
  * axis and those whose innermost index moves only with the reduction:
  * which way vectors read contiguously. */
 typedef struct Contig {
-    const Var *last;
+    const Tensor *t;
     const Expr *red; /* the outermost reduction */
     int spatial, reduce;
+    bool reuse;      /* a walked load misses an output axis: outputs share it */
 } Contig;
 
 static bool walks(const Contig *c, const Expr *load)
@@ -59,11 +60,18 @@ static void count_contig(Expr *e, void *ud)
     Contig *c = ud;
     if (e->kind != EX_LOAD || e->load.n == 0 || !walks(c, e))
         return;
+    const Var *last = c->t->rank ? c->t->axes[c->t->rank - 1] : NULL;
     Expr *x = e->load.idx[e->load.n - 1];
-    if (c->last && ir_expr_uses_var(x, c->last))
+    if (last && ir_expr_uses_var(x, last))
         c->spatial++;
     else if (x->kind != EX_INT)
         c->reduce++;
+    for (int a = 0; a < c->t->rank; a++) {
+        bool used = false;
+        for (int i = 0; i < e->load.n && !used; i++)
+            used = ir_expr_uses_var(e->load.idx[i], c->t->axes[a]);
+        c->reuse |= !used;
+    }
 }
 
 MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
@@ -74,15 +82,17 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
     mk.vec = ti->vec_width;
     int n = t->rank;
     bool red = pass_stage_has_reduction(body);
-    Contig cg = {n ? t->axes[n - 1] : NULL, red ? ir_outer_reduce((Expr *)body) : NULL, 0, 0};
+    Contig cg = {t, red ? ir_outer_reduce((Expr *)body) : NULL, 0, 0, false};
     if (red)
         ir_expr_visit((Expr *)body, count_contig, &cg);
-    if (ti->kind == PT_GPU && red && n <= 1) {
-        /* a reduction to a vector or a scalar: a warp along the reduction
-         * of each of 8 outputs (one for a scalar), 128-bit loads when the
-         * operands run along it, partial sums combined by shuffles */
-        if (n == 1)
-            mk.threads[0] = 8;
+    if (ti->kind == PT_GPU && red && (n <= 1 || !cg.reuse)) {
+        /* a reduction to a vector or a scalar, or one whose outputs share
+         * no operand (a row reduction: nothing to stage): a warp along the
+         * reduction of each of 8 outputs (one for a scalar), 128-bit loads
+         * when the operands run along it, partial sums combined by
+         * shuffles */
+        if (n >= 1)
+            mk.threads[n - 1] = 8;
         mk.rthreads = 32;
         bool along = cg.reduce > 0 || n == 0;
         mk.vec = along ? 4 : 1;
