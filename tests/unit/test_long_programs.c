@@ -142,7 +142,7 @@ static char *chain(int n, int reduce_every, bool square)
 typedef struct Job {
     const char *src;
     bool emu;
-    char msg[512]; /* empty: passed */
+    char msg[1024]; /* empty: passed */
 } Job;
 
 /* Compiles job->src once for the target and runs it at T = 1, 37 and 64
