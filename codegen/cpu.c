@@ -12,15 +12,18 @@
  * (the runner splits the blocks over a thread pool), thread loops are
  * serial loops, shared buffers are stack arrays in the entry block (one per
  * call, i.e. per chunk of blocks), and there are no barriers: a pass splits
- * the thread loop at each one before codegen. Math goes to LLVM intrinsics,
- * which lower to the C library's expf, logf, powf on x86, or to erff and
- * tanhf directly: the same functions the reference interpreter calls.
+ * the thread loop at each one before codegen. Math on vectors goes to
+ * libmvec, glibc's vector math library (below); on scalars to LLVM
+ * intrinsics, which lower to the C library's expf, logf, powf on x86, or
+ * to erff and tanhf directly: the functions the reference interpreter calls.
  */
 #include "dietcode/codegen_llvm.h"
 
 #include <llvm-c/Target.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +148,81 @@ static LLVMValueRef cpu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
     return cg_entry_alloca(g, ty, buf->name);
 }
 
+/* glibc's libmvec: vector forms of expf, logf, powf, tanhf and erff under
+ * the x86-64 vector function ABI, _ZGV<isa>N<lanes><args>_<name> with isa b
+ * (SSE, 4 lanes), d (AVX2, 8) or e (AVX-512, 16). One call replaces a libm
+ * call per lane. Loaded once into the process for the JIT; an object's
+ * user gets it through -lm (glibc's libm.so names libmvec as needed). Used
+ * only where this machine's libmvec has all five (glibc 2.35 added erff and
+ * tanhf); otherwise lanes call libm one by one. */
+static pthread_once_t mvec_once = PTHREAD_ONCE_INIT;
+static bool mvec_ok;
+
+static void mvec_init(void)
+{
+    void *h = dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
+    mvec_ok = h && dlsym(h, "_ZGVbN4v_erff") && dlsym(h, "_ZGVbN4v_tanhf");
+}
+
+static LLVMValueRef mvec_chunk(CgFn *g, const char *name, unsigned w, LLVMValueRef *args, unsigned nargs)
+{
+    static const char isa[17] = {[4] = 'b', [8] = 'd', [16] = 'e'};
+    char sym[64];
+    snprintf(sym, sizeof sym, "_ZGV%cN%u%s_%s", isa[w], w, nargs == 2 ? "vv" : "v", name);
+    LLVMTypeRef vt = LLVMVectorType(g->f32, w), pt[2] = {vt, vt};
+    LLVMTypeRef fty = LLVMFunctionType(vt, pt, nargs, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, sym);
+    if (!fn) {
+        fn = LLVMAddFunction(g->mod, sym, fty);
+        add_fn_attr(g->cx, fn, "nounwind");
+        add_fn_attr(g->cx, fn, "willreturn");
+        add_fn_attr(g->cx, fn, "nosync");
+        add_fn_attr(g->cx, fn, "memory"); /* memory(none): no errno */
+    }
+    return LLVMBuildCall2(g->b, fty, fn, args, nargs, "");
+}
+
+/* f over the lanes of a (and b) in chunks of 16, 8 or 4 lanes, as wide as
+ * the target's level allows, the last one padded with zero lanes. */
+static LLVMValueRef mvec_call(CgFn *g, const char *name, LLVMValueRef a, LLVMValueRef b)
+{
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(a));
+    unsigned widest = g->target->level >= 4 ? 16 : g->target->level >= 3 ? 8 : 4;
+    LLVMValueRef in[2] = {a, b}, zero = LLVMConstNull(LLVMTypeOf(a));
+    LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(a));
+    LLVMValueRef idx[32];
+    for (unsigned at = 0, w; at < n; at += w) {
+        unsigned left = n - at;
+        w = widest;
+        while (w > 4 && w / 2 >= left)
+            w /= 2;
+        unsigned used = left < w ? left : w;
+        LLVMValueRef args[2], m[16];
+        for (unsigned i = 0; i < w; i++)
+            m[i] = LLVMConstInt(g->i32, i < used ? at + i : n, 0);
+        for (int j = 0; j < (b ? 2 : 1); j++)
+            args[j] = LLVMBuildShuffleVector(g->b, in[j], zero, LLVMConstVector(m, w), "");
+        LLVMValueRef c = mvec_chunk(g, name, w, args, b ? 2 : 1);
+        /* the chunk's lanes into r: widen to n lanes, then pick */
+        LLVMValueRef wide = c;
+        if (w != n) {
+            for (unsigned i = 0; i < n; i++)
+                idx[i] = i >= at && i < at + used ? LLVMConstInt(g->i32, i - at, 0)
+                                                  : LLVMGetPoison(g->i32);
+            wide = LLVMBuildShuffleVector(g->b, c, LLVMGetPoison(LLVMTypeOf(c)),
+                                          LLVMConstVector(idx, n), "");
+        }
+        if (at == 0 && used == n) {
+            r = wide;
+            continue;
+        }
+        for (unsigned i = 0; i < n; i++)
+            idx[i] = LLVMConstInt(g->i32, i >= at && i < at + used ? n + i : i, 0);
+        r = LLVMBuildShuffleVector(g->b, r, wide, LLVMConstVector(idx, n), "");
+    }
+    return r;
+}
+
 static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
 {
     static const char *const intr[] = {
@@ -152,11 +230,22 @@ static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
         [CG_POW] = "llvm.pow", [CG_FABS] = "llvm.fabs", [CG_FLOOR] = "llvm.floor",
         [CG_FMIN] = "llvm.minimum", [CG_FMAX] = "llvm.maximum",
     };
+    const char *mvec = f == CG_EXP    ? "expf"
+                       : f == CG_LOG  ? "logf"
+                       : f == CG_POW  ? "powf"
+                       : f == CG_TANH ? "tanhf"
+                       : f == CG_ERF  ? "erff"
+                                      : NULL;
+    LLVMTypeRef t = LLVMTypeOf(a);
+    if (mvec && LLVMGetTypeKind(t) == LLVMVectorTypeKind && LLVMGetVectorSize(t) <= 32) {
+        pthread_once(&mvec_once, mvec_init);
+        if (mvec_ok)
+            return mvec_call(g, mvec, a, b);
+    }
     if (f == CG_TANH)
         return cg_libm_call(g, "tanhf", a);
     if (f == CG_ERF)
         return cg_libm_call(g, "erff", a);
-    LLVMTypeRef t = LLVMTypeOf(a);
     LLVMValueRef args[2] = {a, b};
     return cg_intrinsic(g, intr[f], &t, 1, args, b ? 2 : 1);
 }

@@ -250,11 +250,16 @@ static Expr *op_case(ExprCtx *c, int k, Tensor *A, Tensor *B, Var *N, Expr *i)
     IR_UNREACHABLE();
 }
 
-typedef enum OpsForm { OPS_SCALAR, OPS_UNROLLED, OPS_VECTOR8, OPS_VECTOR16 } OpsForm;
+typedef enum OpsForm {
+    OPS_SCALAR, OPS_UNROLLED, OPS_VECTOR8, OPS_VECTOR16, OPS_VECTOR3, OPS_VECTOR24, OPS_FORMS
+} OpsForm;
+
+static const int ops_width[OPS_FORMS] = {1, 4, 8, 16, 3, 24};
 
 /* One kernel per operator case storing out_k[i] = case_k, in the given form:
- * a block per element; 4 unrolled elements per block behind a branch; or 8
- * or 16 vector lanes per block with the ragged end masked by an If. */
+ * a block per element; 4 unrolled elements per block behind a branch; or 8,
+ * 16, 3 or 24 vector lanes per block with the ragged end masked by an If
+ * (3 and 24 lanes: vector math in chunks of libmvec's widths, padded). */
 static LoopProgram *ops_program(TeProgram *te, Var *N, Var *axis, OpsForm form)
 {
     ExprCtx *c = te->ctx;
@@ -264,7 +269,7 @@ static LoopProgram *ops_program(TeProgram *te, Var *N, Var *axis, OpsForm form)
         lp->materialized[t] = true;
     for (int k = 0; k < NOPS; k++) {
         Tensor *out = te->tensors[2 + k];
-        int w = form == OPS_SCALAR ? 1 : form == OPS_UNROLLED ? 4 : form == OPS_VECTOR8 ? 8 : 16;
+        int w = ops_width[form];
         Var *b = loopvar(c, "b", DIV(ADD(V(N), C(w - 1)), C(w)));
         Stmt *body;
         if (form == OPS_SCALAR) {
@@ -339,10 +344,10 @@ static void test_operators(void **state)
 
     Guarded g[2];
     float *heap[2] = {got[0], got[1]};
-    for (int run = 0; run < 8; run++) {
-        OpsForm form = (OpsForm)(run % 4);
+    for (int run = 0; run < 2 * OPS_FORMS; run++) {
+        OpsForm form = (OpsForm)(run % OPS_FORMS);
         for (int t = 0; t < 2; t++) {
-            got[t] = guarded_alloc(&g[t], OPS_N, run < 4);
+            got[t] = guarded_alloc(&g[t], OPS_N, run < OPS_FORMS);
             memcpy(got[t], ref[t], OPS_N * sizeof(float));
         }
         LoopProgram *lp = ops_program(te, N, axis, form);
