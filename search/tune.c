@@ -816,6 +816,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
          * refit; the latencies reported are of known times */
         int missing = 0;
         double lg = 0, lo = 0;
+        for (int j = 0; j < tu->nshapes; j++)
+            res->shape_ms[j] = NAN;
         for (int j = 0; j < or->n; j++) {
             int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
             size_t at = (size_t)j * (size_t)or->nk + (size_t)k;
@@ -830,6 +832,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
             }
             lg += log(known[at] ? or->cost[at] : best);
             lo += log(best);
+            if (or->shape_index[j] >= 0)
+                res->shape_ms[or->shape_index[j]] = known[at] ? or->cost[at] : best;
         }
         res->nshapes = or->n;
         res->geomean_ms = exp(lg / or->n);
@@ -849,6 +853,9 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
 static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
 {
     res->stage = st->t->name;
+    res->shape_ms = malloc(sizeof *res->shape_ms * (size_t)(tu->nshapes + 1));
+    for (int j = 0; j < tu->nshapes; j++)
+        res->shape_ms[j] = NAN;
     int *all = malloc(sizeof *all * (size_t)tu->nshapes);
     for (int j = 0; j < tu->nshapes; j++)
         all[j] = j;
@@ -1056,6 +1063,8 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     for (int i = 0; i < nst && !tu.failed; i++)
         tune_stage(&tu, &st[i], &res->stages[i]);
     res->seconds = now_s() - tu.t0;
+    res->shapes = tu.shapes; /* the result's now */
+    tu.shapes = NULL;
     if (tu.failed) {
         srch_tune_result_free(res);
         res = NULL;
@@ -1077,10 +1086,21 @@ void srch_tune_result_free(SrchTuneResult *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < r->nstages; i++)
+    for (int i = 0; i < r->nstages; i++) {
         srch_tree_free(r->stages[i].tree);
+        free(r->stages[i].shape_ms);
+    }
     free(r->stages);
+    free(r->shapes);
     free(r);
+}
+
+double srch_tune_estimate_ms(const SrchTuneResult *r, int j)
+{
+    double ms = 0;
+    for (int i = 0; i < r->nstages; i++)
+        ms += r->stages[i].shape_ms ? r->stages[i].shape_ms[j] : NAN;
+    return ms;
 }
 
 /* ---- shape points ---- */

@@ -1306,6 +1306,33 @@ static void tune_warn(void *ud, const char *msg)
     fprintf(stderr, "dcc: warning: %s\n", msg);
 }
 
+/* The whole program's estimated latency over the tuned shapes: the
+ * geometric mean and up to 9 points spread over them. */
+static void print_estimate(const TeProgram *p, const SrchTuneResult *r)
+{
+    double lg = 0;
+    int known = 0;
+    for (int j = 0; j < r->nshapes; j++) {
+        double ms = srch_tune_estimate_ms(r, j);
+        if (!isnan(ms) && ms > 0)
+            lg += log(ms), known++;
+    }
+    if (!known)
+        return;
+    printf("program: estimated latency (its stages' dispatched kernels as measured, summed): "
+           "geomean %.4f ms over %d shape point%s\n",
+           exp(lg / known), known, known == 1 ? "" : "s");
+    int show = r->nshapes < 9 ? r->nshapes : 9;
+    for (int k = 0; k < show; k++) {
+        int j = show == 1 ? 0 : (int)((int64_t)k * (r->nshapes - 1) / (show - 1));
+        printf("  ");
+        for (int d = 0; d < p->ndims; d++)
+            printf("%s%s=%lld", d ? ", " : "", p->dims[d]->name,
+                   (long long)r->shapes[(size_t)j * (size_t)p->ndims + (size_t)p->dims[d]->pos]);
+        printf(": %.4f ms\n", srch_tune_estimate_ms(r, j));
+    }
+}
+
 static int cmd_tune(int argc, char **argv)
 {
     Args a = parse_args(CMD_TUNE, argc, argv);
@@ -1393,6 +1420,7 @@ static int cmd_tune(int argc, char **argv)
             }
         }
     }
+    print_estimate(l.prog, r);
     if (r->ncorrupt)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
     printf("records: %s\n", o.records);

@@ -482,6 +482,10 @@ typedef struct SrchStageResult {
      * measurement within 5% of it, see DESIGN.md) */
     double geomean_ms;
     double oracle_geomean_ms;
+    /* nshapes (the result's): at each shape point, the time of the kernel
+     * the dispatch picks there, measured or scaled as above (the best
+     * known time where that kernel's is not known); NAN where nothing is */
+    double *shape_ms;
     SrchTree *tree;
     SrchTreeScore score;
 } SrchStageResult;
@@ -490,6 +494,7 @@ typedef struct SrchTuneResult {
     int nstages;
     SrchStageResult *stages;
     int nshapes;
+    int64_t *shapes;            /* nshapes rows of the program's dims, by Var.pos */
     double seconds;
     int nforeign, ncorrupt;     /* records of other workloads; damaged lines */
     int nwarm;                  /* samples the warm start gave each search's model */
@@ -566,6 +571,9 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
                                 size_t errlen);
 SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen);
 void srch_tune_result_free(SrchTuneResult *r);
+/* The whole program's estimated time at shape point j of r: the sum of its
+ * stages' shape_ms (each stage measured alone); NAN if a stage's is unknown. */
+double srch_tune_estimate_ms(const SrchTuneResult *r, int j);
 
 /* search/schedule.c: from records to dispatch.
  *

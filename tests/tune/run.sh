@@ -109,6 +109,13 @@ cpu)
     [ "$(grep -c '^tune: Y search round' "$tmp/err")" -ge 1 ] && ok "progress lines on stderr" ||
         bad "no progress lines"
     grep -q "^  dispatch: " "$tmp/out" && ok "dispatch report" || bad "no dispatch report"
+    # one stage: the program's estimate is the stage's dispatched geomean, at
+    # 6 points from T = 1 to 128
+    stage=$(sed -n 's/^  latency geomean over the shapes: \([0-9.]*\) ms dispatched.*/\1/p' "$tmp/out")
+    prog=$(sed -n 's/^program: estimated latency .*geomean \([0-9.]*\) ms over 6 shape points$/\1/p' "$tmp/out")
+    [ -n "$stage" ] && [ "$stage" = "$prog" ] && grep -q "^  T=1: " "$tmp/out" &&
+        grep -q "^  T=128: " "$tmp/out" && ok "program estimate" ||
+        bad "program estimate '$prog' against the stage's '$stage'"
     # T across the range (ragged, tile multiples and not) and above it
     # dispatch to kernels that match the reference; tests/unit/test_tune.c
     # checks every T of a smaller program's range in-process

@@ -197,6 +197,21 @@ static void test_tune_cpu(void **state)
         assert_int_equal(r->stages[i].score.n, 40);
         assert_true(r->stages[i].geomean_ms >= r->stages[i].oracle_geomean_ms);
     }
+    /* the program's estimate: its stages' dispatched times at each point,
+     * whose geometric mean is the stage's reported one */
+    for (int i = 0; i < 2; i++) {
+        double lg = 0;
+        for (int j = 0; j < r->nshapes; j++) {
+            assert_true(r->stages[i].shape_ms[j] > 0);
+            lg += log(r->stages[i].shape_ms[j]);
+        }
+        assert_true(fabs(exp(lg / r->nshapes) / r->stages[i].geomean_ms - 1) < 1e-9);
+    }
+    for (int j = 0; j < r->nshapes; j++) {
+        assert_int_equal(r->shapes[j], j + 1); /* T = 1..40, one value a row */
+        assert_true(fabs(srch_tune_estimate_ms(r, j) -
+                         (r->stages[0].shape_ms[j] + r->stages[1].shape_ms[j])) < 1e-12);
+    }
 
     /* the trees come back from the records as the tuner fit them */
     StageSchedule sched[8];
