@@ -8,7 +8,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test install demo bench bench-tuning bench-static clean
+.PHONY: all deps build test install demo bench bench-tuning bench-static bench-model clean
 
 all: build
 
@@ -50,6 +50,14 @@ bench-static: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target bench_static
 	$(BUILD)/bench/bench_static $(CURDIR)
+
+# A whole BERT-base encoder layer against PyTorch (eager, torch.compile) and
+# numpy, T = 1..128, CPU; PyTorch from PyPI in .venv-model (about 5 GB).
+bench-model: deps
+	@scripts/install-deps.sh --bench-model
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_model
+	.venv-model/bin/python bench/model.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -5,13 +5,30 @@
 #
 #   scripts/install-deps.sh            build + test packages
 #   scripts/install-deps.sh --bench    also the benchmark packages
+#   scripts/install-deps.sh --bench-model
+#                                      those, python3-venv, and PyTorch and numpy
+#                                      from PyPI in .venv-model (about 5 GB;
+#                                      bench/model.py only)
 set -eu
 
 pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
 libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3 pkg-config"
-if [ "${1:-}" = "--bench" ]; then
-    pkgs="$pkgs libopenblas-dev libdnnl-dev"
-fi
+case "${1:-}" in
+--bench) pkgs="$pkgs libopenblas-dev libdnnl-dev" ;;
+--bench-model) pkgs="$pkgs libopenblas-dev libdnnl-dev python3-venv" ;;
+esac
+
+# The model benchmark's Python: a venv beside the sources, made once.
+venv() {
+    [ "${1:-}" = "--bench-model" ] || return 0
+    dir="$(cd "$(dirname "$0")/.." && pwd)/.venv-model"
+    if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch, numpy" 2>/dev/null; then
+        return 0
+    fi
+    echo "install-deps: creating $dir with PyTorch and numpy from PyPI (about 5 GB)" >&2
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check torch numpy
+}
 
 missing=""
 for p in $pkgs; do
@@ -19,7 +36,10 @@ for p in $pkgs; do
         missing="$missing $p"
     fi
 done
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    venv "${1:-}"
+    exit 0
+fi
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing packages:$missing" >&2
@@ -31,3 +51,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
+venv "${1:-}"

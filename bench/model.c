@@ -1,0 +1,263 @@
+/* bench/model.c: dcc's side of bench/model.py, which times a whole model
+ * (examples/bert_encoder.tex) against PyTorch and numpy in one process
+ * tree, T by T in turns.
+ *
+ *   bench_model [--trials N --records R] [--threads N] PROGRAM.tex
+ *
+ * Compiles PROGRAM once, JIT for this CPU: tuned with N trials over its
+ * dims' ranges (measurements in R; N = 0, the default: the default
+ * schedule), prints "ready SECONDS" (the tuning time) and then answers
+ * commands from stdin, one per line, each with one line on stdout:
+ *
+ *   dims NAME=V ...   sets every dim; inputs are refilled with random
+ *                     values, outputs zeroed                     -> ok
+ *   load NAME PATH    input NAME from a .npy of its shape now    -> ok
+ *   time REPS         the median of REPS calls after a warm-up   -> MS
+ *   save NAME PATH    one call, then output NAME to a .npy       -> ok
+ *
+ * A failed command answers "error: MESSAGE" and the next one is read.
+ */
+#include "common.h"
+
+#include "dietcode/frontend.h"
+#include "dietcode/passes.h"
+#include "dietcode/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Model {
+    TeProgram *p;
+    ExCpu *cp;
+    int64_t dims[64];
+    float **t; /* by tensor id: inputs and outputs, NULL for intermediates */
+    bool set;  /* dims given */
+} Model;
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_model [--trials N --records R] [--threads N] PROGRAM.tex\n");
+    exit(2);
+}
+
+static ExCpu *compile_default(TeProgram *p)
+{
+    char err[1024];
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline_sched(p, NULL, &ti, NULL, err, sizeof err);
+    ExCpu *cp = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
+    if (!cp) {
+        fprintf(stderr, "bench_model: %s\n", err);
+        exit(1);
+    }
+    return cp;
+}
+
+static void run_once(void *ctx)
+{
+    Model *m = ctx;
+    char err[1024];
+    if (ex_cpu_run(m->cp, m->dims, m->t, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_model: %s\n", err);
+        exit(1);
+    }
+}
+
+static const char *cmd_dims(Model *m, char *args, char *err, size_t errlen)
+{
+    TeProgram *p = m->p;
+    bool given[64] = {0};
+    int64_t dims[64];
+    for (char *tok = strtok(args, " \t"); tok; tok = strtok(NULL, " \t")) {
+        char *eq = strchr(tok, '=');
+        const Var *d = NULL;
+        if (eq) {
+            *eq = 0;
+            for (int i = 0; i < p->ndims; i++)
+                if (strcmp(p->dims[i]->name, tok) == 0)
+                    d = p->dims[i];
+        }
+        char *end = NULL;
+        long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+        if (!d || !end || *end || end == eq + 1 || v < 1) {
+            snprintf(err, errlen, "dims: expected NAME=V with a dim of the program and V >= 1");
+            return err;
+        }
+        dims[d->pos] = v;
+        given[d->pos] = true;
+    }
+    for (int i = 0; i < p->ndims; i++)
+        if (!given[i]) {
+            snprintf(err, errlen, "dims: no value for %s", p->dims[i]->name);
+            return err;
+        }
+    memcpy(m->dims, dims, sizeof(int64_t) * (size_t)p->ndims);
+    m->set = false; /* until every buffer has its new size */
+    for (int i = 0; i < p->ntensors; i++) {
+        const Tensor *t = p->tensors[i];
+        free(m->t[i]);
+        m->t[i] = NULL;
+        if (t->kind != TK_INPUT && t->kind != TK_OUTPUT)
+            continue;
+        int64_t n = ir_te_numel(t, m->dims);
+        size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+        if (!(m->t[i] = aligned_alloc(64, bytes ? bytes : 64))) {
+            snprintf(err, errlen, "dims: out of memory");
+            return err;
+        }
+        if (t->kind == TK_INPUT)
+            rt_rng_fill(7, (uint64_t)i, m->t[i], (size_t)n);
+        else
+            memset(m->t[i], 0, (size_t)n * sizeof(float));
+    }
+    m->set = true;
+    return NULL;
+}
+
+/* The tensor named by the next token, of the kind wanted. */
+static const Tensor *tensor_arg(Model *m, TensorKind kind, char *err, size_t errlen)
+{
+    char *name = strtok(NULL, " \t");
+    const Tensor *t = name ? ir_te_find_tensor(m->p, name) : NULL;
+    if (!t || t->kind != kind) {
+        snprintf(err, errlen, "no %s named '%s'", kind == TK_INPUT ? "input" : "output",
+                 name ? name : "");
+        return NULL;
+    }
+    if (!m->set) {
+        snprintf(err, errlen, "no dims yet");
+        return NULL;
+    }
+    return t;
+}
+
+static const char *cmd_load(Model *m, char *err, size_t errlen)
+{
+    const Tensor *t = tensor_arg(m, TK_INPUT, err, errlen);
+    char *path = strtok(NULL, " \t");
+    if (!t)
+        return err;
+    RtArray a;
+    if (!path || rt_npy_read(path, &a, err, errlen) != 0)
+        return path ? err : "load: no path";
+    int64_t n = ir_te_numel(t, m->dims), have = 1;
+    for (int i = 0; i < a.rank; i++)
+        have *= a.shape[i];
+    if (have != n) {
+        rt_array_free(&a);
+        snprintf(err, errlen, "load: %s holds %lld values, %s has %lld", path, (long long)have,
+                 t->name, (long long)n);
+        return err;
+    }
+    memcpy(m->t[t->id], a.data, (size_t)n * sizeof(float));
+    rt_array_free(&a);
+    return NULL;
+}
+
+static const char *cmd_save(Model *m, char *err, size_t errlen)
+{
+    const Tensor *t = tensor_arg(m, TK_OUTPUT, err, errlen);
+    char *path = strtok(NULL, " \t");
+    if (!t)
+        return err;
+    if (!path)
+        return "save: no path";
+    run_once(m);
+    RtArray a = {.rank = t->rank, .data = m->t[t->id]};
+    for (int i = 0; i < t->rank; i++)
+        a.shape[i] = ir_eval_dims(t->shape[i], m->dims);
+    return rt_npy_write(path, &a, err, errlen) == 0 ? NULL : err;
+}
+
+int main(int argc, char **argv)
+{
+    int trials = 0, threads = 2;
+    const char *records = NULL, *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
+            trials = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--records") == 0 && i + 1 < argc)
+            records = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (argv[i][0] != '-' && !file)
+            file = argv[i];
+        else
+            usage();
+    }
+    if (!file || trials < 0 || threads < 1 || (trials > 0 && !records))
+        usage();
+    bench_dcrt_threads(threads);
+
+    char err[1024];
+    FeUnit u;
+    int rc = fe_load(file, &u, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0)
+            fprintf(stderr, "bench_model: %s\n", err);
+        else
+            ir_diags_print(&u.diags, stderr);
+        return 1;
+    }
+    Model m = {.p = u.prog};
+    if (m.p->ndims > 64) {
+        fprintf(stderr, "bench_model: more than 64 dims\n");
+        return 1;
+    }
+    double seconds = 0;
+    if (trials > 0) {
+        SrchTuneOpts o = {.trials = trials, .seed = 1, .records = records};
+        BenchTuned t = bench_tune(m.p, &o);
+        seconds = t.seconds;
+        m.cp = t.cp;
+    } else {
+        m.cp = compile_default(m.p);
+    }
+    m.t = calloc((size_t)m.p->ntensors, sizeof *m.t);
+    if (!m.t)
+        return 1;
+    printf("ready %.3f\n", seconds);
+    fflush(stdout);
+
+    char line[4096];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\r\n")] = 0;
+        char *cmd = strtok(line, " \t");
+        const char *fail = NULL;
+        if (!cmd) {
+            continue;
+        } else if (strcmp(cmd, "dims") == 0) {
+            char *args = strtok(NULL, "");
+            fail = cmd_dims(&m, args ? args : (char[]){""}, err, sizeof err);
+            if (!fail)
+                printf("ok\n");
+        } else if (strcmp(cmd, "load") == 0) {
+            if (!(fail = cmd_load(&m, err, sizeof err)))
+                printf("ok\n");
+        } else if (strcmp(cmd, "save") == 0) {
+            if (!(fail = cmd_save(&m, err, sizeof err)))
+                printf("ok\n");
+        } else if (strcmp(cmd, "time") == 0) {
+            char *n = strtok(NULL, " \t");
+            int reps = n ? atoi(n) : 0;
+            if (!m.set)
+                fail = "time: no dims yet";
+            else if (reps < 1)
+                fail = "time: expected a number of calls";
+            else
+                printf("%.6f\n", bench_median_ms(reps, run_once, &m));
+        } else {
+            fail = "unknown command (dims, load, time, save)";
+        }
+        if (fail)
+            printf("error: %s\n", fail);
+        fflush(stdout);
+    }
+    for (int i = 0; i < m.p->ntensors; i++)
+        free(m.t[i]);
+    free(m.t);
+    ex_cpu_destroy(m.cp);
+    fe_unload(&u);
+    return 0;
+}
