@@ -223,6 +223,63 @@ static LLVMValueRef mvec_call(CgFn *g, const char *name, LLVMValueRef a, LLVMVal
     return r;
 }
 
+static LLVMValueRef splat(CgFn *g, LLVMValueRef like, double v)
+{
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(like));
+    LLVMValueRef c = LLVMConstReal(g->f32, v), e[32];
+    for (unsigned i = 0; i < n; i++)
+        e[i] = c;
+    return LLVMConstVector(e, n);
+}
+
+/* libmvec's expf leaves its fast path for |x| > about 87.3, where results
+ * are denormal, zero or infinite: 22 times slower, and softmax under a mask
+ * of -inf or -1e9 lives there. When any lane is there, x is shifted by 64
+ * into the fast range and the result scaled back by e^-64 or e^64 (one
+ * more rounding; zero and infinity where expf gives them); the common case
+ * pays two compares and a branch. NaN compares false: unshifted. */
+static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
+{
+    LLVMBuilderRef B = g->b;
+    LLVMValueRef lo = LLVMBuildFCmp(B, LLVMRealOLT, x, splat(g, x, -87.0), "");
+    LLVMValueRef hi = LLVMBuildFCmp(B, LLVMRealOGT, x, splat(g, x, 87.0), "");
+    LLVMValueRef out = LLVMBuildOr(B, lo, hi, "");
+    LLVMTypeRef mt = LLVMTypeOf(out);
+    LLVMValueRef any = cg_intrinsic(g, "llvm.vector.reduce.or", &mt, 1, &out, 1);
+    LLVMBasicBlockRef near = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.near");
+    LLVMBasicBlockRef far = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.far");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.join");
+    LLVMBuildCondBr(B, any, far, near);
+
+    LLVMPositionBuilderAtEnd(B, near);
+    LLVMValueRef fast = mvec_call(g, "expf", x, NULL);
+    LLVMBasicBlockRef near_end = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, join);
+
+    LLVMPositionBuilderAtEnd(B, far);
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef args[2] = {x, splat(g, x, -120.0)};
+    LLVMValueRef down = LLVMBuildFAdd(B, cg_intrinsic(g, "llvm.maxnum", &t, 1, args, 2),
+                                      splat(g, x, 64.0), "");
+    args[1] = splat(g, x, 120.0);
+    LLVMValueRef up = LLVMBuildFSub(B, cg_intrinsic(g, "llvm.minnum", &t, 1, args, 2),
+                                    splat(g, x, 64.0), "");
+    LLVMValueRef in = LLVMBuildSelect(B, lo, down, LLVMBuildSelect(B, hi, up, x, ""), "");
+    LLVMValueRef scale = LLVMBuildSelect(
+        B, lo, splat(g, x, 1.6038108905486378e-28), /* e^-64 */
+        LLVMBuildSelect(B, hi, splat(g, x, 6.2351490808116168e27), splat(g, x, 1.0), ""), "");
+    LLVMValueRef slow = LLVMBuildFMul(B, mvec_call(g, "expf", in, NULL), scale, "");
+    LLVMBasicBlockRef far_end = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, join);
+
+    LLVMPositionBuilderAtEnd(B, join);
+    LLVMValueRef phi = LLVMBuildPhi(B, t, "");
+    LLVMValueRef vals[2] = {fast, slow};
+    LLVMBasicBlockRef blocks[2] = {near_end, far_end};
+    LLVMAddIncoming(phi, vals, blocks, 2);
+    return phi;
+}
+
 static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
 {
     static const char *const intr[] = {
@@ -240,7 +297,7 @@ static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
     if (mvec && LLVMGetTypeKind(t) == LLVMVectorTypeKind && LLVMGetVectorSize(t) <= 32) {
         pthread_once(&mvec_once, mvec_init);
         if (mvec_ok)
-            return mvec_call(g, mvec, a, b);
+            return f == CG_EXP ? mvec_exp(g, a) : mvec_call(g, mvec, a, b);
     }
     if (f == CG_TANH)
         return cg_libm_call(g, "tanhf", a);
