@@ -74,10 +74,29 @@ static void count_contig(Expr *e, void *ud)
     }
 }
 
+/* No more threads along an axis than its largest extent needs, and no
+ * reduction chunk longer than the reduction (rounded up to vectors): past
+ * them are idle threads, packing of padding and sums of zeros. */
+static void fit_extents(const TeProgram *p, const Tensor *t, const Expr *red, int vec,
+                        MicroKernel *mk)
+{
+    for (int a = 0; a < t->rank && a < MK_MAX_AXES; a++) {
+        Interval r = ir_interval(p->ctx, t->axes[a]->extent, RANGE_DECLARED);
+        while (mk->threads[a] > 1 && r.hi != IR_POS_INF &&
+               (int64_t)(mk->threads[a] / 2) * mk->tile[a] >= r.hi)
+            mk->threads[a] /= 2;
+    }
+    if (red && red->red.n == 1 && mk->rchunk > 0) {
+        Interval r = ir_interval(p->ctx, red->red.axes[0]->extent, RANGE_DECLARED);
+        int64_t fit = r.hi == IR_POS_INF ? mk->rchunk : (r.hi + vec - 1) / vec * vec;
+        if (fit < mk->rchunk)
+            mk->rchunk = (int)fit;
+    }
+}
+
 MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
                                      const TargetInfo *ti)
 {
-    (void)p;
     MicroKernel mk = pass_unit_microkernel();
     mk.vec = ti->vec_width;
     int n = t->rank;
@@ -124,6 +143,8 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
         if (n >= 2)
             mk.threads[n - 2] = 4;
     }
+    if (ti->kind == PT_CPU)
+        fit_extents(p, t, cg.red, ti->vec_width, &mk);
     pass_legalize_microkernel(&mk, t, ti);
     return mk;
 }
