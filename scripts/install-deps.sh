@@ -15,7 +15,7 @@ pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
 libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3 pkg-config"
 case "${1:-}" in
 --bench) pkgs="$pkgs libopenblas-dev libdnnl-dev" ;;
---bench-model) pkgs="$pkgs libopenblas-dev libdnnl-dev python3-venv" ;;
+--bench-model) pkgs="$pkgs libopenblas-dev libdnnl-dev python3-venv python3-dev" ;;
 esac
 
 # The model benchmark's Python: a venv beside the sources, made once.
