@@ -40,6 +40,9 @@ ARGS = parse_args()
 # thread counts before numpy and torch load their runtimes
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
+# torch.compile from cold: no kernels from an earlier run's on-disk cache
+INDUCTOR_CACHE = tempfile.TemporaryDirectory(prefix="bench-model-inductor-")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = INDUCTOR_CACHE.name
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -233,7 +236,7 @@ def main():
     print("dcc: " + (f"tuned once for T = 1..{TMAX} with {args.trials} trials in {dcc.tune_s:.1f} s"
                      if args.trials else "the default schedule (untuned)"))
     print(f"PyTorch {torch.__version__} eager (scaled_dot_product_attention)"
-          + (f"; torch.compile(dynamic=True), first calls {compile_s:.1f} s" if compiled else "")
+          + (f"; torch.compile(dynamic=True), cold first calls {compile_s:.1f} s" if compiled else "")
           + f"; numpy {np.__version__}")
     print("outputs against PyTorch eager at T = 1, 2, 37, 64, 128, max abs difference: "
           + ", ".join(f"{k} {v:.2g}" for k, v in worst.items() if k in cols))
