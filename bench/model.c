@@ -54,11 +54,17 @@ static ExCpu *compile_default(TeProgram *p)
     return cp;
 }
 
+/* One call; NULL, or its error in err. */
+static const char *call(Model *m, char *err, size_t errlen)
+{
+    return ex_cpu_run(m->cp, m->dims, m->t, NULL, err, errlen) == 0 ? NULL : err;
+}
+
+/* A timed call: the same dims as a call() that succeeded. */
 static void run_once(void *ctx)
 {
-    Model *m = ctx;
     char err[1024];
-    if (ex_cpu_run(m->cp, m->dims, m->t, NULL, err, sizeof err) != 0) {
+    if (call(ctx, err, sizeof err)) {
         fprintf(stderr, "bench_model: %s\n", err);
         exit(1);
     }
@@ -80,8 +86,8 @@ static const char *cmd_dims(Model *m, char *args, char *err, size_t errlen)
         }
         char *end = NULL;
         long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-        if (!d || !end || *end || end == eq + 1 || v < 1) {
-            snprintf(err, errlen, "dims: expected NAME=V with a dim of the program and V >= 1");
+        if (!d || !end || *end || end == eq + 1 || v < d->lo || v > d->max) {
+            snprintf(err, errlen, "dims: expected NAME=V with a dim of the program, V in its range");
             return err;
         }
         dims[d->pos] = v;
@@ -92,6 +98,15 @@ static const char *cmd_dims(Model *m, char *args, char *err, size_t errlen)
             snprintf(err, errlen, "dims: no value for %s", p->dims[i]->name);
             return err;
         }
+    double total = 0;
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i]->kind != TK_TEMP)
+            total += 4.0 * (double)ir_te_numel(p->tensors[i], dims);
+    if (total > 4.0 * (1 << 30)) {
+        snprintf(err, errlen, "dims: inputs and outputs of %.1f GiB (a benchmark takes 4)",
+                 total / (1 << 30));
+        return err;
+    }
     memcpy(m->dims, dims, sizeof(int64_t) * (size_t)p->ndims);
     m->set = false; /* until every buffer has its new size */
     for (int i = 0; i < p->ntensors; i++) {
@@ -163,7 +178,8 @@ static const char *cmd_save(Model *m, char *err, size_t errlen)
         return err;
     if (!path)
         return "save: no path";
-    run_once(m);
+    if (call(m, err, errlen))
+        return err;
     RtArray a = {.rank = t->rank, .data = m->t[t->id]};
     for (int i = 0; i < t->rank; i++)
         a.shape[i] = ir_eval_dims(t->shape[i], m->dims);
@@ -222,7 +238,16 @@ int main(int argc, char **argv)
 
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {
-        line[strcspn(line, "\r\n")] = 0;
+        size_t len = strcspn(line, "\r\n");
+        if (!line[len] && !feof(stdin)) { /* longer than the buffer: skip the rest */
+            int c;
+            while ((c = getchar()) != EOF && c != '\n')
+                ;
+            printf("error: a command of more than %zu bytes\n", sizeof line - 2);
+            fflush(stdout);
+            continue;
+        }
+        line[len] = 0;
         char *cmd = strtok(line, " \t");
         const char *fail = NULL;
         if (!cmd) {
@@ -243,9 +268,9 @@ int main(int argc, char **argv)
             int reps = n ? atoi(n) : 0;
             if (!m.set)
                 fail = "time: no dims yet";
-            else if (reps < 1)
-                fail = "time: expected a number of calls";
-            else
+            else if (reps < 1 || reps > 64)
+                fail = "time: expected a number of calls, 1 to 64";
+            else if (!(fail = call(&m, err, sizeof err)))
                 printf("%.6f\n", bench_median_ms(reps, run_once, &m));
         } else {
             fail = "unknown command (dims, load, time, save)";

@@ -8,7 +8,8 @@ and numpy float32 with OpenBLAS, T by T in one run, same threads, same weights.
 
 dcc's side is build/bench/bench_model (bench/model.c): it tunes the program
 once over T = 1..128 (--trials 0: the default schedule) and then times calls
-on request, so the four implementations are timed in turns at each T. Before
+on request (in C: its times hold no Python call overhead, the others' do), so
+the four implementations are timed in turns at each T, each first in turn. Before
 timing, the four outputs are checked against each other at several T.
 Weights are drawn as PyTorch initialises nn.Linear (uniform in +-1/sqrt(in)),
 X from a normal distribution; FP32 everywhere.
@@ -30,7 +31,8 @@ def parse_args():
     ap.add_argument("--program", default=os.path.join(ROOT, "examples", "bert_encoder.tex"))
     ap.add_argument("--trials", type=int, default=32, help="dcc tune trials (0: untuned)")
     ap.add_argument("--step", type=int, default=1, help="time T = 1, 1 + step, ..., and 128")
-    ap.add_argument("--reps", type=int, default=20, help="timed calls per T (median)")
+    ap.add_argument("--reps", type=int, default=20, choices=range(1, 65), metavar="1..64",
+                    help="timed calls per T (median)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     return ap.parse_args()
@@ -216,15 +218,16 @@ def main():
                 x = torch.from_numpy(xs[:t].copy())
                 xn = xs[:t].copy()
                 r = {"T": t}
-                time.sleep(0.1)  # OpenBLAS's and OpenMP's threads stop spinning
-                r["dcc"] = float(dcc.ask(f"time {args.reps}"))
-                time.sleep(0.1)
-                r["eager"] = median_ms(lambda: encoder_torch(x, tw), args.reps)
+                timers = [("dcc", lambda: float(dcc.ask(f"time {args.reps}"))),
+                          ("eager", lambda: median_ms(lambda: encoder_torch(x, tw), args.reps)),
+                          ("numpy", lambda: median_ms(lambda: encoder_numpy(xn, w), args.reps))]
                 if compiled is not None:
-                    time.sleep(0.1)
-                    r["compile"] = median_ms(lambda: compiled(x, tw), args.reps)
-                time.sleep(0.1)
-                r["numpy"] = median_ms(lambda: encoder_numpy(xn, w), args.reps)
+                    timers.insert(2, ("compile",
+                                      lambda: median_ms(lambda: compiled(x, tw), args.reps)))
+                k = len(rows) % len(timers)  # each goes first in turn
+                for name, timer in timers[k:] + timers[:k]:
+                    time.sleep(0.1)  # OpenBLAS's and OpenMP's threads stop spinning
+                    r[name] = timer()
                 rows.append(r)
                 print(f"  T = {t}: dcc {r['dcc']:.3f} ms, eager {r['eager']:.3f} ms",
                       file=sys.stderr, flush=True)

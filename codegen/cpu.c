@@ -52,6 +52,10 @@ static void target_attrs(CgFn *g, LLVMValueRef fn)
         add_str_attr(g->cx, fn, "target-cpu", g->target->cpu);
     if (g->target->features[0])
         add_str_attr(g->cx, fn, "target-features", g->target->features);
+    /* 16-float vectors in zmm registers, also as arguments (libmvec's
+     * _ZGVeN16 functions take theirs in zmm0); absent, it is the default */
+    if (g->target->level >= 4)
+        add_str_attr(g->cx, fn, "min-legal-vector-width", "512");
 }
 
 static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
@@ -152,9 +156,11 @@ static LLVMValueRef cpu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
  * the x86-64 vector function ABI, _ZGV<isa>N<lanes><args>_<name> with isa b
  * (SSE, 4 lanes), d (AVX2, 8) or e (AVX-512, 16). One call replaces a libm
  * call per lane. Loaded once into the process for the JIT; an object's
- * user gets it through -lm (glibc's libm.so names libmvec as needed). Used
- * only where this machine's libmvec has all five (glibc 2.35 added erff and
- * tanhf); otherwise lanes call libm one by one. */
+ * user gets it through -lm (glibc's libm.so names libmvec as needed), so
+ * objects use it where the machine that compiles them has all five (glibc
+ * 2.35 added erff and tanhf) and need glibc 2.35 where they are linked;
+ * otherwise lanes call libm one by one. Vectors of up to MVEC_LANES. */
+enum { MVEC_LANES = 32 };
 static pthread_once_t mvec_once = PTHREAD_ONCE_INIT;
 static bool mvec_ok;
 
@@ -171,26 +177,28 @@ static LLVMValueRef mvec_chunk(CgFn *g, const char *name, unsigned w, LLVMValueR
     snprintf(sym, sizeof sym, "_ZGV%cN%u%s_%s", isa[w], w, nargs == 2 ? "vv" : "v", name);
     LLVMTypeRef vt = LLVMVectorType(g->f32, w), pt[2] = {vt, vt};
     LLVMTypeRef fty = LLVMFunctionType(vt, pt, nargs, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, sym);
-    if (!fn) {
-        fn = LLVMAddFunction(g->mod, sym, fty);
-        add_fn_attr(g->cx, fn, "nounwind");
-        add_fn_attr(g->cx, fn, "willreturn");
-        add_fn_attr(g->cx, fn, "nosync");
-        add_fn_attr(g->cx, fn, "memory"); /* memory(none): no errno */
-    }
-    return LLVMBuildCall2(g->b, fty, fn, args, nargs, "");
+    return LLVMBuildCall2(g->b, fty, cg_math_fn(g, sym, fty), args, nargs, "");
+}
+
+static LLVMValueRef splat(CgFn *g, LLVMValueRef like, double v)
+{
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(like));
+    LLVMValueRef c = LLVMConstReal(g->f32, v), e[MVEC_LANES];
+    for (unsigned i = 0; i < n; i++)
+        e[i] = c;
+    return LLVMConstVector(e, n);
 }
 
 /* f over the lanes of a (and b) in chunks of 16, 8 or 4 lanes, as wide as
- * the target's level allows, the last one padded with zero lanes. */
+ * the target's level allows, the last one padded with lanes of 1 (on every
+ * function's fast path: 0 is a special case of logf and powf). */
 static LLVMValueRef mvec_call(CgFn *g, const char *name, LLVMValueRef a, LLVMValueRef b)
 {
     unsigned n = LLVMGetVectorSize(LLVMTypeOf(a));
     unsigned widest = g->target->level >= 4 ? 16 : g->target->level >= 3 ? 8 : 4;
-    LLVMValueRef in[2] = {a, b}, zero = LLVMConstNull(LLVMTypeOf(a));
+    LLVMValueRef in[2] = {a, b}, one = splat(g, a, 1.0);
     LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(a));
-    LLVMValueRef idx[32];
+    LLVMValueRef idx[MVEC_LANES];
     for (unsigned at = 0, w; at < n; at += w) {
         unsigned left = n - at;
         w = widest;
@@ -201,7 +209,7 @@ static LLVMValueRef mvec_call(CgFn *g, const char *name, LLVMValueRef a, LLVMVal
         for (unsigned i = 0; i < w; i++)
             m[i] = LLVMConstInt(g->i32, i < used ? at + i : n, 0);
         for (int j = 0; j < (b ? 2 : 1); j++)
-            args[j] = LLVMBuildShuffleVector(g->b, in[j], zero, LLVMConstVector(m, w), "");
+            args[j] = LLVMBuildShuffleVector(g->b, in[j], one, LLVMConstVector(m, w), "");
         LLVMValueRef c = mvec_chunk(g, name, w, args, b ? 2 : 1);
         /* the chunk's lanes into r: widen to n lanes, then pick */
         LLVMValueRef wide = c;
@@ -223,15 +231,6 @@ static LLVMValueRef mvec_call(CgFn *g, const char *name, LLVMValueRef a, LLVMVal
     return r;
 }
 
-static LLVMValueRef splat(CgFn *g, LLVMValueRef like, double v)
-{
-    unsigned n = LLVMGetVectorSize(LLVMTypeOf(like));
-    LLVMValueRef c = LLVMConstReal(g->f32, v), e[32];
-    for (unsigned i = 0; i < n; i++)
-        e[i] = c;
-    return LLVMConstVector(e, n);
-}
-
 /* libmvec's expf leaves its fast path for |x| > about 87.3, where results
  * are denormal, zero or infinite: 22 times slower, and softmax under a mask
  * of -inf or -1e9 lives there. When any lane is there, x is shifted by 64
@@ -245,7 +244,9 @@ static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
     LLVMValueRef hi = LLVMBuildFCmp(B, LLVMRealOGT, x, splat(g, x, 87.0), "");
     LLVMValueRef out = LLVMBuildOr(B, lo, hi, "");
     LLVMTypeRef mt = LLVMTypeOf(out);
-    LLVMValueRef any = cg_intrinsic(g, "llvm.vector.reduce.or", &mt, 1, &out, 1);
+    /* frozen: a lane of x may be padding no one wrote */
+    LLVMValueRef any = LLVMBuildFreeze(
+        B, cg_intrinsic(g, "llvm.vector.reduce.or", &mt, 1, &out, 1), "");
     LLVMBasicBlockRef near = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.near");
     LLVMBasicBlockRef far = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.far");
     LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.join");
@@ -287,17 +288,16 @@ static LLVMValueRef cpu_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b)
         [CG_POW] = "llvm.pow", [CG_FABS] = "llvm.fabs", [CG_FLOOR] = "llvm.floor",
         [CG_FMIN] = "llvm.minimum", [CG_FMAX] = "llvm.maximum",
     };
-    const char *mvec = f == CG_EXP    ? "expf"
-                       : f == CG_LOG  ? "logf"
-                       : f == CG_POW  ? "powf"
-                       : f == CG_TANH ? "tanhf"
-                       : f == CG_ERF  ? "erff"
-                                      : NULL;
+    static const char *const mvec[] = {
+        [CG_EXP] = "expf", [CG_LOG] = "logf", [CG_POW] = "powf",
+        [CG_TANH] = "tanhf", [CG_ERF] = "erff", [CG_FMAX] = NULL,
+    };
     LLVMTypeRef t = LLVMTypeOf(a);
-    if (mvec && LLVMGetTypeKind(t) == LLVMVectorTypeKind && LLVMGetVectorSize(t) <= 32) {
+    if (mvec[f] && LLVMGetTypeKind(t) == LLVMVectorTypeKind &&
+        LLVMGetVectorSize(t) <= MVEC_LANES) {
         pthread_once(&mvec_once, mvec_init);
         if (mvec_ok)
-            return f == CG_EXP ? mvec_exp(g, a) : mvec_call(g, mvec, a, b);
+            return f == CG_EXP ? mvec_exp(g, a) : mvec_call(g, mvec[f], a, b);
     }
     if (f == CG_TANH)
         return cg_libm_call(g, "tanhf", a);

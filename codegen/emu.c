@@ -222,6 +222,7 @@ static void emu_init(void)
         .triple = cpu->triple,
         .cpu = cpu->cpu,
         .features = cpu->features,
+        .level = cpu->level, /* runs on this CPU: vector math as wide */
         .kernel_begin = emu_kernel_begin,
         .kernel_end = emu_kernel_end,
         .loop_range = emu_loop_range,

@@ -196,23 +196,26 @@ LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *over, int nove
     return LLVMBuildCall2(g->b, fty, fn, args, (unsigned)nargs, "");
 }
 
+LLVMValueRef cg_math_fn(CgFn *g, const char *name, LLVMTypeRef fty)
+{
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+    if (fn)
+        return fn;
+    fn = LLVMAddFunction(g->mod, name, fty);
+    /* memory(none): the errno they may set is never read by kernels */
+    const char *attrs[] = {"nounwind", "willreturn", "nosync", "memory"};
+    for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++)
+        LLVMAddAttributeAtIndex(
+            fn, LLVMAttributeFunctionIndex,
+            LLVMCreateEnumAttribute(g->cx,
+                                    LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
+    return fn;
+}
+
 LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x)
 {
     LLVMTypeRef fty = LLVMFunctionType(g->f32, &g->f32, 1, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
-    if (!fn) {
-        fn = LLVMAddFunction(g->mod, name, fty);
-        const char *attrs[] = {"nounwind", "willreturn", "nosync"};
-        for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++)
-            LLVMAddAttributeAtIndex(
-                fn, LLVMAttributeFunctionIndex,
-                LLVMCreateEnumAttribute(
-                    g->cx, LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
-        /* memory(none): these libm functions do not touch errno */
-        LLVMAddAttributeAtIndex(
-            fn, LLVMAttributeFunctionIndex,
-            LLVMCreateEnumAttribute(g->cx, LLVMGetEnumAttributeKindForName("memory", 6), 0));
-    }
+    LLVMValueRef fn = cg_math_fn(g, name, fty);
     if (!is_vec(x))
         return LLVMBuildCall2(g->b, fty, fn, &x, 1, "");
     unsigned n = LLVMGetVectorSize(LLVMTypeOf(x));

@@ -76,7 +76,10 @@ static void count_contig(Expr *e, void *ud)
 
 /* No more threads along an axis than its largest extent needs, and no
  * reduction chunk longer than the reduction (rounded up to vectors): past
- * them are idle threads, packing of padding and sums of zeros. */
+ * them are idle threads, packing of padding and sums of zeros. The extents
+ * are the declared range's; a variant that serves part of it (the
+ * dot-product kernel of a dense layer's default schedule) is fitted to
+ * the whole. */
 static void fit_extents(const TeProgram *p, const Tensor *t, const Expr *red, int vec,
                         MicroKernel *mk)
 {
@@ -89,6 +92,8 @@ static void fit_extents(const TeProgram *p, const Tensor *t, const Expr *red, in
     if (red && red->red.n == 1 && mk->rchunk > 0) {
         Interval r = ir_interval(p->ctx, red->red.axes[0]->extent, RANGE_DECLARED);
         int64_t fit = r.hi == IR_POS_INF ? mk->rchunk : (r.hi + vec - 1) / vec * vec;
+        if (fit < vec)
+            fit = vec;
         if (fit < mk->rchunk)
             mk->rchunk = (int)fit;
     }

@@ -27,7 +27,8 @@ venv() {
     fi
     echo "install-deps: creating $dir with PyTorch and numpy from PyPI (about 5 GB)" >&2
     python3 -m venv "$dir"
-    "$dir/bin/pip" install -q --disable-pip-version-check torch numpy
+    # the versions bench/README.md's figures were measured with
+    "$dir/bin/pip" install -q --disable-pip-version-check torch==2.15.0 numpy==2.4.6
 }
 
 missing=""

@@ -854,6 +854,8 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
 {
     res->stage = st->t->name;
     res->shape_ms = malloc(sizeof *res->shape_ms * (size_t)(tu->nshapes + 1));
+    if (!res->shape_ms)
+        ir_panic(__FILE__, __LINE__, "out of memory");
     for (int j = 0; j < tu->nshapes; j++)
         res->shape_ms[j] = NAN;
     int *all = malloc(sizeof *all * (size_t)tu->nshapes);
@@ -1097,6 +1099,7 @@ void srch_tune_result_free(SrchTuneResult *r)
 
 double srch_tune_estimate_ms(const SrchTuneResult *r, int j)
 {
+    IR_ASSERT(j >= 0 && j < r->nshapes);
     double ms = 0;
     for (int i = 0; i < r->nstages; i++)
         ms += r->stages[i].shape_ms ? r->stages[i].shape_ms[j] : NAN;

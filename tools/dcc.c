@@ -1320,16 +1320,23 @@ static void print_estimate(const TeProgram *p, const SrchTuneResult *r)
     if (!known)
         return;
     printf("program: estimated latency (its stages' dispatched kernels as measured, summed): "
-           "geomean %.4f ms over %d shape point%s\n",
+           "geomean %.4f ms over %d shape point%s",
            exp(lg / known), known, known == 1 ? "" : "s");
+    if (known < r->nshapes)
+        printf(" (%d without a time for every stage)", r->nshapes - known);
+    printf("\n");
     int show = r->nshapes < 9 ? r->nshapes : 9;
     for (int k = 0; k < show; k++) {
         int j = show == 1 ? 0 : (int)((int64_t)k * (r->nshapes - 1) / (show - 1));
+        double ms = srch_tune_estimate_ms(r, j);
         printf("  ");
         for (int d = 0; d < p->ndims; d++)
             printf("%s%s=%lld", d ? ", " : "", p->dims[d]->name,
                    (long long)r->shapes[(size_t)j * (size_t)p->ndims + (size_t)p->dims[d]->pos]);
-        printf(": %.4f ms\n", srch_tune_estimate_ms(r, j));
+        if (isnan(ms))
+            printf(": unknown\n");
+        else
+            printf(": %.4f ms\n", ms);
     }
 }
 

@@ -39,7 +39,7 @@ struct CgTarget {
     const char *name;        /* "cpu", "nvptx", "emu" */
     const char *triple, *cpu, *features;
     const char *arch;        /* CPU: the --arch entry it stands for ("native", "x86-64-v3", ...) */
-    int level;               /* CPU: the x86-64 level (1..4) its features need; 0 otherwise */
+    int level;               /* CPU, emu: the x86-64 level (1..4) its features need; 0 otherwise */
     /* Creates the kernel's function(s) named sym, leaves the builder in the
      * body's entry block and fills g->dimv and g->bufv (the buffers the
      * kernel uses, g->use, at least). */
@@ -110,6 +110,9 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
 LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int nover,
                           LLVMValueRef *args, int nargs);
 /* Calls float NAME(float) from the C library on each lane of x. */
+/* The declaration of a math library function of type fty in g's module:
+ * nounwind, willreturn, nosync, memory(none). */
+LLVMValueRef cg_math_fn(CgFn *g, const char *name, LLVMTypeRef fty);
 LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x);
 LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
 /* Integer floor division (mod false) or modulo of i64 scalars or vectors,
