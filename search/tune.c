@@ -816,8 +816,6 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
          * refit; the latencies reported are of known times */
         int missing = 0;
         double lg = 0, lo = 0;
-        for (int j = 0; j < tu->nshapes; j++)
-            res->shape_ms[j] = NAN;
         for (int j = 0; j < or->n; j++) {
             int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
             size_t at = (size_t)j * (size_t)or->nk + (size_t)k;
@@ -853,6 +851,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
 static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
 {
     res->stage = st->t->name;
+    /* NAN until a fit sets it; each pass of stage_fit rewrites every point
+     * the last one set (its oracle only gains points) */
     res->shape_ms = malloc(sizeof *res->shape_ms * (size_t)(tu->nshapes + 1));
     if (!res->shape_ms)
         ir_panic(__FILE__, __LINE__, "out of memory");

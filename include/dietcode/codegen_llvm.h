@@ -109,10 +109,10 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
 /* Helpers for hooks. */
 LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int nover,
                           LLVMValueRef *args, int nargs);
-/* Calls float NAME(float) from the C library on each lane of x. */
 /* The declaration of a math library function of type fty in g's module:
  * nounwind, willreturn, nosync, memory(none). */
 LLVMValueRef cg_math_fn(CgFn *g, const char *name, LLVMTypeRef fty);
+/* Calls float NAME(float) from the C library on each lane of x. */
 LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x);
 LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
 /* Integer floor division (mod false) or modulo of i64 scalars or vectors,
