@@ -46,6 +46,9 @@ enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define SELECT_REACH 1.05
 #define SELECT_CLOSE 1.03
 enum { SELECT_TURNS = 4 };
+/* At a shape where the best measured is slower than the next candidates'
+ * estimates, up to this many more are measured there. */
+enum { SELECT_SURPRISES = 3 };
 
 typedef struct Cand {
     MicroKernel mk;
@@ -670,7 +673,10 @@ static void select_init(Search *S)
  * SELECT_NEAR of the best (at most topk in all) are near ties: then all are
  * measured there, and when the two fastest measured are within
  * SELECT_CLOSE of each other, they are measured again in turns. A clear
- * best is measured only when not calibrated there. */
+ * best is measured only when not calibrated there. When what was measured
+ * there is slower than the next candidates' estimates (the estimate of a
+ * kernel far from where it was measured can be far off), those are
+ * measured too, up to SELECT_SURPRISES of them. */
 static void select_joint(Search *S, SrchStageResult *res)
 {
     Tuner *tu = S->tu;
@@ -690,12 +696,16 @@ static void select_joint(Search *S, SrchStageResult *res)
         int want = n < 1 ? n : 1;
         while (want < n && want < topk && pk[want].lat <= SELECT_NEAR * pk[0].lat)
             want++;
-        Pick got[want + 1];
-        int ngot = 0, nfresh = 0;
+        Pick got[want + SELECT_SURPRISES + 1];
+        int ngot = 0, nfresh = 0, extra = 0;
         double best = INFINITY;
-        for (int k = 0; k < want; k++) {
+        for (int k = 0; k < n; k++) {
+            /* past the near ties, the next one still when the best measured
+             * here is slower than its estimate (a surprise) */
+            if (k >= want && !(pk[k].lat < best && extra++ < SELECT_SURPRISES))
+                break;
             Cand *c = &S->c[pk[k].idx];
-            if (want == 1 && calibrated(S, pk[k].idx, j))
+            if (want == 1 && k == 0 && calibrated(S, pk[k].idx, j))
                 break;
             bool fresh;
             double ms = measure(tu, S->st, &c->mk, S->sh[j], RK_SELECT, S->done, 3 * best, NULL, 0,
