@@ -47,7 +47,9 @@ enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define SELECT_CLOSE 1.03
 enum { SELECT_TURNS = 4 };
 /* At a shape where the best measured is slower than the next candidates'
- * estimates, up to this many more are measured there. */
+ * estimates by more than the factor SELECT_SURPRISE, up to SELECT_SURPRISES
+ * more are measured there. */
+#define SELECT_SURPRISE 1.5
 enum { SELECT_SURPRISES = 3 };
 
 typedef struct Cand {
@@ -674,7 +676,8 @@ static void select_init(Search *S)
  * measured there, and when the two fastest measured are within
  * SELECT_CLOSE of each other, they are measured again in turns. A clear
  * best is measured only when not calibrated there. When what was measured
- * there is slower than the next candidates' estimates (the estimate of a
+ * there is slower than the next candidates' estimates by more than
+ * SELECT_SURPRISE (the estimate of a
  * kernel far from where it was measured can be far off), those are
  * measured too, up to SELECT_SURPRISES of them. */
 static void select_joint(Search *S, SrchStageResult *res)
@@ -701,8 +704,8 @@ static void select_joint(Search *S, SrchStageResult *res)
         double best = INFINITY;
         for (int k = 0; k < n; k++) {
             /* past the near ties, the next one still when the best measured
-             * here is slower than its estimate (a surprise) */
-            if (k >= want && !(pk[k].lat < best && extra++ < SELECT_SURPRISES))
+             * here is clearly slower than its estimate (a surprise) */
+            if (k >= want && !(pk[k].lat * SELECT_SURPRISE < best && extra++ < SELECT_SURPRISES))
                 break;
             Cand *c = &S->c[pk[k].idx];
             if (want == 1 && k == 0 && calibrated(S, pk[k].idx, j))
