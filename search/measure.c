@@ -129,6 +129,11 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
     m->bufs = calloc((size_t)nt, sizeof *m->bufs);
     m->base = calloc((size_t)nt, sizeof *m->base);
     m->dbufs = calloc((size_t)nt, sizeof *m->dbufs);
+    if (!m->bufs || !m->base || !m->dbufs) {
+        srch_seterr(err, errlen, "out of memory for the measurement buffers");
+        srch_measurer_free(m);
+        return NULL;
+    }
     for (int i = 0; i < p->ntensors; i++) {
         if (!m->materialized[i])
             continue;

@@ -319,23 +319,30 @@ static double fit(int64_t e, int64_t b)
 static double axis_fit(const SrchStage *st, const MicroKernel *mk, int a, int64_t e)
 {
     int64_t t = mk->tile[a];
-    return fit(e, st->tg->ti.kind == PT_GPU ? (int64_t)mk->threads[a] * t : t);
+    /* a CPU kernel with vectors along the reduction that stages packs its
+     * block's whole tile of both operands, past the edge too */
+    bool whole = st->tg->ti.kind == PT_GPU || (mk->stage && mk->vaxis == MK_VEC_REDUCE);
+    return fit(e, whole ? (int64_t)mk->threads[a] * t : t);
 }
 
-/* A CPU block that packs a panel (staged) first packs the whole panel
- * however few of its rows (points along every axis but the last) it
- * computes: the packing costs about as much as computing PACK_ROWS rows
- * against the panel (measured on BERT's dense layers: 16 to 22 rows of
- * K = 768). The efficiency that leaves at ext: computed rows per block
- * over those plus the packing. */
+/* A CPU block of the outer-product family (staged, vectors along the
+ * output) first packs a panel of the operand read along the vectors, the
+ * whole panel however few of its rows (points along every axis but the
+ * last) it computes: the packing costs about as much as computing
+ * PACK_ROWS rows against the panel (measured on BERT's dense layers: 16 to
+ * 22 rows of K = 768). The efficiency that leaves at ext: computed rows per
+ * block over those plus the packing. An approximation where a leading
+ * axis is a batch (a panel per batch element). */
 static double pack_fit(const SrchStage *st, const MicroKernel *mk, const int64_t *ext)
 {
     enum { PACK_ROWS = 16 };
-    if (st->tg->ti.kind == PT_GPU || !mk->stage || st->rank < 2)
+    if (st->tg->ti.kind == PT_GPU || !mk->stage || mk->vaxis != MK_VEC_SPATIAL || st->rank < 2)
         return 1;
     double rows = 1;
     for (int a = 0; a < st->rank - 1; a++) {
         int64_t t = mk->tile[a], b = (int64_t)mk->threads[a] * t;
+        if (t < 1 || b < 1 || ext[a] < 1)
+            continue;
         rows *= (double)((ext[a] + t - 1) / t * t) / (double)((ext[a] + b - 1) / b);
     }
     return rows / (rows + PACK_ROWS);
@@ -362,8 +369,8 @@ static void aim_axis(const SrchStage *st, MicroKernel *mk, int a, int64_t e, uin
              * nothing, no larger block than needed); then the largest tile
              * (more reuse); then chance */
             int64_t b = (int64_t)c.threads[a] * c.tile[a];
-            double s = axis_fit(st, &c, a, e) * 1000.0 + fit(e, b) * 10.0 +
-                       (double)b / (double)(e + 1) +
+            double s = axis_fit(st, &c, a, e) * 1000.0 + (gpu ? 0 : fit(e, b) * 10.0) +
+                       (double)(gpu || b < e ? b : e) / (double)(e + 1) +
                        (double)(srch_rand(rng) % 100) * 1e-6;
             if (s > best) {
                 best = s;

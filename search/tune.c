@@ -705,7 +705,8 @@ static void select_joint(Search *S, SrchStageResult *res)
         for (int k = 0; k < n; k++) {
             /* past the near ties, the next one still when the best measured
              * here is clearly slower than its estimate (a surprise) */
-            if (k >= want && !(pk[k].lat * SELECT_SURPRISE < best && extra++ < SELECT_SURPRISES))
+            if (tu->failed || (k >= want && !(isfinite(best) && pk[k].lat * SELECT_SURPRISE < best &&
+                                                extra++ < SELECT_SURPRISES)))
                 break;
             Cand *c = &S->c[pk[k].idx];
             if (want == 1 && k == 0 && calibrated(S, pk[k].idx, j))

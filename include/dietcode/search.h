@@ -317,8 +317,10 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *mk, const 
  * (ir_print_microkernel's), malloc'd. */
 char *srch_mk_str(const MicroKernel *mk, int nspatial);
 /* The shape adaptation factor in (0, 1]: padding efficiency (useful over
- * computed points, reduction included) times occupancy (blocks over cores
- * and waves). *nblocks gets the grid size when nblocks is non-NULL. */
+ * computed points, reduction included; GPU: of the block tile, CPU: of the
+ * thread tile, with a packing kernel's per-block packing counted as
+ * computed rows) times occupancy (blocks over cores and waves). *nblocks
+ * gets the grid size when nblocks is non-NULL. */
 double srch_adapt(const SrchStage *st, const MicroKernel *mk, const int64_t *ext,
                   int64_t *nblocks);
 /* The analytic micro-kernel throughput (GFLOP/s at full adaptation): the

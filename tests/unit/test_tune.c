@@ -115,27 +115,34 @@ static void test_adapt_padding(void **state)
     SrchTarget cpu = srch_target_cpu(), gpu = srch_target_gpu("model", "sm_90", 0);
     cpu.ncores = 1; /* one wave: adaptation is padding alone */
     SrchStage sc = stage_of(g.p, "H", &cpu), sg = stage_of(g.p, "H", &gpu);
-    /* 22 threads of 6 rows (132) over T = 80 rows, no packing: the CPU
-     * computes 14 tiles (84 rows), a GPU block all 132 */
-    MicroKernel mk = {.threads = {22, 1}, .tile = {6, 32}, .rchunk = 64, .unroll = 1,
+    /* 8 threads of 6 rows (48) over T = 80 rows, no packing: the CPU
+     * computes 14 tiles (84 rows), a GPU block all 48 of each of 2 */
+    MicroKernel mk = {.threads = {8, 1}, .tile = {6, 32}, .rchunk = 64, .unroll = 1,
                       .vec = 16, .vaxis = MK_VEC_SPATIAL};
     int64_t ext[3] = {80, 96, 64};
-    double col = 96.0 / 96.0; /* 32 columns a tile: no waste on 96 */
-    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - (80.0 / 84.0 * col)) < 1e-12);
+    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 80.0 / 84.0) < 1e-12);
     int64_t nb;
     double ag = srch_adapt(&sg, &mk, ext, &nb);
-    assert_int_equal(nb, 3);
-    assert_true(ag <= 80.0 / 132.0 + 1e-12);
+    assert_int_equal(nb, 6);
+    assert_true(ag <= 80.0 / 96.0 + 1e-12);
     /* a tile that divides the extent wastes nothing on the CPU, whatever
      * the block */
     ext[0] = 78;
-    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - (1.0)) < 1e-12);
+    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 1.0) < 1e-12);
     /* a block that packs a panel pays for it however few rows it computes:
-     * as much as 16 rows more */
+     * as much as 16 rows more (78 rows in 2 blocks: 39 a block) */
     mk.stage = true;
-    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 78.0 / (78.0 + 16.0)) < 1e-12);
+    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 39.0 / (39.0 + 16.0)) < 1e-12);
     ext[0] = 1; /* one row: 6 computed, the packing on top */
     assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 1.0 / 6.0 * 6.0 / 22.0) < 1e-12);
+    /* with vectors along the reduction a packing block packs its whole
+     * tile: the block tile's waste */
+    MicroKernel dot = {.threads = {8, 1}, .tile = {3, 4}, .rchunk = 64, .unroll = 1, .vec = 16,
+                       .vaxis = MK_VEC_REDUCE, .stage = true};
+    ext[0] = 10;
+    assert_true(fabs(srch_adapt(&sc, &dot, ext, NULL) - 10.0 / 24.0) < 1e-12);
+    dot.stage = false;
+    assert_true(fabs(srch_adapt(&sc, &dot, ext, NULL) - 10.0 / 12.0) < 1e-12);
     prog_free(&g);
 }
 
