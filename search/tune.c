@@ -677,9 +677,8 @@ static void select_init(Search *S)
  * SELECT_CLOSE of each other, they are measured again in turns. A clear
  * best is measured only when not calibrated there. When what was measured
  * there is slower than the next candidates' estimates by more than
- * SELECT_SURPRISE (the estimate of a
- * kernel far from where it was measured can be far off), those are
- * measured too, up to SELECT_SURPRISES of them. */
+ * SELECT_SURPRISE (the estimate of a kernel far from where it was measured
+ * can be far off), those are measured too, up to SELECT_SURPRISES of them. */
 static void select_joint(Search *S, SrchStageResult *res)
 {
     Tuner *tu = S->tu;
@@ -700,13 +699,13 @@ static void select_joint(Search *S, SrchStageResult *res)
         while (want < n && want < topk && pk[want].lat <= SELECT_NEAR * pk[0].lat)
             want++;
         Pick got[want + SELECT_SURPRISES + 1];
-        int ngot = 0, nfresh = 0, extra = 0;
+        int ngot = 0, nfresh = 0;
         double best = INFINITY;
-        for (int k = 0; k < n; k++) {
-            /* past the near ties, the next one still when the best measured
-             * here is clearly slower than its estimate (a surprise) */
-            if (tu->failed || (k >= want && !(isfinite(best) && pk[k].lat * SELECT_SURPRISE < best &&
-                                                extra++ < SELECT_SURPRISES)))
+        for (int k = 0; k < n && !tu->failed; k++) {
+            /* past the near ties, up to SELECT_SURPRISES more while the best
+             * measured here is clearly slower than the next one's estimate */
+            bool surprise = isfinite(best) && pk[k].lat * SELECT_SURPRISE < best;
+            if (k >= want && (k - want >= SELECT_SURPRISES || !surprise))
                 break;
             Cand *c = &S->c[pk[k].idx];
             if (want == 1 && k == 0 && calibrated(S, pk[k].idx, j))
