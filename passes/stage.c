@@ -182,13 +182,20 @@ static bool stage_load(Stager *s, Expr *ld)
         if (which[d] >= 0)
             used[which[d]] = true;
     }
-    /* shared layout: chunk first, then spatial axes in axis order */
+    /* shared layout: chunk first, then spatial axes in axis order; on the
+     * CPU with vectors along the reduction, the chunk last, so the
+     * update's vectors and the copy's (the operands run along the
+     * reduction) are contiguous rows, not gathers */
     int64_t shape[MK_MAX_AXES + 1], ext[MK_MAX_AXES + 1];
     int layout_of[MK_MAX_AXES + 1], ns = 0;
     int order[MK_MAX_AXES + 1];
-    order[ns++] = n;
+    bool chunk_last = !gpu && k->mk.vaxis == MK_VEC_REDUCE;
+    if (!chunk_last)
+        order[ns++] = n;
     for (int a = 0; a < n; a++)
         order[ns++] = a;
+    if (chunk_last)
+        order[ns++] = n;
     int nd = 0;
     int64_t elems = 1;
     for (int i = 0; i < ns; i++) {
