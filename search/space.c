@@ -235,6 +235,12 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
     return mk;
 }
 
+bool srch_space_adopt(const SrchStage *st, MicroKernel *mk)
+{
+    normalise(st, mk);
+    return legal(st, mk);
+}
+
 MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
 {
     MicroKernel mk;

@@ -82,6 +82,10 @@ typedef struct Tuner {
     int nwarm;
     float *warm_feat;       /* nwarm x SRCH_NFEAT */
     double *warm_label;     /* GFLOP/s */
+    /* and the kernels their dispatch trees chose (each with its rank) */
+    int nwarm_mk;
+    MicroKernel *warm_mk;
+    int *warm_rank;
 } Tuner;
 
 typedef struct Search {
@@ -356,9 +360,13 @@ static void measure_cand(Search *S, Cand *c)
     if (!c->have_ptx)
         c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
     srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat);
+    /* hopeless (3x slower than the best measured there, or than the best
+     * time the measured candidates' labels give there: homes differ, so
+     * few are measured at the same one) costs one run */
+    double cut = S->best[home] < S->best_at[home] ? S->best[home] : S->best_at[home];
     bool fresh;
-    double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done,
-                        3 * S->best_at[home], feat, S->flops[home] / ha, &fresh);
+    double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done, 3 * cut, feat,
+                        S->flops[home] / ha, &fresh);
     if (ms < S->best_at[home])
         S->best_at[home] = ms;
     S->done++;
@@ -410,6 +418,13 @@ static void search_run(Search *S)
     int ntmpl = srch_space_templates(S->st, tmpl, 4);
     for (int i = 0; i < ntmpl; i++)
         nfirst += add_cand(S, &tmpl[i]) != NULL;
+    /* then, after a warm start, the kernels other workloads' trees chose
+     * (those legal here), up to a batch */
+    for (int i = 0, nw = 0; i < tu->nwarm_mk && nw < BATCH; i++) {
+        MicroKernel mk = tu->warm_mk[i];
+        if (tu->warm_rank[i] == S->st->rank && srch_space_adopt(S->st, &mk) && add_cand(S, &mk))
+            nfirst++, nw++;
+    }
     for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
         MicroKernel mk = srch_space_sample(S->st, &S->rng);
         add_cand(S, &mk);
@@ -675,7 +690,8 @@ static void select_init(Search *S)
  * SELECT_NEAR of the best (at most topk in all) are near ties: then all are
  * measured there, and when the two fastest measured are within
  * SELECT_CLOSE of each other, they are measured again in turns. A clear
- * best is measured only when not calibrated there. When what was measured
+ * best, or near ties, are measured only when one of them is not calibrated
+ * there (measured there or close by). When what was measured
  * there is slower than the next candidates' estimates by more than
  * SELECT_SURPRISE (the estimate of a kernel far from where it was measured
  * can be far off), those are measured too, up to SELECT_SURPRISES of them. */
@@ -698,6 +714,11 @@ static void select_joint(Search *S, SrchStageResult *res)
         int want = n < 1 ? n : 1;
         while (want < n && want < topk && pk[want].lat <= SELECT_NEAR * pk[0].lat)
             want++;
+        /* the best and its near ties all calibrated here: their times are
+         * measured, or scaled from measurements close by, and stand */
+        bool settled = true;
+        for (int k = 0; k < want; k++)
+            settled &= calibrated(S, pk[k].idx, j);
         Pick got[want + SELECT_SURPRISES + 1];
         int ngot = 0, nfresh = 0;
         double best = INFINITY;
@@ -708,7 +729,7 @@ static void select_joint(Search *S, SrchStageResult *res)
             if (k >= want && (k - want >= SELECT_SURPRISES || !surprise))
                 break;
             Cand *c = &S->c[pk[k].idx];
-            if (want == 1 && k == 0 && calibrated(S, pk[k].idx, j))
+            if (settled)
                 break;
             bool fresh;
             double ms = measure(tu, S->st, &c->mk, S->sh[j], RK_SELECT, S->done, 3 * best, NULL, 0,
@@ -987,6 +1008,33 @@ static bool load_warm(Tuner *tu, char *err, size_t errlen)
                sizeof(float) * SRCH_NFEAT);
         tu->warm_label[tu->nwarm++] = x->work / (x->median_ms * 1e6);
     }
+    /* the kernels the trees of those workloads dispatch to (each
+     * fingerprint names its target and arch), in the order the file first
+     * measured the workloads, each kernel once */
+    for (int i = 0; i < n; i++) {
+        const SrchRecord *x = srch_records_at(r, i);
+        bool seen = strcmp(x->target, tu->tg.name) != 0 || strcmp(x->arch, tu->arch) != 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(srch_records_at(r, j)->workload, x->workload) == 0;
+        const SrchTree *t = seen ? NULL : srch_records_tree(r, x->workload);
+        for (int k = 0; t && k < t->nnodes; k++) {
+            const SrchTreeNode *nd = &t->nodes[k];
+            if (nd->kind != TN_LEAF || nd->kernel < 0 || nd->kernel >= t->nkernels)
+                continue;
+            bool dup = false;
+            for (int j = 0; j < tu->nwarm_mk && !dup; j++)
+                dup = tu->warm_rank[j] == t->nspatial &&
+                      ir_microkernel_cmp(&tu->warm_mk[j], &t->kernels[nd->kernel]) == 0;
+            if (dup)
+                continue;
+            tu->warm_mk = realloc(tu->warm_mk, sizeof *tu->warm_mk * (size_t)(tu->nwarm_mk + 1));
+            tu->warm_rank = realloc(tu->warm_rank, sizeof *tu->warm_rank * (size_t)(tu->nwarm_mk + 1));
+            if (!tu->warm_mk || !tu->warm_rank)
+                ir_panic(__FILE__, __LINE__, "out of memory");
+            tu->warm_mk[tu->nwarm_mk] = t->kernels[nd->kernel];
+            tu->warm_rank[tu->nwarm_mk++] = t->nspatial;
+        }
+    }
     srch_records_close(r);
     return true;
 }
@@ -1075,6 +1123,7 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     res->nforeign = srch_records_nforeign(tu.rec);
     res->ncorrupt = srch_records_ncorrupt(tu.rec);
     res->nwarm = tu.nwarm;
+    res->nwarm_kernels = tu.nwarm_mk;
     for (int i = 0; i < nst && !tu.failed; i++)
         tune_stage(&tu, &st[i], &res->stages[i]);
     res->seconds = now_s() - tu.t0;
@@ -1094,6 +1143,8 @@ out:
     free(tu.shapes);
     free(tu.warm_feat);
     free(tu.warm_label);
+    free(tu.warm_mk);
+    free(tu.warm_rank);
     return res;
 }
 

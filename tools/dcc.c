@@ -1400,8 +1400,9 @@ static int cmd_tune(int argc, char **argv)
            o.per_shape ? "per-shape baseline" : "joint search", o.trials,
            o.trials == 1 ? "" : "s", r->seconds);
     if (o.warm_start)
-        printf("warm start: %d search sample%s of this target from %s\n", r->nwarm,
-               r->nwarm == 1 ? "" : "s", o.warm_start);
+        printf("warm start: %d search sample%s and %d chosen kernel%s of this target from %s\n",
+               r->nwarm, r->nwarm == 1 ? "" : "s", r->nwarm_kernels,
+               r->nwarm_kernels == 1 ? "" : "s", o.warm_start);
     for (int i = 0; i < r->nstages; i++) {
         const SrchStageResult *s = &r->stages[i];
         printf("stage %s: search %d measured + %d from records; selection %d measured (%d "

@@ -309,6 +309,9 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng);
  * kernels over a packed panel (large T; the default serves small T).
  * Those legal for the stage, at most max. */
 int srch_space_templates(const SrchStage *st, MicroKernel *out, int max);
+/* A kernel from elsewhere (another workload's records) made canonical
+ * for stage st; false when it is not legal there. */
+bool srch_space_adopt(const SrchStage *st, MicroKernel *mk);
 /* A neighbour of mk; with ext non-NULL, a change aimed at that shape's
  * extents (less padding, enough blocks for every core). Always legal. */
 MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *mk, const int64_t *ext,
@@ -500,6 +503,7 @@ typedef struct SrchTuneResult {
     double seconds;
     int nforeign, ncorrupt;     /* records of other workloads; damaged lines */
     int nwarm;                  /* samples the warm start gave each search's model */
+    int nwarm_kernels;          /* and kernels its trees chose (first trials where legal) */
 } SrchTuneResult;
 
 /* search/report.c: the report of a records file (dcc report) as a
