@@ -82,11 +82,17 @@ typedef struct Tuner {
     int nwarm;
     float *warm_feat;       /* nwarm x SRCH_NFEAT */
     double *warm_label;     /* GFLOP/s */
-    /* and the kernels their dispatch trees chose (each with its rank) */
+    /* and the kernels their dispatch trees chose */
     int nwarm_mk;
-    MicroKernel *warm_mk;
-    int *warm_rank;
+    struct WarmKernel *warm_mk;
 } Tuner;
+
+typedef struct WarmKernel {
+    MicroKernel mk;
+    int rank;               /* its stage's */
+    int served;             /* how many of this run's shape points its tree gave it */
+    int order;              /* in the file */
+} WarmKernel;
 
 typedef struct Search {
     Tuner *tu;
@@ -419,10 +425,11 @@ static void search_run(Search *S)
     for (int i = 0; i < ntmpl; i++)
         nfirst += add_cand(S, &tmpl[i]) != NULL;
     /* then, after a warm start, the kernels other workloads' trees chose
-     * (those legal here), up to a batch */
-    for (int i = 0, nw = 0; i < tu->nwarm_mk && nw < BATCH; i++) {
-        MicroKernel mk = tu->warm_mk[i];
-        if (tu->warm_rank[i] == S->st->rank && srch_space_adopt(S->st, &mk) && add_cand(S, &mk))
+     * (those legal here), up to half a batch: the search keeps most of its
+     * trials for this workload */
+    for (int i = 0, nw = 0; i < tu->nwarm_mk && nw < BATCH / 2; i++) {
+        MicroKernel mk = tu->warm_mk[i].mk;
+        if (tu->warm_mk[i].rank == S->st->rank && srch_space_adopt(S->st, &mk) && add_cand(S, &mk))
             nfirst++, nw++;
     }
     for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
@@ -977,6 +984,37 @@ static void warn_records(const Tuner *tu)
         tu->o->warn(tu->o->progress_ud, srch_records_warning(tu->rec, i)->msg);
 }
 
+/* How many of the tuner's shape points tree t sends to kernel k; 0 when
+ * t's dims are not all the program's. */
+static int served(const Tuner *tu, const SrchTree *t, int k)
+{
+    int pos[SRCH_MAX_DIMS];
+    int64_t d[SRCH_MAX_DIMS];
+    if (t->ndims > SRCH_MAX_DIMS)
+        return 0;
+    for (int i = 0; i < t->ndims; i++) {
+        pos[i] = -1;
+        for (int x = 0; x < tu->p->ndims; x++)
+            if (strcmp(t->dim_names[i], tu->p->dims[x]->name) == 0)
+                pos[i] = tu->p->dims[x]->pos;
+        if (pos[i] < 0)
+            return 0;
+    }
+    int n = 0;
+    for (int s = 0; s < tu->nshapes; s++) {
+        for (int i = 0; i < t->ndims; i++)
+            d[i] = shape_at(tu, s)[pos[i]];
+        n += srch_tree_predict(t, d) == k;
+    }
+    return n;
+}
+
+static int by_served(const void *a, const void *b)
+{
+    const WarmKernel *x = a, *y = b;
+    return x->served != y->served ? y->served - x->served : x->order - y->order;
+}
+
 /* --warm-start: the search's samples (features and label) in the file of
  * every workload measured on this target and arch. False and err when it
  * cannot be read. */
@@ -1023,18 +1061,21 @@ static bool load_warm(Tuner *tu, char *err, size_t errlen)
                 continue;
             bool dup = false;
             for (int j = 0; j < tu->nwarm_mk && !dup; j++)
-                dup = tu->warm_rank[j] == t->nspatial &&
-                      ir_microkernel_cmp(&tu->warm_mk[j], &t->kernels[nd->kernel]) == 0;
-            if (dup)
+                dup = tu->warm_mk[j].rank == t->nspatial &&
+                      ir_microkernel_cmp(&tu->warm_mk[j].mk, &t->kernels[nd->kernel]) == 0;
+            if (dup) /* a kernel at several leaves: served counts them all */
                 continue;
             tu->warm_mk = realloc(tu->warm_mk, sizeof *tu->warm_mk * (size_t)(tu->nwarm_mk + 1));
-            tu->warm_rank = realloc(tu->warm_rank, sizeof *tu->warm_rank * (size_t)(tu->nwarm_mk + 1));
-            if (!tu->warm_mk || !tu->warm_rank)
+            if (!tu->warm_mk)
                 ir_panic(__FILE__, __LINE__, "out of memory");
-            tu->warm_mk[tu->nwarm_mk] = t->kernels[nd->kernel];
-            tu->warm_rank[tu->nwarm_mk++] = t->nspatial;
+            tu->warm_mk[tu->nwarm_mk] = (WarmKernel){t->kernels[nd->kernel], t->nspatial,
+                                                     served(tu, t, nd->kernel), tu->nwarm_mk};
+            tu->nwarm_mk++;
         }
     }
+    /* those serving the most of this run's points first */
+    if (tu->nwarm_mk > 1)
+        qsort(tu->warm_mk, (size_t)tu->nwarm_mk, sizeof *tu->warm_mk, by_served);
     srch_records_close(r);
     return true;
 }
@@ -1144,7 +1185,7 @@ out:
     free(tu.warm_feat);
     free(tu.warm_label);
     free(tu.warm_mk);
-    free(tu.warm_rank);
+
     return res;
 }
 
