@@ -315,14 +315,21 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
     return true;
 }
 
-MicroKernel pass_outer_microkernel(int rank, int vec_width, int mr, int row_tiles)
+MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles)
 {
+    int vw = ti->vec_width;
     MicroKernel mk = pass_unit_microkernel();
-    mk.vec = vec_width;
+    mk.vec = vw;
     mk.tile[rank - 2] = mr;
-    mk.threads[rank - 2] = row_tiles;
-    mk.tile[rank - 1] = 2 * vec_width;
-    mk.rchunk = 16 * vec_width;
+    mk.tile[rank - 1] = 2 * vw;
+    /* K: the packed panel (KC x 2 vectors of floats) in L1 */
+    mk.rchunk = 4 * vw;
+    while (mk.rchunk < 64 * vw && (int64_t)mk.rchunk * 2 * 2 * vw * 4 <= ti->cache[0])
+        mk.rchunk *= 2;
+    /* the rows: row_tiles x mr rows of the other operand, KC long, in half
+     * of L2 */
+    int64_t fit = ti->cache[1] / 2 / ((int64_t)mr * mk.rchunk * 4);
+    mk.threads[rank - 2] = fit < 1 ? 1 : fit < row_tiles ? (int)fit : row_tiles;
     mk.stage = true;
     return mk;
 }
@@ -362,7 +369,7 @@ static bool dense_outer(const Tensor *t, const Expr *body, const TargetInfo *ti,
     }
     if (K < 64)
         return false;
-    *mk = pass_outer_microkernel(n, vw, 6, 22);
+    *mk = pass_outer_microkernel(n, ti, 6, 22);
     pass_legalize_microkernel(mk, t, ti);
     return true;
 }

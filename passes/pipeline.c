@@ -14,13 +14,6 @@ static const char *const names[] = {"inline", "lower", "tile", "stage", "pad", "
 
 const char *const *pass_names(void) { return names; }
 
-TargetInfo pass_target_info(PassTarget kind)
-{
-    if (kind == PT_GPU)
-        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024};
-    return (TargetInfo){PT_CPU, 16, 1024, 1 << 20};
-}
-
 typedef struct Run {
     const PipelineOpts *o;
     FILE *out;

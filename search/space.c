@@ -262,7 +262,7 @@ static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
     if (!st->reduction || n < 2 || vw < 2)
         return 0;
     for (int t = 0; t < 2 && nt < max; t++) {
-        MicroKernel mk = pass_outer_microkernel(n, vw, t == 0 ? 6 : 8, t == 0 ? 21 : 16);
+        MicroKernel mk = pass_outer_microkernel(n, &st->tg->ti, t == 0 ? 6 : 8, t == 0 ? 21 : 16);
         normalise(st, &mk);
         if (legal(st, &mk))
             out[nt++] = mk;

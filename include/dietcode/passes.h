@@ -31,6 +31,7 @@ typedef struct TargetInfo {
     int vec_width;        /* floats per vector register (CPU) / 4 on GPU */
     int max_threads;      /* per block */
     int shared_bytes;     /* per block */
+    int64_t cache[3];     /* CPU: L1 data, L2, L3 bytes (the default blockings) */
 } TargetInfo;
 
 /* The schedule of one stage: its micro-kernel variants (each legalised)
@@ -62,10 +63,13 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
 StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *body,
                                     const TargetInfo *ti);
 /* The outer-product kernel of a rank >= 2 reduction (BLIS): mr rows x 2
- * vectors of accumulators a thread, row_tiles row tiles a block sharing a
- * packed panel of the operand read along the vectors, chunks of 16
- * vectors. Not legalised. */
-MicroKernel pass_outer_microkernel(int rank, int vec_width, int mr, int row_tiles);
+ * vectors of accumulators a thread, up to row_tiles row tiles a block
+ * sharing a packed panel of the operand read along the vectors. Blocked
+ * for ti's caches: the chunk (KC) the longest of 4 to 64 vectors, in
+ * powers of two, whose panel (KC x 2 vectors) fits the L1 data cache;
+ * the rows a block reads of the other operand (row tiles x mr x KC) in
+ * half of L2. Not legalised. */
+MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
 /* The micro-kernels of a variant of t that splits its reduction (mk.split
@@ -98,6 +102,13 @@ void pass_simplify(LoopProgram *lp);
 /* passes/vectorize.c */
 void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
 
+/* passes/target.c */
+/* The target's limits; the CPU's caches are this host's (sysfs). */
+TargetInfo pass_target_info(PassTarget kind);
+/* This host's L1 data, L2 and L3 cache sizes in bytes, as sysfs reports
+ * cpu0's; 32 KiB, 1 MiB and 32 MiB where it says nothing. */
+void pass_host_caches(int64_t cache[3]);
+
 /* passes/pipeline.c */
 typedef struct PipelineOpts {
     const char *dump_after;  /* pass name, "all", or NULL */
@@ -107,7 +118,6 @@ typedef struct PipelineOpts {
     FILE *dump;              /* where dumps and timings go (stderr if NULL) */
 } PipelineOpts;
 
-TargetInfo pass_target_info(PassTarget kind);
 /* The names of the passes in order, NULL-terminated (for option checking). */
 const char *const *pass_names(void);
 /* Lowers p with the given micro-kernels (NULL: the defaults; mks is indexed

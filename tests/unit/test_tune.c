@@ -147,6 +147,40 @@ static void test_adapt_padding(void **state)
 }
 
 /* The model learns the ranking of a function of the features. */
+/* The outer-product kernel's blockings follow the caches: the chunk's
+ * panel (KC x 2 vectors) in L1, the block's rows (row tiles x MR x KC) in
+ * half of L2; and the host's caches are read (positive, L1 < L2 <= L3 on
+ * any machine this runs on). */
+static void test_cache_blocking(void **state)
+{
+    (void)state;
+    TargetInfo ti = pass_target_info(PT_CPU);
+    assert_true(ti.cache[0] > 0 && ti.cache[0] < ti.cache[1] && ti.cache[1] <= ti.cache[2]);
+    static const struct {
+        int64_t l1, l2;
+        int kc, rows;
+    } cases[] = {
+        {32 << 10, 1 << 20, 256, 22},   /* Zen 4, Skylake-SP */
+        {48 << 10, 2 << 20, 256, 22},   /* Sapphire Rapids: 384 is no power of two */
+        {64 << 10, 1 << 20, 512, 22},
+        {16 << 10, 256 << 10, 128, 22},
+        {32 << 10, 256 << 10, 256, 21}, /* a client Skylake: 128 rows of 256 in L2/2 */
+        {32 << 10, 64 << 10, 256, 5},
+        {1 << 10, 1 << 10, 64, 1},      /* at least 4 vectors and one row tile */
+        {1 << 30, 1 << 30, 1024, 22},   /* at most 64 vectors */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ti.cache[0] = cases[i].l1;
+        ti.cache[1] = cases[i].l2;
+        MicroKernel mk = pass_outer_microkernel(2, &ti, 6, 22);
+        assert_int_equal(mk.rchunk, cases[i].kc);
+        assert_int_equal(mk.threads[0], cases[i].rows);
+        assert_int_equal(mk.tile[0], 6);
+        assert_int_equal(mk.tile[1], 32);
+        assert_true(mk.stage);
+    }
+}
+
 static void test_model(void **state)
 {
     (void)state;
@@ -562,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_space),
         cmocka_unit_test(test_adapt_padding),
         cmocka_unit_test(test_mk_text),
+        cmocka_unit_test(test_cache_blocking),
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_shape_points),
         cmocka_unit_test(test_tune_cpu),

@@ -1,0 +1,75 @@
+/* The targets' limits, and on the CPU this host's caches.
+ *
+ * The CPU's cache sizes come from sysfs (cpu0's data or unified caches of
+ * levels 1 to 3, /sys/devices/system/cpu/cpu0/cache/index*), read each
+ * time a target is described, so the default blockings (passes/microkernel.c,
+ * pass_outer_microkernel) fit the machine dcc runs on: the JIT's, the
+ * tuner's and an object's built here. A level sysfs does not report keeps
+ * the typical size (32 KiB, 1 MiB, 32 MiB).
+ */
+#include "dietcode/passes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The first line of path, without its newline; false when unreadable. */
+static bool read_line(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool ok = fgets(buf, (int)n, f) != NULL;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+    return ok;
+}
+
+/* "48K", "1024K", "32M" (sysfs's form) in bytes; 0 when malformed. */
+static int64_t parse_size(const char *s)
+{
+    char unit = 0;
+    long long v = 0;
+    int got = sscanf(s, "%lld%c", &v, &unit);
+    if (got < 1 || v <= 0)
+        return 0;
+    if (got == 1)
+        return v;
+    if (unit == 'K')
+        return v << 10;
+    if (unit == 'M')
+        return v << 20;
+    if (unit == 'G')
+        return v << 30;
+    return 0;
+}
+
+void pass_host_caches(int64_t cache[3])
+{
+    cache[0] = 32 << 10;
+    cache[1] = 1 << 20;
+    cache[2] = 32 << 20;
+    for (int i = 0; i < 16; i++) {
+        char path[96], level[16], type[32], size[32];
+        const char *dir = "/sys/devices/system/cpu/cpu0/cache";
+        snprintf(path, sizeof path, "%s/index%d/level", dir, i);
+        if (!read_line(path, level, sizeof level))
+            break;
+        snprintf(path, sizeof path, "%s/index%d/type", dir, i);
+        if (!read_line(path, type, sizeof type) || strcmp(type, "Instruction") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/index%d/size", dir, i);
+        int lv = level[0] - '0';
+        int64_t bytes = read_line(path, size, sizeof size) ? parse_size(size) : 0;
+        if (level[1] == 0 && lv >= 1 && lv <= 3 && bytes > 0)
+            cache[lv - 1] = bytes;
+    }
+}
+
+TargetInfo pass_target_info(PassTarget kind)
+{
+    if (kind == PT_GPU)
+        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024, {0, 0, 0}};
+    TargetInfo ti = {PT_CPU, 16, 1024, 1 << 20, {0, 0, 0}};
+    pass_host_caches(ti.cache);
+    return ti;
+}
