@@ -43,7 +43,7 @@ enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define SELECT_NEAR 1.10
 /* a time measured at one shape serves the shapes within this factor of it
  * (every dim's ratio multiplied) */
-#define SELECT_REACH 1.05
+#define SELECT_REACH 1.10
 #define SELECT_CLOSE 1.03
 enum { SELECT_TURNS = 4 };
 /* At a shape where the best measured is slower than the next candidates'
@@ -696,9 +696,9 @@ static void select_init(Search *S)
  * candidates ranked by their time there (lat_at). The next ones within
  * SELECT_NEAR of the best (at most topk in all) are near ties: then all are
  * measured there, and when the two fastest measured are within
- * SELECT_CLOSE of each other, they are measured again in turns. A clear
- * best, or near ties, are measured only when one of them is not calibrated
- * there (measured there or close by). When what was measured
+ * SELECT_CLOSE of each other, they are measured again in turns. Each is
+ * measured only when not calibrated there (measured there or close by):
+ * a calibrated one's time stands. When what was measured
  * there is slower than the next candidates' estimates by more than
  * SELECT_SURPRISE (the estimate of a kernel far from where it was measured
  * can be far off), those are measured too, up to SELECT_SURPRISES of them. */
@@ -721,11 +721,6 @@ static void select_joint(Search *S, SrchStageResult *res)
         int want = n < 1 ? n : 1;
         while (want < n && want < topk && pk[want].lat <= SELECT_NEAR * pk[0].lat)
             want++;
-        /* the best and its near ties all calibrated here: their times are
-         * measured, or scaled from measurements close by, and stand */
-        bool settled = true;
-        for (int k = 0; k < want; k++)
-            settled &= calibrated(S, pk[k].idx, j);
         Pick got[want + SELECT_SURPRISES + 1];
         int ngot = 0, nfresh = 0;
         double best = INFINITY;
@@ -736,8 +731,13 @@ static void select_joint(Search *S, SrchStageResult *res)
             if (k >= want && (k - want >= SELECT_SURPRISES || !surprise))
                 break;
             Cand *c = &S->c[pk[k].idx];
-            if (settled)
-                break;
+            if (calibrated(S, pk[k].idx, j)) {
+                /* measured here or close by: its time stands */
+                got[ngot++] = pk[k];
+                if (pk[k].lat < best)
+                    best = pk[k].lat;
+                continue;
+            }
             bool fresh;
             double ms = measure(tu, S->st, &c->mk, S->sh[j], RK_SELECT, S->done, 3 * best, NULL, 0,
                                 &fresh);
