@@ -318,17 +318,20 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
 MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles)
 {
     int vw = ti->vec_width;
+    /* a target described by hand, without caches: the typical ones */
+    int64_t l1 = ti->cache[0] > 0 ? ti->cache[0] : 32 << 10;
+    int64_t l2 = ti->cache[1] > 0 ? ti->cache[1] : 1 << 20;
     MicroKernel mk = pass_unit_microkernel();
     mk.vec = vw;
     mk.tile[rank - 2] = mr;
     mk.tile[rank - 1] = 2 * vw;
     /* K: the packed panel (KC x 2 vectors of floats) in L1 */
     mk.rchunk = 4 * vw;
-    while (mk.rchunk < 64 * vw && (int64_t)mk.rchunk * 2 * 2 * vw * 4 <= ti->cache[0])
+    while (mk.rchunk < 64 * vw && (int64_t)mk.rchunk * 2 * 2 * vw * 4 <= l1)
         mk.rchunk *= 2;
     /* the rows: row_tiles x mr rows of the other operand, KC long, in half
      * of L2 */
-    int64_t fit = ti->cache[1] / 2 / ((int64_t)mr * mk.rchunk * 4);
+    int64_t fit = l2 / 2 / ((int64_t)mr * mk.rchunk * 4);
     mk.threads[rank - 2] = fit < 1 ? 1 : fit < row_tiles ? (int)fit : row_tiles;
     mk.stage = true;
     return mk;

@@ -15,12 +15,14 @@
 /* The first line of path, without its newline; false when unreadable. */
 static bool read_line(const char *path, char *buf, size_t n)
 {
+    buf[0] = 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return false;
     bool ok = fgets(buf, (int)n, f) != NULL;
     fclose(f);
-    buf[strcspn(buf, "\n")] = 0;
+    if (ok)
+        buf[strcspn(buf, "\n")] = 0;
     return ok;
 }
 
@@ -30,7 +32,7 @@ static int64_t parse_size(const char *s)
     char unit = 0;
     long long v = 0;
     int got = sscanf(s, "%lld%c", &v, &unit);
-    if (got < 1 || v <= 0)
+    if (got < 1 || v <= 0 || v > (1LL << 32))
         return 0;
     if (got == 1)
         return v;

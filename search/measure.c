@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* a joint search's trials all stay built for its selection, which
- * measures them again at many shapes (a build costs tens of ms) */
+/* a joint search's trials (up to 64) all stay built for its selection,
+ * which measures them again at many shapes (a build costs tens of ms) */
 enum { MAX_BUILT = 64 };
 
 typedef enum Backend { BK_CPU, BK_CUDA, BK_MODEL } Backend;

@@ -429,7 +429,8 @@ static void search_run(Search *S)
      * trials for this workload */
     for (int i = 0, nw = 0; i < tu->nwarm_mk && nw < BATCH / 2; i++) {
         MicroKernel mk = tu->warm_mk[i].mk;
-        if (tu->warm_mk[i].rank == S->st->rank && srch_space_adopt(S->st, &mk) && add_cand(S, &mk))
+        bool fits = tu->warm_mk[i].rank == S->st->rank && (mk.rchunk > 0) == S->st->reduction;
+        if (fits && srch_space_adopt(S->st, &mk) && add_cand(S, &mk))
             nfirst++, nw++;
     }
     for (int tries = 0; S->nc < POP && tries < 20 * POP; tries++) {
@@ -732,10 +733,17 @@ static void select_joint(Search *S, SrchStageResult *res)
                 break;
             Cand *c = &S->c[pk[k].idx];
             if (calibrated(S, pk[k].idx, j)) {
-                /* measured here or close by: its time stands */
-                got[ngot++] = pk[k];
-                if (pk[k].lat < best)
-                    best = pk[k].lat;
+                /* measured here or close by: its time stands. A time the
+                 * records hold here (turns of an earlier run, resumed) is
+                 * taken as that run took it after the turns, so a resumed
+                 * selection goes the same way */
+                double kn = known(tu, S->st, &c->mk, S->sh[j]);
+                Pick at = {pk[k].idx, isnan(kn) ? pk[k].lat : kn};
+                if (!isnan(kn))
+                    set_lat(S, at.idx, j, kn);
+                got[ngot++] = at;
+                if (at.lat < best)
+                    best = at.lat;
                 continue;
             }
             bool fresh;
@@ -1049,12 +1057,17 @@ static bool load_warm(Tuner *tu, char *err, size_t errlen)
     /* the kernels the trees of those workloads dispatch to (each
      * fingerprint names its target and arch), in the order the file first
      * measured the workloads, each kernel once */
+    const char **seen = malloc(sizeof *seen * (size_t)(n + 1));
+    int nseen = 0;
     for (int i = 0; i < n; i++) {
         const SrchRecord *x = srch_records_at(r, i);
-        bool seen = strcmp(x->target, tu->tg.name) != 0 || strcmp(x->arch, tu->arch) != 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = strcmp(srch_records_at(r, j)->workload, x->workload) == 0;
-        const SrchTree *t = seen ? NULL : srch_records_tree(r, x->workload);
+        bool skip = strcmp(x->target, tu->tg.name) != 0 || strcmp(x->arch, tu->arch) != 0;
+        for (int j = 0; j < nseen && !skip; j++) /* few workloads: a list will do */
+            skip = strcmp(seen[j], x->workload) == 0;
+        if (skip)
+            continue;
+        seen[nseen++] = x->workload;
+        const SrchTree *t = srch_records_tree(r, x->workload);
         for (int k = 0; t && k < t->nnodes; k++) {
             const SrchTreeNode *nd = &t->nodes[k];
             if (nd->kind != TN_LEAF || nd->kernel < 0 || nd->kernel >= t->nkernels)
@@ -1073,6 +1086,7 @@ static bool load_warm(Tuner *tu, char *err, size_t errlen)
             tu->nwarm_mk++;
         }
     }
+    free(seen);
     /* those serving the most of this run's points first */
     if (tu->nwarm_mk > 1)
         qsort(tu->warm_mk, (size_t)tu->nwarm_mk, sizeof *tu->warm_mk, by_served);
@@ -1185,7 +1199,6 @@ out:
     free(tu.warm_feat);
     free(tu.warm_label);
     free(tu.warm_mk);
-
     return res;
 }
 

@@ -203,21 +203,26 @@ records)
         [ "${nw:-0}" -ge 96 ] && grep -q "search [1-9][0-9]* measured + 0 from records" "$tmp/w.out" &&
         ok "a warm start: $nw samples" || { cat "$tmp/w.out" "$tmp/w.err"; bad "warm start"; }
     # a layer of the same form (another width) warm-started from QKV's
-    # records: the kernels QKV's tree dispatches to are among its first
-    # trials, after the default and the templates
+    # records: kernels QKV's tree dispatches to that a cold search of it
+    # never measures are among its first 8 trials (the default, 3
+    # templates, then up to 4 of those)
     sed 's/2304/1024/g' "$ex/bert_qkv.tex" >"$tmp/narrow.tex"
+    "$dcc" tune "$tmp/narrow.tex" --target=model --trials 12 --shapes T=1..128:8 \
+        --records "$tmp/c.jsonl" >/dev/null 2>&1 &&
     "$dcc" tune "$tmp/narrow.tex" --target=model --trials 12 --shapes T=1..128:8 \
         --records "$tmp/n.jsonl" --warm-start "$tmp/long.jsonl" >"$tmp/n.out" 2>"$tmp/n.err" &&
         nk=$(sed -n 's/^warm start: .* and \([0-9]*\) chosen kernels\{0,1\} .*/\1/p' "$tmp/n.out") &&
-        [ "${nk:-0}" -ge 1 ] && python3 - "$tmp/long.jsonl" "$tmp/n.jsonl" <<'PY' &&
+        [ "${nk:-0}" -ge 1 ] && python3 - "$tmp/long.jsonl" "$tmp/c.jsonl" "$tmp/n.jsonl" <<'PY' &&
 import json, sys
 tree = [json.loads(l) for l in open(sys.argv[1]) if '"tree"' in l][-1]["tree"]
 def leaves(n):
     return [n["kernel"]] if "kernel" in n else leaves(n["then"]) + leaves(n["else"])
 chosen = {tree["kernels"][k] for k in leaves(tree["tree"])}
-first = [r["mk"] for r in map(json.loads, open(sys.argv[2]))
-         if r.get("kind") == "trial" and r["trial"] < 12]
-assert chosen & set(first), (chosen, first)
+def trials(path, below):
+    return {r["mk"] for r in map(json.loads, open(path))
+            if r.get("kind") == "trial" and r["trial"] < below}
+new = (chosen & trials(sys.argv[3], 8)) - trials(sys.argv[2], 12)
+assert new, (chosen, trials(sys.argv[3], 8), trials(sys.argv[2], 12))
 PY
         ok "a warm start measures the $nk kernels its trees chose first" ||
         { cat "$tmp/n.out" "$tmp/n.err"; bad "warm start's kernels"; }

@@ -146,7 +146,6 @@ static void test_adapt_padding(void **state)
     prog_free(&g);
 }
 
-/* The model learns the ranking of a function of the features. */
 /* The outer-product kernel's blockings follow the caches: the chunk's
  * panel (KC x 2 vectors) in L1, the block's rows (row tiles x MR x KC) in
  * half of L2; and the host's caches are read (positive, L1 < L2 <= L3 on
@@ -168,6 +167,7 @@ static void test_cache_blocking(void **state)
         {32 << 10, 64 << 10, 256, 5},
         {1 << 10, 1 << 10, 64, 1},      /* at least 4 vectors and one row tile */
         {1 << 30, 1 << 30, 1024, 22},   /* at most 64 vectors */
+        {0, 0, 256, 22},                /* none given: the typical sizes */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         ti.cache[0] = cases[i].l1;
@@ -181,6 +181,7 @@ static void test_cache_blocking(void **state)
     }
 }
 
+/* The model learns the ranking of a function of the features. */
 static void test_model(void **state)
 {
     (void)state;
