@@ -319,8 +319,10 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
 {
     int vw = ti->vec_width;
     /* a target described by hand, without caches: the typical ones */
-    int64_t l1 = ti->cache[0] > 0 ? ti->cache[0] : 32 << 10;
-    int64_t l2 = ti->cache[1] > 0 ? ti->cache[1] : 1 << 20;
+    int64_t typical[3];
+    pass_typical_caches(typical);
+    int64_t l1 = ti->cache[0] > 0 ? ti->cache[0] : typical[0];
+    int64_t l2 = ti->cache[1] > 0 ? ti->cache[1] : typical[1];
     MicroKernel mk = pass_unit_microkernel();
     mk.vec = vw;
     mk.tile[rank - 2] = mr;

@@ -45,11 +45,16 @@ static int64_t parse_size(const char *s)
     return 0;
 }
 
-void pass_host_caches(int64_t cache[3])
+void pass_typical_caches(int64_t cache[3])
 {
     cache[0] = 32 << 10;
     cache[1] = 1 << 20;
     cache[2] = 32 << 20;
+}
+
+void pass_host_caches(int64_t cache[3])
+{
+    pass_typical_caches(cache);
     for (int i = 0; i < 16; i++) {
         char path[96], level[16], type[32], size[32];
         const char *dir = "/sys/devices/system/cpu/cpu0/cache";

@@ -104,7 +104,6 @@ typedef struct Search {
     int64_t (*ext)[MK_MAX_AXES + 1];  /* per shape in sh */
     double *flops;
     double *best;                     /* per shape: best latency predicted from measured labels */
-    double *best_at;                  /* per shape: best latency measured there */
     SrchModel *model;
     uint64_t rng;
     Cand *c;                          /* every candidate seen, measured or not */
@@ -366,15 +365,12 @@ static void measure_cand(Search *S, Cand *c)
     if (!c->have_ptx)
         c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
     srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat);
-    /* hopeless (3x slower than the best measured there, or than the best
-     * time the measured candidates' labels give there: homes differ, so
-     * few are measured at the same one) costs one run */
-    double cut = S->best[home] < S->best_at[home] ? S->best[home] : S->best_at[home];
+    /* hopeless (3x slower than the best time the measured candidates'
+     * labels give there, which is at most the best measured there: homes
+     * differ, so few are measured at the same one) costs one run */
     bool fresh;
-    double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done, 3 * cut, feat,
-                        S->flops[home] / ha, &fresh);
-    if (ms < S->best_at[home])
-        S->best_at[home] = ms;
+    double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done, 3 * S->best[home],
+                        feat, S->flops[home] / ha, &fresh);
     S->done++;
     S->reused += !fresh && !isnan(ms);
     c->measured = true;
@@ -531,11 +527,10 @@ static void search_init(Search *S, Tuner *tu, const SrchStage *st, const int *sh
     S->ext = calloc((size_t)nsh, sizeof *S->ext);
     S->flops = calloc((size_t)nsh, sizeof *S->flops);
     S->best = calloc((size_t)nsh, sizeof *S->best);
-    S->best_at = calloc((size_t)nsh, sizeof *S->best_at);
     for (int j = 0; j < nsh; j++) {
         srch_stage_extents(st, shape_at(tu, sh[j]), S->ext[j]);
         S->flops[j] = srch_stage_flops(st, S->ext[j]);
-        S->best[j] = S->best_at[j] = INFINITY;
+        S->best[j] = INFINITY;
     }
     S->model = srch_model_new(seed, NULL, 0);
     for (int i = 0; i < tu->nwarm; i++)
@@ -551,7 +546,6 @@ static void search_free(Search *S)
     free(S->ext);
     free(S->flops);
     free(S->best);
-    free(S->best_at);
     free(S->lat);
     free(S->logdims);
     for (int i = 0; S->mpts && i < S->nc; i++)
@@ -1001,12 +995,10 @@ static int served(const Tuner *tu, const SrchTree *t, int k)
     if (t->ndims > SRCH_MAX_DIMS)
         return 0;
     for (int i = 0; i < t->ndims; i++) {
-        pos[i] = -1;
-        for (int x = 0; x < tu->p->ndims; x++)
-            if (strcmp(t->dim_names[i], tu->p->dims[x]->name) == 0)
-                pos[i] = tu->p->dims[x]->pos;
-        if (pos[i] < 0)
+        const Var *dim = ir_te_find_dim(tu->p, t->dim_names[i]);
+        if (!dim)
             return 0;
+        pos[i] = dim->pos;
     }
     int n = 0;
     for (int s = 0; s < tu->nshapes; s++) {

@@ -105,8 +105,10 @@ void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
 /* passes/target.c */
 /* The target's limits; the CPU's caches are this host's (sysfs). */
 TargetInfo pass_target_info(PassTarget kind);
+/* The typical L1 data, L2 and L3 cache sizes: 32 KiB, 1 MiB, 32 MiB. */
+void pass_typical_caches(int64_t cache[3]);
 /* This host's L1 data, L2 and L3 cache sizes in bytes, as sysfs reports
- * cpu0's; 32 KiB, 1 MiB and 32 MiB where it says nothing. */
+ * cpu0's; the typical ones where it says nothing. */
 void pass_host_caches(int64_t cache[3]);
 
 /* passes/pipeline.c */
