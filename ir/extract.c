@@ -121,6 +121,7 @@ static void copy_compute(Copier *c, const Tensor *t, TensorKind kind, const char
         axes[i] = copy_var(c, t->axes[i]);
     Tensor *n = ir_te_add_compute(c->to, name, kind, t->rank, axes, copy(c, t->body));
     n->loc = t->loc;
+    n->fuse = kind == TK_TEMP ? FUSE_INLINE : FUSE_COST; /* as p's inlining left it */
     c->tensors[t->id] = n;
 }
 

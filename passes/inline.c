@@ -29,6 +29,12 @@
  * first (reverse definition order), so a reader's evaluation count is known
  * when its producers are decided.
  *
+ * Decided. A tensor whose Fuse is set (dcc --fuse, the tuner's search, a
+ * records file's fuse line) is inlined or materialised as it says, and its
+ * producers are weighed by what that makes them read; the size bound
+ * below still materialises a body too large to inline. The tuner measures
+ * both ways for the tensors whose ratio (pass_fuse_ratios) is close to 1.
+ *
  * Size. Substitution copies bodies: a chain of intermediates would make
  * expressions as large as the program, and later passes walk expression
  * trees. A tensor whose inlined body has more than INLINE_MAX_NODES nodes
@@ -42,7 +48,9 @@
  */
 #include "dietcode/passes.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { INLINE_MAX_NODES = 256, FUSE_SLACK = 32 };
 
@@ -103,8 +111,14 @@ static void count_reads(const Expr *e, double evals, double *reads, const int64_
     }
 }
 
-/* materialized[] by cost alone, readers first. */
-static void decide_by_cost(const TeProgram *p, bool *materialized)
+bool pass_fuse_choosable(const Tensor *t)
+{
+    return t->kind == TK_TEMP && !pass_stage_has_reduction(t->body);
+}
+
+/* materialized[] by cost, or by a tensor's Fuse where it is decided,
+ * readers first; ratio (optional) as pass_fuse_ratios. */
+static void decide(const TeProgram *p, bool *materialized, double *ratio)
 {
     int n = p->ntensors;
     double *reads = calloc((size_t)n + 1, sizeof *reads);
@@ -115,17 +129,48 @@ static void decide_by_cost(const TeProgram *p, bool *materialized)
         dims[i] = p->dims[i]->hi;
     for (int i = n - 1; i >= 0; i--) {
         const Tensor *t = p->tensors[i];
+        if (ratio)
+            ratio[i] = NAN;
         if (t->kind == TK_INPUT) {
             materialized[i] = true;
             continue;
         }
-        double size = numel_at(t, dims), w = work(t->body), r = reads[i];
-        materialized[i] = t->kind == TK_OUTPUT || pass_stage_has_reduction(t->body) ||
-                          r * w > size * (w + 1 + FUSE_SLACK) + r;
-        count_reads(t->body, materialized[i] ? size : r, reads, dims);
+        if (!pass_fuse_choosable(t)) {
+            materialized[i] = true;
+        } else {
+            double size = numel_at(t, dims), w = work(t->body), r = reads[i];
+            double inlined = r * w, mat = size * (w + 1 + FUSE_SLACK) + r;
+            if (ratio)
+                ratio[i] = mat > 0 ? inlined / mat : inlined > 0 ? INFINITY : 0;
+            materialized[i] = t->fuse == FUSE_COST ? inlined > mat : t->fuse == FUSE_MATERIALIZE;
+        }
+        count_reads(t->body, materialized[i] ? numel_at(t, dims) : reads[i], reads, dims);
     }
     free(reads);
     free(dims);
+}
+
+void pass_fuse_ratios(const TeProgram *p, double *ratio)
+{
+    bool *mat = calloc((size_t)p->ntensors + 1, sizeof *mat);
+    if (!mat)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    decide(p, mat, ratio);
+    free(mat);
+}
+
+static const char *const fuse_names[] = {"cost", "inline", "materialize"};
+
+const char *pass_fuse_name(Fuse f) { return fuse_names[f]; }
+
+bool pass_parse_fuse(const char *text, Fuse *out)
+{
+    for (int f = FUSE_INLINE; f <= FUSE_MATERIALIZE; f++)
+        if (strcmp(text, fuse_names[f]) == 0) {
+            *out = (Fuse)f;
+            return true;
+        }
+    return false;
 }
 
 /* ---- substitution ---- */
@@ -205,7 +250,7 @@ bool pass_stage_has_reduction(const Expr *body)
 
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
 {
-    decide_by_cost(p, materialized);
+    decide(p, materialized, NULL);
     Inliner in = {p, bodies, materialized, calloc((size_t)p->ntensors + 1, sizeof(double))};
     if (!in.nodes)
         ir_panic(__FILE__, __LINE__, "out of memory");

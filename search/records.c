@@ -37,6 +37,13 @@ typedef struct TreeEntry {
     SrchTree *tree;
 } TreeEntry;
 
+/* A fuse line: the tuner's (or a user's) choice for one intermediate of
+ * a program, filed under the program's fingerprint. */
+typedef struct FuseEntry {
+    const char *workload, *stage;
+    Fuse fuse;
+} FuseEntry;
+
 struct SrchRecords {
     Arena *arena;
     const char *path;
@@ -48,6 +55,8 @@ struct SrchRecords {
     int nrecs, cap;
     TreeEntry *trees;
     int ntrees;
+    FuseEntry *fuses;
+    int nfuses;
     int nforeign, ncorrupt, nold;
     SrchWarning warnings[SRCH_MAX_WARNINGS];
     int nwarnings;
@@ -449,6 +458,29 @@ static const char *read_tree(SrchRecords *r, const cJSON *o, const char *workloa
     return NULL;
 }
 
+/* A fuse line of a wanted program: the latest one per tensor wins. */
+static const char *read_fuse(SrchRecords *r, const cJSON *o, const char *workload)
+{
+    const char *stage, *text;
+    Fuse f;
+    if (get_string(o, "stage", &stage))
+        return "fuse line without a string field \"stage\"";
+    if (get_string(o, "fuse", &text) || !pass_parse_fuse(text, &f))
+        return "field \"fuse\" is not \"inline\" or \"materialize\"";
+    for (int i = 0; i < r->nfuses; i++)
+        if (strcmp(r->fuses[i].workload, workload) == 0 && strcmp(r->fuses[i].stage, stage) == 0) {
+            r->fuses[i].fuse = f;
+            return NULL;
+        }
+    FuseEntry *n = realloc(r->fuses, sizeof *n * (size_t)(r->nfuses + 1));
+    if (!n)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    r->fuses = n;
+    r->fuses[r->nfuses++] =
+        (FuseEntry){ir_arena_strdup(r->arena, workload), ir_arena_strdup(r->arena, stage), f};
+    return NULL;
+}
+
 /* One line of the file (NUL-terminated, no newline). */
 static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last_cut)
 {
@@ -490,6 +522,8 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
         r->nforeign++;
     } else if (get_string(o, "kind", &kind) == NULL && strcmp(kind, "tree") == 0) {
         why = read_tree(r, o, fp);
+    } else if (kind && strcmp(kind, "fuse") == 0) {
+        why = read_fuse(r, o, fp);
     } else if (!(why = decode(o, &rec, names, values, &times, feat, reason, sizeof reason))) {
         rec.workload = fp;
         rec.target = tg;
@@ -784,6 +818,22 @@ bool srch_records_append_tree(SrchRecords *r, const char *workload, const char *
     return ok;
 }
 
+bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *target,
+                              const char *arch, const char *stage, Fuse f, char *err,
+                              size_t errlen)
+{
+    IR_ASSERT(f != FUSE_COST);
+    cJSON *o = line_head(workload, target, arch, stage);
+    cJSON_AddStringToObject(o, "kind", "fuse");
+    cJSON_AddStringToObject(o, "fuse", pass_fuse_name(f));
+    cJSON_AddNumberToObject(o, "ts", (double)time(NULL));
+    bool ok = append_line(r, o, err, errlen);
+    if (ok && wanted(r, workload))
+        read_fuse(r, o, workload);
+    cJSON_Delete(o);
+    return ok;
+}
+
 /* ---- lookups ---- */
 
 const SrchRecord *srch_records_find(const SrchRecords *r, const char *workload,
@@ -824,6 +874,14 @@ const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload)
         if (strcmp(r->trees[i].workload, workload) == 0)
             return r->trees[i].tree;
     return NULL;
+}
+
+Fuse srch_records_fuse(const SrchRecords *r, const char *workload, const char *stage)
+{
+    for (int i = 0; i < r->nfuses; i++)
+        if (strcmp(r->fuses[i].workload, workload) == 0 && strcmp(r->fuses[i].stage, stage) == 0)
+            return r->fuses[i].fuse;
+    return FUSE_COST;
 }
 
 int srch_records_archs(const SrchRecords *r, const char *target, const char **out, int max)
@@ -867,6 +925,7 @@ void srch_records_close(SrchRecords *r)
     for (int i = 0; i < r->ntrees; i++)
         srch_tree_free(r->trees[i].tree);
     free(r->trees);
+    free(r->fuses);
     free(r->recs);
     free(r->slots);
     free(r->hashes);

@@ -343,6 +343,30 @@ static SrchTree *stage_tree(const SrchRecords *r, const char *fp, TeProgram *p, 
     return tree;
 }
 
+/* Sets the Fuse of p's undecided intermediates as r's fuse lines for p on
+ * (target, arch) say; set[id] marks the ones it set. */
+static void apply_fuse_lines(const SrchRecords *r, TeProgram *p, const char *target,
+                             const char *arch, bool *set)
+{
+    char *pf = srch_program_fingerprint(p, target, arch);
+    for (int i = 0; i < p->ntensors; i++) {
+        Tensor *t = p->tensors[i];
+        Fuse f = pass_fuse_choosable(t) && t->fuse == FUSE_COST
+                     ? srch_records_fuse(r, pf, t->name) : FUSE_COST;
+        set[i] = f != FUSE_COST;
+        if (set[i])
+            t->fuse = f;
+    }
+    free(pf);
+}
+
+static void undo_fuse_lines(TeProgram *p, const bool *set)
+{
+    for (int i = 0; i < p->ntensors; i++)
+        if (set[i])
+            p->tensors[i]->fuse = FUSE_COST;
+}
+
 /* How many stages have a stored tree or measurements under fps. */
 static int covered(const SrchRecords *r, const TeProgram *p, char **fps)
 {
@@ -378,18 +402,22 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
     int na = 1 + srch_records_archs(r, target, archs + 1, MAX_ARCHS);
     Expr **bodies;
     char **fp = NULL;
+    bool *set = calloc((size_t)p->ntensors + 1, sizeof *set);
     for (int a = 0; a < na; a++) {
         if (a > 0 && strcmp(archs[a], arch) == 0)
             continue;
+        apply_fuse_lines(r, p, target, archs[a], set);
         fp = fingerprints(p, target, archs[a], &bodies);
         if (covered(r, p, fp) > 0) {
             if (used_arch)
                 snprintf(used_arch, usedlen, "%s", archs[a]);
             break;
         }
+        undo_fuse_lines(p, set);
         free_fingerprints(p, fp);
         fp = NULL;
     }
+    free(set);
     if (!fp) {
         srch_records_close(r);
         srch_seterr(err, errlen, "%s: no record of this program for target %s (tune it first: "

@@ -51,6 +51,12 @@ enum { SELECT_TURNS = 4 };
  * more are measured there. */
 #define SELECT_SURPRISE 1.5
 enum { SELECT_SURPRISES = 3 };
+/* an intermediate whose inlining the cost model puts within this factor
+ * of materialising it, either way, is tuned both ways; the other way wins
+ * when its stages are faster by more than the factor FUSE_MARGIN (a tie
+ * stays with the model's choice, whatever the noise) */
+#define FUSE_CONTEST 4.0
+#define FUSE_MARGIN 1.02
 
 typedef struct Cand {
     MicroKernel mk;
@@ -69,8 +75,10 @@ typedef struct Tuner {
     const SrchTuneOpts *o;
     SrchTarget tg;
     const char *arch;       /* what the records say it ran on */
-    SrchMeasurer *ms;
-    SrchRecords *rec;
+    SrchMeasurer *ms;       /* of the fusion being tuned */
+    const char *ms_arch;    /* what it compiles for (NULL: sm_80) */
+    SrchRecords *rec;       /* open with that fusion's workloads */
+    int nconfigs;           /* fusions tuned */
     int nshapes;
     int64_t *shapes;
     const char **dim_names;
@@ -986,6 +994,154 @@ static void warn_records(const Tuner *tu)
         tu->o->warn(tu->o->progress_ud, srch_records_warning(tu->rec, i)->msg);
 }
 
+/* ---- fusion ---- */
+
+/* The stages of one fusion of the program (its tensors' Fuse as set when
+ * it was tuned), and their results. */
+typedef struct Config {
+    int nst;
+    SrchStage *st;
+    SrchStageResult *res;
+} Config;
+
+static void config_free(Config *c)
+{
+    for (int i = 0; i < c->nst; i++) {
+        free(c->st[i].workload);
+        if (c->res) {
+            srch_tree_free(c->res[i].tree);
+            free(c->res[i].shape_ms);
+        }
+    }
+    free(c->st);
+    free(c->res);
+    memset(c, 0, sizeof *c);
+}
+
+/* Tunes the stages of the program's fusion as its tensors' Fuse decides
+ * now, into c: a stage whose workload prev (optional) has keeps prev's
+ * result; the others are searched, with a measurer and records of this
+ * fusion. False when tuning failed (tu->err says why). */
+static bool tune_config(Tuner *tu, const Config *prev, Config *c)
+{
+    const SrchTuneOpts *o = tu->o;
+    srch_measurer_free(tu->ms);
+    srch_records_close(tu->rec);
+    tu->rec = NULL;
+    tu->ms = srch_measurer_new(o->backend, tu->ms_arch, tu->p, &tu->tg, tu->shapes, tu->nshapes,
+                               tu->err, tu->errlen);
+    if (!tu->ms)
+        return !(tu->failed = true);
+    c->nst = stages_of(tu, &c->st);
+    c->res = calloc((size_t)c->nst + 1, sizeof *c->res);
+    const char **fps = calloc((size_t)c->nst + 1, sizeof *fps);
+    for (int i = 0; i < c->nst; i++)
+        fps[i] = c->st[i].workload;
+    tu->rec = srch_records_open(o->records, c->nst, fps, tu->err, tu->errlen);
+    free(fps);
+    if (!tu->rec)
+        return !(tu->failed = true);
+    if (tu->nconfigs++ == 0)
+        warn_records(tu);
+    for (int i = 0; i < c->nst && !tu->failed; i++) {
+        const SrchStageResult *had = NULL;
+        for (int j = 0; prev && j < prev->nst && !had; j++)
+            if (strcmp(prev->st[j].workload, c->st[i].workload) == 0)
+                had = &prev->res[j];
+        if (!had) {
+            tune_stage(tu, &c->st[i], &c->res[i]);
+            continue;
+        }
+        SrchStageResult *r = &c->res[i];
+        *r = *had;
+        r->stage = c->st[i].t->name;
+        r->tree = srch_tree_copy(had->tree);
+        r->shape_ms = malloc(sizeof *r->shape_ms * (size_t)(tu->nshapes + 1));
+        memcpy(r->shape_ms, had->shape_ms, sizeof *r->shape_ms * (size_t)tu->nshapes);
+    }
+    return !tu->failed;
+}
+
+/* The time of a fusion over the tuning shapes: every stage at every
+ * point; NAN when one is not known. */
+static double config_ms(const Tuner *tu, const Config *c)
+{
+    double ms = 0;
+    for (int i = 0; i < c->nst; i++)
+        for (int j = 0; j < tu->nshapes; j++)
+            ms += c->res[i].shape_ms[j];
+    return ms;
+}
+
+static bool materialised_in(const Config *c, const Tensor *t)
+{
+    for (int i = 0; i < c->nst; i++)
+        if (c->st[i].t == t)
+            return true;
+    return false;
+}
+
+static bool same_stages(const Config *a, const Config *b)
+{
+    if (a->nst != b->nst)
+        return false;
+    for (int i = 0; i < a->nst; i++)
+        if (a->st[i].t != b->st[i].t || strcmp(a->st[i].workload, b->st[i].workload) != 0)
+            return false;
+    return true;
+}
+
+/* The search's fusion choice. Each intermediate the cost model finds
+ * close (inlining within FUSE_CONTEST of materialising, either way) and
+ * no one fixed is tried the other way, readers first: the stages that
+ * change are tuned, the other way is kept when its stages take less time
+ * over all shape points (by FUSE_MARGIN), and that intermediate's Fuse is
+ * fixed to the choice. *best is the fusion tuned so far; the choices go to
+ * res and, as fuse lines (with those --fuse fixed), to the records. */
+static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
+{
+    TeProgram *p = tu->p;
+    double *ratio = malloc(sizeof *ratio * (size_t)(p->ntensors + 1));
+    bool *fixed = calloc((size_t)p->ntensors + 1, sizeof *fixed);
+    res->fusion = calloc((size_t)p->ntensors + 1, sizeof *res->fusion);
+    for (int i = 0; i < p->ntensors; i++)
+        fixed[i] = p->tensors[i]->fuse != FUSE_COST;
+    for (int i = p->ntensors - 1; i >= 0 && !tu->failed; i--) {
+        Tensor *t = p->tensors[i];
+        pass_fuse_ratios(p, ratio); /* each choice moves its producers' */
+        if (fixed[i] || isnan(ratio[i]) || ratio[i] < 1 / FUSE_CONTEST || ratio[i] > FUSE_CONTEST)
+            continue;
+        bool was = materialised_in(best, t);
+        t->fuse = was ? FUSE_INLINE : FUSE_MATERIALIZE;
+        Config alt = {0};
+        bool ok = tune_config(tu, best, &alt);
+        double a = config_ms(tu, best), b = ok ? config_ms(tu, &alt) : NAN;
+        bool same = ok && same_stages(best, &alt);
+        bool flip = ok && !same && b * FUSE_MARGIN < a; /* NAN: keep */
+        res->fusion[res->nfusion++] =
+            (SrchFusion){t->name, flip ? !was : was, flip ? b : a, same ? NAN : flip ? a : b};
+        if (flip) {
+            config_free(best);
+            *best = alt;
+        } else {
+            t->fuse = was ? FUSE_MATERIALIZE : FUSE_INLINE;
+            config_free(&alt);
+        }
+    }
+    /* what a compile needs to find these stages again */
+    char *pf = srch_program_fingerprint(p, tu->tg.name, tu->arch);
+    for (int i = 0; i < p->ntensors && !tu->failed; i++) {
+        const Tensor *t = p->tensors[i];
+        if (pass_fuse_choosable(t) && t->fuse != FUSE_COST &&
+            !srch_records_append_fuse(tu->rec, pf, tu->tg.name, tu->arch, t->name, t->fuse,
+                                      tu->err, tu->errlen))
+            tu->failed = true;
+    }
+    free(pf);
+    free(ratio);
+    free(fixed);
+}
+
 /* How many of the tuner's shape points tree t sends to kernel k; 0 when
  * t's dims are not all the program's. */
 static int served(const Tuner *tu, const SrchTree *t, int k)
@@ -1126,7 +1282,6 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     for (int i = 0; i < p->ndims; i++)
         tu.dim_names[i] = p->dims[i]->name;
     SrchTuneResult *res = NULL;
-    SrchStage *st = NULL;
     /* the cuda backend describes the GPU it runs on: its SMs, and its
      * architecture where --arch does not name one (PTX for sm_80 still
      * runs on anything newer) */
@@ -1145,34 +1300,27 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     }
     if (o->warm_start && !load_warm(&tu, err, errlen))
         goto out;
-    tu.ms = srch_measurer_new(o->backend, arch, p, &tu.tg, tu.shapes, tu.nshapes, err, errlen);
-    if (!tu.ms)
-        goto out;
-    int nst = stages_of(&tu, &st);
-    const char **fps = calloc((size_t)nst + 1, sizeof *fps);
-    for (int i = 0; i < nst; i++)
-        fps[i] = st[i].workload;
-    tu.rec = srch_records_open(o->records, nst, fps, err, errlen);
-    free(fps);
-    if (!tu.rec)
-        goto out;
-    warn_records(&tu);
+    tu.ms_arch = arch;
     char why[320];
     if (!srch_model_available(why, sizeof why) && o->warn) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s: the analytic cost model alone ranks candidates", why);
         o->warn(o->progress_ud, msg);
     }
+    Config cfg = {0};
     res = calloc(1, sizeof *res);
-    res->stages = calloc((size_t)nst + 1, sizeof *res->stages);
-    res->nstages = nst;
     res->nshapes = tu.nshapes;
-    res->nforeign = srch_records_nforeign(tu.rec);
-    res->ncorrupt = srch_records_ncorrupt(tu.rec);
     res->nwarm = tu.nwarm;
     res->nwarm_kernels = tu.nwarm_mk;
-    for (int i = 0; i < nst && !tu.failed; i++)
-        tune_stage(&tu, &st[i], &res->stages[i]);
+    if (tune_config(&tu, NULL, &cfg)) {
+        res->nforeign = srch_records_nforeign(tu.rec);
+        res->ncorrupt = srch_records_ncorrupt(tu.rec);
+        search_fusion(&tu, &cfg, res);
+    }
+    res->stages = cfg.res;
+    res->nstages = cfg.nst;
+    cfg.res = NULL;
+    config_free(&cfg);
     res->seconds = now_s() - tu.t0;
     res->shapes = tu.shapes; /* the result's now */
     tu.shapes = NULL;
@@ -1183,9 +1331,6 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
 out:
     srch_records_close(tu.rec);
     srch_measurer_free(tu.ms);
-    for (int i = 0; st && i < p->ntensors; i++)
-        free(st[i].workload);
-    free(st);
     free(tu.dim_names);
     free(tu.shapes);
     free(tu.warm_feat);
@@ -1203,6 +1348,7 @@ void srch_tune_result_free(SrchTuneResult *r)
         free(r->stages[i].shape_ms);
     }
     free(r->stages);
+    free(r->fusion);
     free(r->shapes);
     free(r);
 }

@@ -31,15 +31,16 @@ static const char *usage_text =
     "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|plan|llvm|asm|ptx|obj|header|dispatch[,...]]\n"
     "               [--target=cpu|nvptx] [--arch=ARCH[,...]] [--no-libdevice] [--records=FILE]\n"
     "               [--set NAME=VALUE ...] [--mk NAME=MICROKERNEL ...]\n"
+    "               [--fuse NAME=inline|materialize ...]\n"
     "               [--dump-after=PASS|all] [--stop-after=PASS]\n"
     "               [--verify-each] [--time-passes]\n"
     "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
     "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
     "               [--seed N] [--check] [--bench N] [--profile] [--records=FILE]\n"
-    "               [--mk NAME=MICROKERNEL ...]\n"
+    "               [--mk NAME=MICROKERNEL ...] [--fuse NAME=inline|materialize ...]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
-    "               [--per-shape] [--warm-start=OLD.jsonl]\n"
+    "               [--per-shape] [--warm-start=OLD.jsonl] [--fuse NAME=inline|materialize ...]\n"
     "               [--seed N]\n"
     "       dcc report --records=FILE [-o REPORT.svg]\n"
     "       dcc --help | --version\n"
@@ -78,6 +79,9 @@ static const char *usage_text =
     "                      --emit=loops prints, e.g. 'threads [1, 8] tile [1, 1]\n"
     "                      rchunk 128 unroll 1 vec 4 along reduction rthreads 32'),\n"
     "                      over records and defaults; an inlined stage has none\n"
+    "  --fuse NAME=HOW     inline intermediate NAME (one without a reduction) into\n"
+    "                      its readers, or materialise it, whatever the cost model\n"
+    "                      or the records say; tune searches the close ones itself\n"
     "  --target=cpu        (run) the object --emit=obj writes, JIT-compiled for this\n"
     "                      CPU (default)\n"
     "  --target=reference  (run) run with the reference interpreter\n"
@@ -182,7 +186,7 @@ typedef enum OptArg {
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
     O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_PROFILE, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
-    O_WARM, NOPTS
+    O_WARM, O_FUSE, NOPTS
 } OptId;
 
 typedef struct OptSpec {
@@ -245,6 +249,12 @@ static bool valid_mk(const char *s)
     MicroKernel mk;
     int ns = 0;
     return pass_parse_microkernel(s, &mk, &ns);
+}
+
+static bool valid_fuse(const char *s)
+{
+    Fuse f;
+    return pass_parse_fuse(s, &f);
 }
 
 /* LO..HI[:COUNT] (--shapes), into r when r is non-NULL. */
@@ -312,6 +322,8 @@ static const OptSpec opt_table[] = {
     {O_SHAPES_FILE, "shapes-file", 0, CMD_TUNE, ARG_TEXT, "FILE.json", NULL, NULL, 0, 0},
     {O_PER_SHAPE, "per-shape", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_WARM, "warm-start", 0, CMD_TUNE, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
+    {O_FUSE, "fuse", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_NAMED, "NAME=inline|materialize",
+     NULL, valid_fuse, 0, 0},
 };
 enum { NSPECS = sizeof opt_table / sizeof opt_table[0] };
 
@@ -587,6 +599,26 @@ static FeUnit load_program(const char *path)
         ir_diags_print(&u.diags, stderr);
         fprintf(stderr, "%d error%s\n", u.diags.count, u.diags.count == 1 ? "" : "s");
         exit(EXIT_BAD_INPUT);
+    }
+    return u;
+}
+
+/* Reads and checks FILE, then fixes the fusion of the intermediates
+ * --fuse names; exits 1 when one is not an intermediate without a
+ * reduction. */
+static FeUnit load_fused(const char *path, const NamedArgs *fuse)
+{
+    FeUnit u = load_program(path);
+    for (int i = 0; i < fuse->n; i++) {
+        const NamedArg *f = &fuse->a[i];
+        Tensor *t = ir_te_find_tensor(u.prog, f->name);
+        if (!t || !pass_fuse_choosable(t))
+            fail("--fuse %s: %s", f->name,
+                 !t                      ? "the program has no tensor of that name"
+                 : t->kind != TK_TEMP    ? "inputs and outputs are always materialised"
+                                         : "a tensor with a reduction is always materialised");
+        bool ok = pass_parse_fuse(f->value, &t->fuse);
+        IR_ASSERT(ok); /* parse_args checked it */
     }
     return u;
 }
@@ -876,7 +908,7 @@ static int cmd_compile(int argc, char **argv)
         if (arch && !aot && nisas != 1)
             usage_error("--emit=%s shows one instruction set: give --arch one name", emit);
     }
-    FeUnit l = load_program(a.file);
+    FeUnit l = load_fused(a.file, &a.named[O_FUSE]);
     if (dispatch) {
         SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
         co.trees = trees;
@@ -1149,7 +1181,7 @@ static int cmd_run(int argc, char **argv)
         bench = 20;
     if (strcmp(target, "cuda") == 0)
         cuda_require();
-    FeUnit l = load_program(o.file);
+    FeUnit l = load_fused(o.file, &o.named[O_FUSE]);
     TeProgram *p = l.prog;
     for (int i = 0; i < outputs->n; i++) {
         const Tensor *t = ir_te_find(p, outputs->a[i].name);
@@ -1374,7 +1406,7 @@ static int cmd_tune(int argc, char **argv)
     o.progress_ud = &ui;
     if (strcmp(o.backend, "cuda") == 0)
         cuda_require();
-    FeUnit l = load_program(file);
+    FeUnit l = load_fused(file, &a.named[O_FUSE]);
     char err[1024];
     int64_t *points = NULL;
     if (a.val[O_SHAPES_FILE] &&
@@ -1427,6 +1459,15 @@ static int cmd_tune(int argc, char **argv)
                 free(mk);
             }
         }
+    }
+    for (int i = 0; i < r->nfusion; i++) {
+        const SrchFusion *f = &r->fusion[i];
+        printf("fusion: %s %s: its stages %.4f ms summed over the shapes", f->tensor,
+               f->materialized ? "materialised" : "inlined", f->ms);
+        if (isnan(f->other_ms))
+            printf(" (too large to inline)\n");
+        else
+            printf(", %.4f ms %s\n", f->other_ms, f->materialized ? "inlined" : "materialised");
     }
     print_estimate(l.prog, r);
     if (r->ncorrupt)

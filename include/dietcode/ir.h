@@ -81,6 +81,11 @@ typedef enum TensorKind { TK_INPUT, TK_TEMP, TK_OUTPUT } TensorKind;
  * per block: GPU shared memory, CPU packing buffers) and local (per thread:
  * registers) buffers, whose shapes are constants. */
 typedef enum MemScope { MS_GLOBAL, MS_SHARED, MS_LOCAL } MemScope;
+/* How passes/inline.c treats an elementwise intermediate: by its cost
+ * model (the default), or as a schedule decided elsewhere (dcc --fuse, the
+ * tuner's search, a records file's fuse line). Not part of the program's
+ * text: printing and fingerprints ignore it. */
+typedef enum Fuse { FUSE_COST, FUSE_INLINE, FUSE_MATERIALIZE } Fuse;
 
 struct Tensor {
     const char *name;
@@ -93,6 +98,7 @@ struct Tensor {
     Expr *body;        /* computed tensors */
     SrcLoc loc;
     MemScope scope;    /* loop IR: MS_GLOBAL for program tensors */
+    Fuse fuse;         /* elementwise intermediates: FUSE_COST unless decided */
 };
 
 typedef struct TeProgram {
@@ -400,7 +406,8 @@ bool ir_verify_te_inlined(const TeProgram *p, Expr *const *bodies, const bool *m
 /* Computed tensor t of p as the output of a new program (own arena and
  * context): the materialised tensors it reads, directly or through inlined
  * intermediates (materialized[id] false), as inputs; those intermediates
- * as they are. Plain: every dim of p at its position, names kept.
+ * as they are, marked FUSE_INLINE (the stage inlines them again whatever
+ * its own cost model would say). Plain: every dim of p at its position, names kept.
  * canonical: only the dims used, everything renamed by first use (d0 a0
  * t0 ...), program "stage": its printed text identifies the workload.
  * map (optional, p->ntensors entries): each of p's tensors' copy or NULL. */

@@ -47,6 +47,16 @@ typedef struct StageSchedule {
  * substitutes the other elementwise intermediates into their consumers.
  * Returns the rewritten body of each computed tensor in bodies[t->id]. */
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized);
+/* Whether t's fusion is a choice: an intermediate without a reduction. */
+bool pass_fuse_choosable(const Tensor *t);
+/* Per tensor id, inlining's cost over materialising's as the cost model
+ * weighs them (> 1: the model materialises), with the other tensors'
+ * Fuse as set; NAN where pass_fuse_choosable is false. */
+void pass_fuse_ratios(const TeProgram *p, double *ratio);
+/* "inline", "materialize" (FUSE_COST: "cost"), and back; false when
+ * text names neither of the first two. */
+const char *pass_fuse_name(Fuse f);
+bool pass_parse_fuse(const char *text, Fuse *out);
 
 /* passes/microkernel.c */
 /* One thread of one point, no chunks, no vectors: what every micro-kernel

@@ -54,6 +54,13 @@
  *   {"v": 2, "kind": "tree", "workload": ..., "target": ..., "arch": ...,
  *    "stage": "C", "tree": TREE (srch_tree_to_json), "ts": ...}
  *
+ * and, for a program whose fusion the tuner searched (or --fuse fixed), one
+ * line per decided intermediate, filed under the program's fingerprint
+ * (srch_program_fingerprint):
+ *
+ *   {"v": 2, "kind": "fuse", "workload": ..., "target": ..., "arch": ...,
+ *    "stage": "E", "fuse": "materialize" | "inline", "ts": ...}
+ *
  * Lines of workloads not asked for are skipped (counted as foreign).
  * Version 1 lines (an older dcc: one fingerprint per program) are not
  * read; their count gets one warning. A line that is not such a record
@@ -140,6 +147,13 @@ const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *work
                                           const MicroKernel *mk, int ndims,
                                           const char *const *dim_names,
                                           const int64_t *dim_values, bool baseline);
+/* Appends a fuse line: intermediate stage of the program whose fingerprint
+ * is workload is inlined or materialised (f: not FUSE_COST). */
+bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *target,
+                              const char *arch, const char *stage, Fuse f, char *err,
+                              size_t errlen);
+/* The latest fuse line's choice for stage of program workload, or FUSE_COST. */
+Fuse srch_records_fuse(const SrchRecords *r, const char *workload, const char *stage);
 /* The latest tree stored for workload, or NULL (owned by r). */
 const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload);
 int srch_records_count(const SrchRecords *r);            /* measurements loaded and appended */
@@ -495,9 +509,21 @@ typedef struct SrchStageResult {
     SrchTreeScore score;
 } SrchStageResult;
 
+/* The search's choice for one intermediate the cost model found close:
+ * what it chose, and the summed time over the shape points of the stages
+ * with that choice and with the other (NAN: the other was no different,
+ * e.g. a body too large to inline). */
+typedef struct SrchFusion {
+    const char *tensor;
+    bool materialized;
+    double ms, other_ms;
+} SrchFusion;
+
 typedef struct SrchTuneResult {
     int nstages;
-    SrchStageResult *stages;
+    SrchStageResult *stages;    /* of the fusion chosen */
+    int nfusion;
+    SrchFusion *fusion;         /* readers first */
     int nshapes;
     int64_t *shapes;            /* nshapes rows of the program's dims, by Var.pos */
     double seconds;
@@ -560,6 +586,10 @@ double srch_model_ms(const LoopProgram *lp, const char *arch, const int64_t *dim
  * share records and dispatch trees. */
 char *srch_fingerprint(const TeProgram *p, const Tensor *t, const bool *materialized,
                        const char *target, const char *arch);
+/* The fingerprint of the whole program p on (target, arch), as 16 hex
+ * digits (malloc'd): its printed TE, without its name, and the target and
+ * arch. What fuse lines are filed under. */
+char *srch_program_fingerprint(const TeProgram *p, const char *target, const char *arch);
 /* The arch CPU records carry: this CPU's LLVM name (what the JIT compiles for). */
 const char *srch_host_arch(void);
 /* The shape points of the tuning range: *n rows of p->ndims values. */
@@ -620,7 +650,9 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
  * dispatch live in p's arena; trees are the caller's to free. 0 on
  * success; 1 and err when the file holds no record of p for target; -1
  * and err when it cannot be read. warn (optional) gets each damaged line's
- * "PATH:LINE: reason", as srch_tune reports them. */
+ * "PATH:LINE: reason", as srch_tune reports them. The file's fuse lines
+ * for p set the Fuse of the intermediates p leaves undecided (FUSE_COST),
+ * and stay set on success: lower p with sched afterwards. */
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
                                const char *arch, StageSchedule *sched, SrchTree **trees,
                                char *used_arch, size_t usedlen,

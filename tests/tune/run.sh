@@ -11,6 +11,9 @@
 #                                   per-shape; bad entries named
 #   run.sh DCC SRCDIR report        dcc report's SVG read as XML: panels, series,
 #                                   axes, one band per tree leaf
+#   run.sh DCC SRCDIR fuse          the search overrules the cost model's fusion; the
+#                                   records carry the choice to compiles and runs;
+#                                   --fuse fixes it
 set -u
 dcc=$1
 src=$2
@@ -419,6 +422,72 @@ for sec in secs:
     [ $? -eq 2 ] && ok "report without --records: $(head -1 "$tmp/e")" || bad "report without --records"
     "$dcc" report "$prog" --records "$tmp/r.jsonl" >/dev/null 2>"$tmp/e"
     [ $? -eq 2 ] && ok "report of a program: $(head -1 "$tmp/e")" || bad "report of a program"
+    ;;
+fuse)
+    # U is read 40 times inside Y's reduction: the cost model materialises
+    # it, just (inlining costs 1.07 times as much in its units); on the
+    # model target the search measures both and inlines it
+    cat >"$tmp/fuse.tex" <<'EOF'
+dim T in 1..64
+input X[T, 256] f32
+input W[40, 256] f32
+U[i: T, k: 256] = X[i, k] + 1.0
+output Y[i: T, n: 40] = sum[k: 256](U[i, k] * W[n, k])
+EOF
+    prog=$tmp/fuse.tex
+    rec=$tmp/f.jsonl
+    stages() { # the stages of the GPU plan at T = 5, comma-separated
+        "$dcc" "$prog" --target=nvptx --emit=plan --set T=5 "$@" 2>/dev/null |
+            sed -n 's/^stage \([A-Za-z0-9_]*\):.*/\1/p' | paste -sd, -
+    }
+    [ "$(stages)" = "U,Y" ] && ok "the cost model materialises U" || bad "untuned: $(stages)"
+    "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$rec" \
+        >"$tmp/out" 2>"$tmp/err" || bad "tune failed: $(tail -3 "$tmp/err")"
+    grep -q "^fusion: U inlined: its stages .* ms summed over the shapes, .* ms materialised" \
+        "$tmp/out" && ok "$(grep '^fusion' "$tmp/out")" || { cat "$tmp/out"; bad "no fusion choice"; }
+    grep -q '"stage":"U","kind":"fuse","fuse":"inline"' "$rec" && ok "the records carry it" ||
+        bad "no fuse line in the records"
+    [ "$(stages --records "$rec")" = "Y" ] && ok "a compile with the records inlines U" ||
+        bad "with records: $(stages --records "$rec")"
+    [ "$(stages --records "$rec" --fuse U=materialize)" = "U,Y" ] &&
+        ok "--fuse overrules the records" || bad "--fuse over records: $(stages --records "$rec" --fuse U=materialize)"
+    # inlined as the records say (emu: the GPU form) or as --fuse says (cpu)
+    runs=0
+    for T in 1 37 64 100; do
+        for how in "emu --records $rec" "cpu --fuse U=inline"; do
+            "$dcc" run "$prog" --target=$how --set T=$T --check >"$tmp/run" 2>&1 &&
+                grep -q "check: Y matches" "$tmp/run" && runs=$((runs + 1)) ||
+                bad "run --target=$how T=$T: $(tail -2 "$tmp/run")"
+        done
+    done
+    [ $runs -eq 8 ] && ok "U inlined checks on emu and cpu at T = 1, 37, 64, 100"
+    # a resumed tune measures nothing again and chooses the same
+    "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$rec" \
+        >"$tmp/out2" 2>&1 && ! grep -q "search [1-9][0-9]* measured" "$tmp/out2" &&
+        grep -q "^fusion: U inlined" "$tmp/out2" && ok "a resumed tune chooses the same" ||
+        { cat "$tmp/out2"; bad "resumed fusion"; }
+    # fixed by --fuse: not searched, recorded as given
+    "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$tmp/g.jsonl" \
+        --fuse U=materialize >"$tmp/out3" 2>&1 && ! grep -q "^fusion" "$tmp/out3" &&
+        grep -q '"stage":"U","kind":"fuse","fuse":"materialize"' "$tmp/g.jsonl" &&
+        [ "$(stages --records "$tmp/g.jsonl")" = "U,Y" ] &&
+        ok "tune --fuse fixes U, and the compile follows" || { cat "$tmp/out3"; bad "tune --fuse"; }
+    # a damaged fuse line is reported and left out: the cost model decides
+    sed -n 's/"fuse":"inline"/"fuse":"sometimes"/p' "$rec" >"$tmp/d.jsonl"
+    grep -v '"kind":"fuse"' "$rec" >>"$tmp/d.jsonl"
+    [ "$(stages --records "$tmp/d.jsonl")" = "U,Y" ] &&
+        "$dcc" "$prog" --target=nvptx --emit=plan --set T=5 --records "$tmp/d.jsonl" 2>&1 >/dev/null |
+        grep -q 'd.jsonl:1: field "fuse" is not "inline" or "materialize"' &&
+        ok "a damaged fuse line: a warning, the cost model's fusion" || bad "damaged fuse line"
+    # what --fuse refuses, in one line (a usage error adds where help is)
+    for case in "Y=inline:1:inputs and outputs" "Q=inline:1:no tensor" "U=maybe:2:expects"; do
+        arg=${case%%:*}; rest=${case#*:}; want=${rest%%:*}; msg=${rest#*:}
+        "$dcc" "$prog" --emit=te --fuse "$arg" >/dev/null 2>"$tmp/e"
+        st=$?
+        [ $st -eq "$want" ] && head -1 "$tmp/e" | grep -q "$msg" &&
+            [ "$(grep -vc "dcc --help" "$tmp/e")" -eq 1 ] &&
+            ok "--fuse $arg: status $st, $(head -1 "$tmp/e")" || bad "--fuse $arg: status $st, $(cat "$tmp/e")"
+    done
     ;;
 *)
     echo "unknown test $what"

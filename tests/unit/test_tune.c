@@ -424,6 +424,78 @@ static void test_fingerprint(void **state)
             free(fp[t][k]);
 }
 
+/* Fusion as a schedule: a tensor's Fuse overrules the cost model but not
+ * the size bound; a stage extracted alone inlines what the program
+ * inlined; the program's fingerprint ignores the file's name and the
+ * fusion, and the stages' fingerprints follow the fusion. */
+static void test_fuse(void **state)
+{
+    (void)state;
+    static const char *softmax =
+        "dim T in 1..128\ninput X[T, 1000] f32\nM[i: T] = max[j: 1000](X[i, j])\n"
+        "E[i: T, j: 1000] = exp(X[i, j] - M[i])\nZ[i: T] = sum[j: 1000](E[i, j])\n"
+        "output P[i: T, j: 1000] = E[i, j] / Z[i]\n";
+    Prog g = compile(softmax);
+    TeProgram *p = g.p;
+    Tensor *e = ir_te_find(p, "E"), *z = ir_te_find(p, "Z");
+    double ratio[8];
+    pass_fuse_ratios(p, ratio);
+    for (int i = 0; i < p->ntensors; i++)
+        assert_true(p->tensors[i] == e ? ratio[i] > 0.5 && ratio[i] < 0.7 : isnan(ratio[i]));
+    assert_true(pass_fuse_choosable(e) && !pass_fuse_choosable(z));
+    Expr *bodies[8];
+    bool mat[8];
+    pass_inline(p, bodies, mat);
+    assert_false(mat[e->id]);
+    char *zin = srch_fingerprint(p, z, mat, "cpu", "skx");
+    char *prog = srch_program_fingerprint(p, "cpu", "skx");
+    /* extracted alone, Z's copy of E is marked inline: the stage inlines
+     * it again, whatever its own cost model would say */
+    TeProgram *alone = ir_te_extract(p, z, mat, false, NULL);
+    Tensor *ecopy = ir_te_find(alone, "E");
+    assert_non_null(ecopy);
+    assert_int_equal(ecopy->fuse, FUSE_INLINE);
+    ir_te_destroy(alone);
+    e->fuse = FUSE_MATERIALIZE;
+    pass_inline(p, bodies, mat);
+    assert_true(mat[e->id]);
+    char *zmat = srch_fingerprint(p, z, mat, "cpu", "skx");
+    char *prog2 = srch_program_fingerprint(p, "cpu", "skx");
+    assert_string_not_equal(zin, zmat);
+    assert_string_equal(prog, prog2);
+    /* the same text in another file: the same program */
+    FeUnit u;
+    assert_int_equal(fe_load_text("other.tex", "other", softmax, &u), 0);
+    char *prog3 = srch_program_fingerprint(u.prog, "cpu", "skx");
+    char *prog4 = srch_program_fingerprint(u.prog, "cpu", "znver4");
+    assert_string_equal(prog, prog3);
+    assert_string_not_equal(prog, prog4);
+    fe_unload(&u);
+    free(zin);
+    free(zmat);
+    free(prog);
+    free(prog2);
+    free(prog3);
+    free(prog4);
+    prog_free(&g);
+    /* a body past the size bound stays materialised when told to inline */
+    char big[8192] = "dim T in 1..8\ninput X[T] f32\nU[i: T] = X[i]";
+    for (int k = 0; k < 150; k++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), " + X[i] * %d.0", k + 2);
+    strcat(big, "\noutput Y[i: T] = U[i] * 2.0\n");
+    g = compile(big);
+    Tensor *u2 = ir_te_find(g.p, "U");
+    u2->fuse = FUSE_INLINE;
+    Expr *b2[4];
+    bool m2[4];
+    pass_inline(g.p, b2, m2);
+    assert_true(m2[u2->id]);
+    u2->fuse = FUSE_COST;
+    pass_inline(g.p, b2, m2);
+    assert_true(m2[u2->id]);
+    prog_free(&g);
+}
+
 /* ---- noise-aware timing, with an injected clock ---- */
 
 /* A machine as noisy as a shared one: every run jitters by up to 2%, one in
@@ -594,6 +666,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fingerprint),
+        cmocka_unit_test(test_fuse),
         cmocka_unit_test(test_space),
         cmocka_unit_test(test_adapt_padding),
         cmocka_unit_test(test_mk_text),
