@@ -96,6 +96,10 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
         fprintf(stderr, "bench: %s\n", err);
         exit(1);
     }
+    for (int i = 0; i < r->nfusion; i++) /* the search's close calls */
+        fprintf(stderr, "fusion: %s %s (%.3f ms over the shapes, %.3f the other way)\n",
+                r->fusion[i].tensor, r->fusion[i].materialized ? "materialised" : "inlined",
+                r->fusion[i].ms, r->fusion[i].other_ms);
     const SrchStageResult *s = &r->stages[0];
     BenchTuned t = {r->seconds, s->measured + s->reused, s->select_measured + s->select_reused,
                     0, NULL};

@@ -14,7 +14,10 @@
  * (SPIN_MS) before it sleeps on the condition variable: a kernel of a few
  * tens of microseconds (a small T), or the compute launch right after a
  * packing launch, would otherwise be over before a sleeping worker has
- * woken, and run on the caller's core alone.
+ * woken, and run on the caller's core alone. The caller, its chunks done,
+ * watches the workers still in the job the same way before it sleeps: a
+ * sleeping caller is woken a condition variable's latency late, tens of
+ * microseconds on a busy VM, as long as such a kernel.
  * Workers get 16 MB stacks: kernels keep staging buffers on the stack.
  */
 #include "dietcode/runtime.h"
@@ -36,7 +39,7 @@ struct RtPool {
     pthread_mutex_t run_mu; /* one rt_pool_run at a time */
     _Atomic uint64_t gen; /* written under mu; read without it by spinning workers */
     _Atomic bool stop;
-    int active; /* workers inside the current job */
+    _Atomic int active; /* workers inside the current job (changed under mu) */
     void (*fn)(void *ctx, int64_t begin, int64_t end);
     void *ctx;
     int64_t n, chunk;
@@ -166,6 +169,12 @@ void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int6
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     work(p);
+    double until = rt_now_ms() + SPIN_MS;
+    for (int i = 1; atomic_load_explicit(&p->active, memory_order_acquire) > 0; i++) {
+        cpu_relax();
+        if (i % 64 == 0 && rt_now_ms() > until)
+            break;
+    }
     pthread_mutex_lock(&p->mu);
     while (p->active > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
