@@ -182,14 +182,15 @@ static bool stage_load(Stager *s, Expr *ld)
         if (which[d] >= 0)
             used[which[d]] = true;
     }
-    /* shared layout: chunk first, then spatial axes in axis order; on the
-     * CPU with vectors along the reduction, the chunk last, so the
-     * update's vectors and the copy's (the operands run along the
-     * reduction) are contiguous rows, not gathers */
+    /* shared layout: chunk first, then spatial axes in axis order; with
+     * vectors along the reduction, the chunk last, so the update's vectors
+     * and the copy's (the operands run along the reduction) are contiguous
+     * rows: on the CPU not gathers, on the GPU 128-bit shared loads and
+     * stores instead of scalar ones */
     int64_t shape[MK_MAX_AXES + 1], ext[MK_MAX_AXES + 1];
     int layout_of[MK_MAX_AXES + 1], ns = 0;
     int order[MK_MAX_AXES + 1];
-    bool chunk_last = !gpu && k->mk.vaxis == MK_VEC_REDUCE;
+    bool chunk_last = k->mk.vaxis == MK_VEC_REDUCE;
     if (!chunk_last)
         order[ns++] = n;
     for (int a = 0; a < n; a++)
@@ -270,13 +271,17 @@ static bool stage_load(Stager *s, Expr *ld)
         if (used[part])
             ridx[layout_of[part]] = part == n ? s->kpos : s->tpos[part];
 
-    /* the row padding with the fewest wavefronts (GPU) */
+    /* the row padding with the fewest wavefronts (GPU); rows the update
+     * reads in vectors keep their length a multiple of the vector, so
+     * every vector stays aligned */
     int64_t row = shape[nd - 1];
     if (gpu) {
         static const int pads[] = {0, 1, 2, 4, 8};
         int64_t best = -1;
-        int pick = 0;
+        int pick = 0, rv = chunk_last ? (k->mk.vec < 4 ? k->mk.vec : 4) : 1;
         for (size_t i = 0; i < sizeof pads / sizeof *pads; i++) {
+            if ((row + pads[i]) % rv != 0)
+                continue;
             shape[nd - 1] = row + pads[i];
             if (s->bytes + elems / row * shape[nd - 1] * 4 * nbuf > s->ti->shared_bytes)
                 break;

@@ -74,6 +74,8 @@ bert_qkv|Y|threads [16, 16] tile [8, 8] rchunk 8 unroll 2 vec 4 staged strided p
 bert_qkv|Y|threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined
 bert_qkv|Y|threads [8, 32] tile [4, 4] rchunk 16 unroll 4 vec 4 staged split 4 pipelined
 attention|S|threads [1, 2, 8] tile [1, 2, 4] rchunk 64 unroll 1 vec 4 along reduction rthreads 16
+bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged
+bert_qkv|Y|threads [1, 8] tile [2, 2] rchunk 32 unroll 2 vec 4 along reduction staged rthreads 4 pipelined
 FORMS
 i=0
 while IFS='|' read -r name stage mk; do
