@@ -8,7 +8,9 @@
  * accepts them), the program is lowered with several micro-kernels (the
  * defaults, and ragged ones such as 7x5 register tiles with a reduction
  * chunk of 3, staged and not, vectors along the reduction, the reduction
- * split in three launches), run on each target through its executor
+ * split in three launches; and the defaults with every elementwise
+ * intermediate fused the other way from the cost model's choice, as the
+ * tuner's search or --fuse may ask), run on each target through its executor
  * (exec/: the CPU object JIT-compiled, the loop interpreter, the emulator)
  * with seeded inputs and compared element by element with the reference
  * interpreter. Ends with "N passed, N failed"; exit 1 on any
@@ -27,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 5 };
+enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 6, FLIPPED = 5 };
 
 typedef struct Shapes {
     int n, ndims;
@@ -108,10 +110,30 @@ static void make_shapes(const TeProgram *p, Shapes *s)
     }
 }
 
-/* Micro-kernel variant v for every stage: 0 = defaults (NULL). */
+/* Sets (flip) or clears the Fuse of every elementwise intermediate of p:
+ * the opposite of what the cost model decides. Returns how many it set. */
+static int flip_fusion(TeProgram *p, bool flip)
+{
+    int n = 0;
+    Expr **bodies = calloc((size_t)p->ntensors + 1, sizeof *bodies);
+    bool *mat = calloc((size_t)p->ntensors + 1, sizeof *mat);
+    for (int i = 0; i < p->ntensors; i++)
+        p->tensors[i]->fuse = FUSE_COST;
+    pass_inline(p, bodies, mat);
+    for (int i = 0; flip && i < p->ntensors; i++)
+        if (pass_fuse_choosable(p->tensors[i])) {
+            p->tensors[i]->fuse = mat[i] ? FUSE_INLINE : FUSE_MATERIALIZE;
+            n++;
+        }
+    free(bodies);
+    free(mat);
+    return n;
+}
+
+/* Micro-kernel variant v for every stage: 0 and FLIPPED = defaults (NULL). */
 static MicroKernel *variant(const TeProgram *p, int v)
 {
-    if (v == 0)
+    if (v == 0 || v == FLIPPED)
         return NULL;
     MicroKernel *mks = calloc((size_t)p->ntensors + 1, sizeof *mks);
     for (int i = 0; i < p->ntensors; i++) {
@@ -301,9 +323,14 @@ int main(int argc, char **argv)
         return 1;
     }
     TargetInfo ti = pass_target_info(PT_CPU);
-    LoopProgram *lps[NVARIANTS];
+    LoopProgram *lps[NVARIANTS] = {0};
     ExCpu *cps[NVARIANTS] = {0};
-    for (int v = 0; v < NVARIANTS; v++) {
+    int nv = NVARIANTS;
+    for (int v = 0; v < nv; v++) {
+        if (flip_fusion(p, v == FLIPPED) == 0 && v == FLIPPED) {
+            nv = FLIPPED; /* nothing to flip: variant 0 again */
+            break;
+        }
         MicroKernel *mks = variant(p, v);
         lps[v] = pass_run_pipeline(p, mks, &ti, &(PipelineOpts){.verify_each = true}, err, sizeof err);
         free(mks);
@@ -326,6 +353,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    flip_fusion(p, false);
     int64_t lo[8];
     for (int i = 0; i < p->ndims; i++)
         lo[i] = p->dims[i]->lo;
@@ -338,7 +366,7 @@ int main(int argc, char **argv)
         if (quick && work(p, dims) - work(p, lo) > (small ? 1 << 19 : 1 << 21))
             continue;
         float **ref = reference(p, dims);
-        for (int v = 0; v < NVARIANTS; v++) {
+        for (int v = 0; v < nv; v++) {
             if (want_cpu)
                 check_shape(file, "cpu", v, p, lps[v], cps[v], dims, ref);
             /* the loop interpreter is slow: small shapes only */
