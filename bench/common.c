@@ -97,9 +97,9 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
         exit(1);
     }
     for (int i = 0; i < r->nfusion; i++) /* the search's close calls */
-        fprintf(stderr, "fusion: %s %s (%.3f ms over the shapes, %.3f the other way)\n",
+        fprintf(stderr, "fusion: %s %s (%.3f ms summed over the shapes, the other way %.3f)\n",
                 r->fusion[i].tensor, r->fusion[i].materialized ? "materialised" : "inlined",
-                r->fusion[i].ms, r->fusion[i].other_ms);
+                r->fusion[i].ms, r->fusion[i].same ? r->fusion[i].ms : r->fusion[i].other_ms);
     const SrchStageResult *s = &r->stages[0];
     BenchTuned t = {r->seconds, s->measured + s->reused, s->select_measured + s->select_reused,
                     0, NULL};

@@ -465,8 +465,13 @@ static const char *read_fuse(SrchRecords *r, const cJSON *o, const char *workloa
     Fuse f;
     if (get_string(o, "stage", &stage))
         return "fuse line without a string field \"stage\"";
-    if (get_string(o, "fuse", &text) || !pass_parse_fuse(text, &f))
-        return "field \"fuse\" is not \"inline\" or \"materialize\"";
+    static const char *const bad = "field \"fuse\" is not \"inline\", \"materialize\" or \"cost\"";
+    if (get_string(o, "fuse", &text))
+        return bad;
+    if (strcmp(text, "cost") == 0)
+        f = FUSE_COST;
+    else if (!pass_parse_fuse(text, &f))
+        return bad;
     for (int i = 0; i < r->nfuses; i++)
         if (strcmp(r->fuses[i].workload, workload) == 0 && strcmp(r->fuses[i].stage, stage) == 0) {
             r->fuses[i].fuse = f;
@@ -822,7 +827,6 @@ bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *
                               const char *arch, const char *stage, Fuse f, char *err,
                               size_t errlen)
 {
-    IR_ASSERT(f != FUSE_COST);
     cJSON *o = line_head(workload, target, arch, stage);
     cJSON_AddStringToObject(o, "kind", "fuse");
     cJSON_AddStringToObject(o, "fuse", pass_fuse_name(f));

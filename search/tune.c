@@ -77,8 +77,12 @@ typedef struct Tuner {
     const char *arch;       /* what the records say it ran on */
     SrchMeasurer *ms;       /* of the fusion being tuned */
     const char *ms_arch;    /* what it compiles for (NULL: sm_80) */
-    SrchRecords *rec;       /* open with that fusion's workloads */
+    SrchRecords *rec;       /* open with that fusion's workloads and the program's */
+    char *pf;               /* the program's fingerprint (its fuse lines) */
     int nconfigs;           /* fusions tuned */
+    int64_t *warned;        /* the records' damaged lines reported (each once) */
+    int nwarned;
+    int ncorrupt;           /* the most damaged lines any open of the records saw */
     int nshapes;
     int64_t *shapes;
     const char **dim_names;
@@ -986,12 +990,27 @@ static int stages_of(Tuner *tu, SrchStage **out)
     return n;
 }
 
-static void warn_records(const Tuner *tu)
+/* Reports the damaged lines of the records as just opened, each line
+ * once however often the records are opened (once per fusion tuned). */
+static void warn_records(Tuner *tu)
 {
-    if (!tu->o->warn)
-        return;
-    for (int i = 0; i < srch_records_nwarnings(tu->rec); i++)
-        tu->o->warn(tu->o->progress_ud, srch_records_warning(tu->rec, i)->msg);
+    int nc = srch_records_ncorrupt(tu->rec);
+    tu->ncorrupt = nc > tu->ncorrupt ? nc : tu->ncorrupt;
+    for (int i = 0; i < srch_records_nwarnings(tu->rec); i++) {
+        const SrchWarning *w = srch_records_warning(tu->rec, i);
+        bool seen = false;
+        for (int j = 0; j < tu->nwarned && !seen; j++) /* at most SRCH_MAX_WARNINGS a file */
+            seen = tu->warned[j] == w->line;
+        if (seen)
+            continue;
+        int64_t *n = realloc(tu->warned, sizeof *n * (size_t)(tu->nwarned + 1));
+        if (!n)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        tu->warned = n;
+        tu->warned[tu->nwarned++] = w->line;
+        if (tu->o->warn)
+            tu->o->warn(tu->o->progress_ud, w->msg);
+    }
 }
 
 /* ---- fusion ---- */
@@ -1037,12 +1056,18 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
     const char **fps = calloc((size_t)c->nst + 1, sizeof *fps);
     for (int i = 0; i < c->nst; i++)
         fps[i] = c->st[i].workload;
-    tu->rec = srch_records_open(o->records, c->nst, fps, tu->err, tu->errlen);
+    fps[c->nst] = tu->pf;
+    tu->rec = srch_records_open(o->records, c->nst + 1, fps, tu->err, tu->errlen);
     free(fps);
     if (!tu->rec)
         return !(tu->failed = true);
-    if (tu->nconfigs++ == 0)
-        warn_records(tu);
+    warn_records(tu);
+    char why[320];
+    if (tu->nconfigs++ == 0 && !srch_model_available(why, sizeof why) && o->warn) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s: the analytic cost model alone ranks candidates", why);
+        o->warn(o->progress_ud, msg);
+    }
     for (int i = 0; i < c->nst && !tu->failed; i++) {
         const SrchStageResult *had = NULL;
         for (int j = 0; prev && j < prev->nst && !had; j++)
@@ -1091,16 +1116,41 @@ static bool same_stages(const Config *a, const Config *b)
     return true;
 }
 
+/* Brings the records' fuse lines for the program in line with its
+ * intermediates' Fuse now: a line wherever the latest one says otherwise
+ * ("cost" for one the cost model decides), so a compile with the records
+ * finds the stages tuned, and an earlier tune's choice does not outlive
+ * this one's. */
+static void write_fuse_lines(Tuner *tu)
+{
+    const TeProgram *p = tu->p;
+    const char *want[1] = {tu->pf};
+    SrchRecords *r = srch_records_open(tu->o->records, 1, want, tu->err, tu->errlen);
+    for (int i = 0; r && i < p->ntensors && !tu->failed; i++) {
+        const Tensor *t = p->tensors[i];
+        if (pass_fuse_choosable(t) && srch_records_fuse(r, tu->pf, t->name) != t->fuse &&
+            !srch_records_append_fuse(r, tu->pf, tu->tg.name, tu->arch, t->name, t->fuse,
+                                      tu->err, tu->errlen))
+            tu->failed = true;
+    }
+    if (!r)
+        tu->failed = true;
+    srch_records_close(r);
+}
+
 /* The search's fusion choice. Each intermediate the cost model finds
  * close (inlining within FUSE_CONTEST of materialising, either way) and
  * no one fixed is tried the other way, readers first: the stages that
  * change are tuned, the other way is kept when its stages take less time
  * over all shape points (by FUSE_MARGIN), and that intermediate's Fuse is
- * fixed to the choice. *best is the fusion tuned so far; the choices go to
- * res and, as fuse lines (with those --fuse fixed), to the records. */
+ * fixed to the choice. A fusion that cannot be tuned (its buffers do not
+ * fit, a stage cannot be measured) loses, with a warning; only an
+ * interruption ends the tune. *best is the fusion tuned so far; the
+ * choices go to res and, as fuse lines, to the records. */
 static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
 {
     TeProgram *p = tu->p;
+    const SrchTuneOpts *o = tu->o;
     double *ratio = malloc(sizeof *ratio * (size_t)(p->ntensors + 1));
     bool *fixed = calloc((size_t)p->ntensors + 1, sizeof *fixed);
     res->fusion = calloc((size_t)p->ntensors + 1, sizeof *res->fusion);
@@ -1108,18 +1158,34 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
         fixed[i] = p->tensors[i]->fuse != FUSE_COST;
     for (int i = p->ntensors - 1; i >= 0 && !tu->failed; i--) {
         Tensor *t = p->tensors[i];
+        if (fixed[i] || !pass_fuse_choosable(t))
+            continue;
         pass_fuse_ratios(p, ratio); /* each choice moves its producers' */
-        if (fixed[i] || isnan(ratio[i]) || ratio[i] < 1 / FUSE_CONTEST || ratio[i] > FUSE_CONTEST)
+        if (ratio[i] < 1 / FUSE_CONTEST || ratio[i] > FUSE_CONTEST)
             continue;
         bool was = materialised_in(best, t);
         t->fuse = was ? FUSE_INLINE : FUSE_MATERIALIZE;
         Config alt = {0};
         bool ok = tune_config(tu, best, &alt);
+        if (!ok && !(o->stop && *o->stop)) {
+            if (o->warn) {
+                char msg[1200];
+                snprintf(msg, sizeof msg, "%s %s could not be tuned (%s): it stays %s", t->name,
+                         was ? "inlined" : "materialised", tu->err,
+                         was ? "materialised" : "inlined");
+                o->warn(o->progress_ud, msg);
+            }
+            tu->failed = false;
+        }
+        if (tu->failed) {
+            config_free(&alt);
+            break;
+        }
         double a = config_ms(tu, best), b = ok ? config_ms(tu, &alt) : NAN;
         bool same = ok && same_stages(best, &alt);
         bool flip = ok && !same && b * FUSE_MARGIN < a; /* NAN: keep */
         res->fusion[res->nfusion++] =
-            (SrchFusion){t->name, flip ? !was : was, flip ? b : a, same ? NAN : flip ? a : b};
+            (SrchFusion){t->name, flip ? !was : was, flip ? b : a, flip ? a : b, same};
         if (flip) {
             config_free(best);
             *best = alt;
@@ -1128,16 +1194,8 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
             config_free(&alt);
         }
     }
-    /* what a compile needs to find these stages again */
-    char *pf = srch_program_fingerprint(p, tu->tg.name, tu->arch);
-    for (int i = 0; i < p->ntensors && !tu->failed; i++) {
-        const Tensor *t = p->tensors[i];
-        if (pass_fuse_choosable(t) && t->fuse != FUSE_COST &&
-            !srch_records_append_fuse(tu->rec, pf, tu->tg.name, tu->arch, t->name, t->fuse,
-                                      tu->err, tu->errlen))
-            tu->failed = true;
-    }
-    free(pf);
+    if (!tu->failed)
+        write_fuse_lines(tu);
     free(ratio);
     free(fixed);
 }
@@ -1301,12 +1359,11 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     if (o->warm_start && !load_warm(&tu, err, errlen))
         goto out;
     tu.ms_arch = arch;
-    char why[320];
-    if (!srch_model_available(why, sizeof why) && o->warn) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "%s: the analytic cost model alone ranks candidates", why);
-        o->warn(o->progress_ud, msg);
-    }
+    tu.pf = srch_program_fingerprint(p, tu.tg.name, tu.arch);
+    /* the search fixes p's intermediates' Fuse as it goes; p is left as given */
+    Fuse *given = malloc(sizeof *given * (size_t)(p->ntensors + 1));
+    for (int i = 0; i < p->ntensors; i++)
+        given[i] = p->tensors[i]->fuse;
     Config cfg = {0};
     res = calloc(1, sizeof *res);
     res->nshapes = tu.nshapes;
@@ -1314,9 +1371,12 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     res->nwarm_kernels = tu.nwarm_mk;
     if (tune_config(&tu, NULL, &cfg)) {
         res->nforeign = srch_records_nforeign(tu.rec);
-        res->ncorrupt = srch_records_ncorrupt(tu.rec);
         search_fusion(&tu, &cfg, res);
     }
+    res->ncorrupt = tu.ncorrupt;
+    for (int i = 0; i < p->ntensors; i++)
+        p->tensors[i]->fuse = given[i];
+    free(given);
     res->stages = cfg.res;
     res->nstages = cfg.nst;
     cfg.res = NULL;
@@ -1331,6 +1391,8 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
 out:
     srch_records_close(tu.rec);
     srch_measurer_free(tu.ms);
+    free(tu.pf);
+    free(tu.warned);
     free(tu.dim_names);
     free(tu.shapes);
     free(tu.warm_feat);

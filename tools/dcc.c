@@ -1464,8 +1464,11 @@ static int cmd_tune(int argc, char **argv)
         const SrchFusion *f = &r->fusion[i];
         printf("fusion: %s %s: its stages %.4f ms summed over the shapes", f->tensor,
                f->materialized ? "materialised" : "inlined", f->ms);
-        if (isnan(f->other_ms))
+        if (f->same)
             printf(" (too large to inline)\n");
+        else if (isnan(f->other_ms))
+            printf("; %s, not timed at every shape point\n",
+                   f->materialized ? "inlined" : "materialised");
         else
             printf(", %.4f ms %s\n", f->other_ms, f->materialized ? "inlined" : "materialised");
     }

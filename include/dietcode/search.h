@@ -59,7 +59,10 @@
  * (srch_program_fingerprint):
  *
  *   {"v": 2, "kind": "fuse", "workload": ..., "target": ..., "arch": ...,
- *    "stage": "E", "fuse": "materialize" | "inline", "ts": ...}
+ *    "stage": "E", "fuse": "materialize" | "inline" | "cost", "ts": ...}
+ *
+ * ("cost": the cost model decides; a tune writes a line only where the
+ * latest one says otherwise). An older dcc reports fuse lines as damaged.
  *
  * Lines of workloads not asked for are skipped (counted as foreign).
  * Version 1 lines (an older dcc: one fingerprint per program) are not
@@ -148,11 +151,13 @@ const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *work
                                           const char *const *dim_names,
                                           const int64_t *dim_values, bool baseline);
 /* Appends a fuse line: intermediate stage of the program whose fingerprint
- * is workload is inlined or materialised (f: not FUSE_COST). */
+ * is workload is inlined, materialised, or (FUSE_COST) left to the cost
+ * model. */
 bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *target,
                               const char *arch, const char *stage, Fuse f, char *err,
                               size_t errlen);
-/* The latest fuse line's choice for stage of program workload, or FUSE_COST. */
+/* The latest fuse line's choice for stage of program workload; FUSE_COST
+ * when there is none. */
 Fuse srch_records_fuse(const SrchRecords *r, const char *workload, const char *stage);
 /* The latest tree stored for workload, or NULL (owned by r). */
 const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload);
@@ -511,12 +516,14 @@ typedef struct SrchStageResult {
 
 /* The search's choice for one intermediate the cost model found close:
  * what it chose, and the summed time over the shape points of the stages
- * with that choice and with the other (NAN: the other was no different,
- * e.g. a body too large to inline). */
+ * with that choice and with the other (NAN where a stage's time at a
+ * point is not known, or the other could not be tuned); same: the other
+ * way gave the same stages (a body too large to inline). */
 typedef struct SrchFusion {
     const char *tensor;
     bool materialized;
     double ms, other_ms;
+    bool same;
 } SrchFusion;
 
 typedef struct SrchTuneResult {
@@ -605,6 +612,10 @@ int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nran
  * largest it runs at. */
 int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, char *err,
                                 size_t errlen);
+/* Tunes every stage of p over the shape points, and the fusion of the
+ * intermediates the cost model finds close (search/tune.c). p's Fuse
+ * fields are left as given (a fixed one is not searched); the choices are
+ * in the result and in the records' fuse lines, which a compile applies. */
 SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen);
 void srch_tune_result_free(SrchTuneResult *r);
 /* The whole program's estimated time at shape point j of r: the sum of its
@@ -651,8 +662,9 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
  * success; 1 and err when the file holds no record of p for target; -1
  * and err when it cannot be read. warn (optional) gets each damaged line's
  * "PATH:LINE: reason", as srch_tune reports them. The file's fuse lines
- * for p set the Fuse of the intermediates p leaves undecided (FUSE_COST),
- * and stay set on success: lower p with sched afterwards. */
+ * for p set the Fuse of the intermediates p leaves undecided (FUSE_COST)
+ * for the arch whose records are used (they stay set, also on -1): lower
+ * p with sched afterwards. */
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
                                const char *arch, StageSchedule *sched, SrchTree **trees,
                                char *used_arch, size_t usedlen,

@@ -461,10 +461,14 @@ EOF
         done
     done
     [ $runs -eq 8 ] && ok "U inlined checks on emu and cpu at T = 1, 37, 64, 100"
-    # a resumed tune measures nothing again and chooses the same
+    # a resumed tune measures nothing again, of either fusion, and chooses
+    # the same, writing no fuse line again
+    n1=$(keys "$rec" | wc -l)
+    f1=$(grep -c '"kind":"fuse"' "$rec")
     "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$rec" \
-        >"$tmp/out2" 2>&1 && ! grep -q "search [1-9][0-9]* measured" "$tmp/out2" &&
-        grep -q "^fusion: U inlined" "$tmp/out2" && ok "a resumed tune chooses the same" ||
+        >"$tmp/out2" 2>&1 && [ "$(keys "$rec" | wc -l)" -eq "$n1" ] &&
+        [ "$(grep -c '"kind":"fuse"' "$rec")" -eq "$f1" ] &&
+        grep -q "^fusion: U inlined" "$tmp/out2" && ok "a resumed tune chooses the same ($n1 measurements)" ||
         { cat "$tmp/out2"; bad "resumed fusion"; }
     # fixed by --fuse: not searched, recorded as given
     "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$tmp/g.jsonl" \
@@ -472,12 +476,25 @@ EOF
         grep -q '"stage":"U","kind":"fuse","fuse":"materialize"' "$tmp/g.jsonl" &&
         [ "$(stages --records "$tmp/g.jsonl")" = "U,Y" ] &&
         ok "tune --fuse fixes U, and the compile follows" || { cat "$tmp/out3"; bad "tune --fuse"; }
+    # a later tune's fusion replaces an earlier one's: V (read once, not a
+    # close call) materialised by --fuse, then tuned again without it
+    sed 's/Y\[i: T, n: 40\] = sum\[k: 256\](U\[i, k\] \* W\[n, k\])/Y[i: T, n: 40] = sum[k: 256](U[i, k] * W[n, k]) + V[i, n]/' \
+        "$prog" >"$tmp/fuse2.tex"
+    sed -i 's/^U\[/V[i: T, n: 40] = X[i, n] * 2.0\nU[/' "$tmp/fuse2.tex"
+    "$dcc" tune "$tmp/fuse2.tex" --target=model --trials 4 --shapes T=1..64:2 --records "$tmp/h.jsonl" \
+        --fuse V=materialize >/dev/null 2>&1 &&
+    "$dcc" tune "$tmp/fuse2.tex" --target=model --trials 4 --shapes T=1..64:2 --records "$tmp/h.jsonl" \
+        >/dev/null 2>&1 &&
+        plan=$("$dcc" "$tmp/fuse2.tex" --target=nvptx --emit=plan --set T=5 --records "$tmp/h.jsonl" |
+               sed -n 's/^stage \([A-Za-z0-9_]*\):.*/\1/p' | paste -sd, -) &&
+        [ "$plan" = "Y" ] && grep -q '"stage":"V","kind":"fuse","fuse":"cost"' "$tmp/h.jsonl" &&
+        ok "a later tune's fusion replaces an earlier one's" || bad "stale fuse line: plan ${plan:-?}"
     # a damaged fuse line is reported and left out: the cost model decides
     sed -n 's/"fuse":"inline"/"fuse":"sometimes"/p' "$rec" >"$tmp/d.jsonl"
     grep -v '"kind":"fuse"' "$rec" >>"$tmp/d.jsonl"
     [ "$(stages --records "$tmp/d.jsonl")" = "U,Y" ] &&
         "$dcc" "$prog" --target=nvptx --emit=plan --set T=5 --records "$tmp/d.jsonl" 2>&1 >/dev/null |
-        grep -q 'd.jsonl:1: field "fuse" is not "inline" or "materialize"' &&
+        grep -q 'd.jsonl:1: field "fuse" is not "inline", "materialize" or "cost"' &&
         ok "a damaged fuse line: a warning, the cost model's fusion" || bad "damaged fuse line"
     # what --fuse refuses, in one line (a usage error adds where help is)
     for case in "Y=inline:1:inputs and outputs" "Q=inline:1:no tensor" "U=maybe:2:expects"; do
