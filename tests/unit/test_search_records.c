@@ -4,10 +4,10 @@
  * (whatever the dim order or micro-kernel spacing); damaged lines of every
  * kind are reported with their line number and skipped while the good
  * ones around them survive; lines of another workload are ignored, lines
- * of version 1 counted and reported once; trees are stored and read back;
- * appending after a cut line keeps both; a child SIGKILLed while
- * appending leaves every fully written record readable; random corruptions
- * never crash; 100k records load and look up quickly. Scratch files live in
+ * of version 1 counted and reported once; trees and fuse lines are stored
+ * and read back, the latest winning; appending after a cut line keeps
+ * both; a child SIGKILLed while appending leaves every fully written
+ * record readable; random corruptions never crash; 100k records load and look up quickly. Scratch files live in
  * a mkdtemp directory under DC_BUILD_DIR (or /tmp) that the teardown removes.
  */
 #include <setjmp.h>
@@ -302,6 +302,46 @@ static void assert_warning(SrchRecords *r, int i, int64_t line, const char *need
         fail_msg("warning %d: want line %lld with '%s', got %lld '%s'", i, (long long)line,
                  needle, (long long)w->line, w->msg);
 }
+
+/* Fuse lines: the latest per (program, tensor) wins, in memory at once
+ * and read back; "cost" reads as FUSE_COST; another program's are foreign;
+ * a bad choice or a missing tensor is a damaged line. */
+static void test_fuse_lines(void **state)
+{
+    (void)state;
+    SrchRecords *r = open_ok("prog");
+    char err[512] = "";
+    assert_int_equal(srch_records_fuse(r, "prog", "E"), FUSE_COST);
+    assert_true(srch_records_append_fuse(r, "prog", "cpu", "skx", "E", FUSE_MATERIALIZE, err,
+                                         sizeof err));
+    assert_true(srch_records_append_fuse(r, "prog", "cpu", "skx", "P", FUSE_INLINE, err,
+                                         sizeof err));
+    assert_int_equal(srch_records_fuse(r, "prog", "E"), FUSE_MATERIALIZE);
+    assert_true(srch_records_append_fuse(r, "prog", "cpu", "skx", "E", FUSE_COST, err,
+                                         sizeof err));
+    assert_true(srch_records_append_fuse(r, "other", "cpu", "skx", "E", FUSE_INLINE, err,
+                                         sizeof err));
+    assert_int_equal(srch_records_fuse(r, "prog", "E"), FUSE_COST);
+    srch_records_close(r);
+    FILE *f = fopen(path, "a");
+    fputs("{\"v\":2,\"workload\":\"prog\",\"target\":\"cpu\",\"arch\":\"skx\","
+          "\"stage\":\"P\",\"kind\":\"fuse\",\"fuse\":\"sometimes\"}\n"
+          "{\"v\":2,\"workload\":\"prog\",\"target\":\"cpu\",\"arch\":\"skx\","
+          "\"kind\":\"fuse\",\"fuse\":\"inline\"}\n", f);
+    fclose(f);
+    r = open_ok("prog");
+    assert_int_equal(srch_records_fuse(r, "prog", "E"), FUSE_COST);
+    assert_int_equal(srch_records_fuse(r, "prog", "P"), FUSE_INLINE);
+    assert_int_equal(srch_records_fuse(r, "prog", "Q"), FUSE_COST);
+    assert_int_equal(srch_records_fuse(r, "other", "E"), FUSE_COST); /* not wanted */
+    assert_int_equal(srch_records_nforeign(r), 1);
+    assert_int_equal(srch_records_count(r), 0);
+    assert_int_equal(srch_records_ncorrupt(r), 2);
+    assert_warning(r, 0, 5, "\"fuse\" is not");
+    assert_warning(r, 1, 6, "\"stage\"");
+    srch_records_close(r);
+}
+
 
 static void test_damaged_lines(void **state)
 {
@@ -710,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_features, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_finds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trees, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fuse_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_after_cut_line, setup, teardown),
