@@ -135,16 +135,17 @@ static void decide(const TeProgram *p, bool *materialized, double *ratio)
             materialized[i] = true;
             continue;
         }
+        double size = numel_at(t, dims);
         if (!pass_fuse_choosable(t)) {
             materialized[i] = true;
         } else {
-            double size = numel_at(t, dims), w = work(t->body), r = reads[i];
+            double w = work(t->body), r = reads[i];
             double inlined = r * w, mat = size * (w + 1 + FUSE_SLACK) + r;
             if (ratio)
                 ratio[i] = mat > 0 ? inlined / mat : inlined > 0 ? INFINITY : 0;
             materialized[i] = t->fuse == FUSE_COST ? inlined > mat : t->fuse == FUSE_MATERIALIZE;
         }
-        count_reads(t->body, materialized[i] ? numel_at(t, dims) : reads[i], reads, dims);
+        count_reads(t->body, materialized[i] ? size : reads[i], reads, dims);
     }
     free(reads);
     free(dims);

@@ -458,6 +458,15 @@ static const char *read_tree(SrchRecords *r, const cJSON *o, const char *workloa
     return NULL;
 }
 
+/* The fuse entry of (program workload, tensor stage), or NULL. */
+static FuseEntry *find_fuse(const SrchRecords *r, const char *workload, const char *stage)
+{
+    for (int i = 0; i < r->nfuses; i++)
+        if (strcmp(r->fuses[i].workload, workload) == 0 && strcmp(r->fuses[i].stage, stage) == 0)
+            return &r->fuses[i];
+    return NULL;
+}
+
 /* A fuse line of a wanted program: the latest one per tensor wins. */
 static const char *read_fuse(SrchRecords *r, const cJSON *o, const char *workload)
 {
@@ -472,11 +481,11 @@ static const char *read_fuse(SrchRecords *r, const cJSON *o, const char *workloa
         f = FUSE_COST;
     else if (!pass_parse_fuse(text, &f))
         return bad;
-    for (int i = 0; i < r->nfuses; i++)
-        if (strcmp(r->fuses[i].workload, workload) == 0 && strcmp(r->fuses[i].stage, stage) == 0) {
-            r->fuses[i].fuse = f;
-            return NULL;
-        }
+    FuseEntry *had = find_fuse(r, workload, stage);
+    if (had) {
+        had->fuse = f;
+        return NULL;
+    }
     FuseEntry *n = realloc(r->fuses, sizeof *n * (size_t)(r->nfuses + 1));
     if (!n)
         ir_panic(__FILE__, __LINE__, "out of memory");
@@ -808,6 +817,21 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     return ok;
 }
 
+/* Appends line o (a tree or a fuse line, its time stamp added) and, for a
+ * wanted workload, reads it back through read as the file's lines are;
+ * frees o. */
+static bool append_kept(SrchRecords *r, cJSON *o, const char *workload,
+                        const char *(*read)(SrchRecords *, const cJSON *, const char *),
+                        char *err, size_t errlen)
+{
+    cJSON_AddNumberToObject(o, "ts", (double)time(NULL));
+    bool ok = append_line(r, o, err, errlen);
+    if (ok && wanted(r, workload))
+        read(r, o, workload);
+    cJSON_Delete(o);
+    return ok;
+}
+
 bool srch_records_append_tree(SrchRecords *r, const char *workload, const char *target,
                               const char *arch, const char *stage, const SrchTree *t, char *err,
                               size_t errlen)
@@ -815,12 +839,7 @@ bool srch_records_append_tree(SrchRecords *r, const char *workload, const char *
     cJSON *o = line_head(workload, target, arch, stage);
     cJSON_AddStringToObject(o, "kind", "tree");
     cJSON_AddItemToObject(o, "tree", srch_tree_json(t));
-    cJSON_AddNumberToObject(o, "ts", (double)time(NULL));
-    bool ok = append_line(r, o, err, errlen);
-    if (ok && wanted(r, workload))
-        read_tree(r, o, workload);
-    cJSON_Delete(o);
-    return ok;
+    return append_kept(r, o, workload, read_tree, err, errlen);
 }
 
 bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *target,
@@ -830,12 +849,7 @@ bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *
     cJSON *o = line_head(workload, target, arch, stage);
     cJSON_AddStringToObject(o, "kind", "fuse");
     cJSON_AddStringToObject(o, "fuse", pass_fuse_name(f));
-    cJSON_AddNumberToObject(o, "ts", (double)time(NULL));
-    bool ok = append_line(r, o, err, errlen);
-    if (ok && wanted(r, workload))
-        read_fuse(r, o, workload);
-    cJSON_Delete(o);
-    return ok;
+    return append_kept(r, o, workload, read_fuse, err, errlen);
 }
 
 /* ---- lookups ---- */
@@ -882,10 +896,8 @@ const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload)
 
 Fuse srch_records_fuse(const SrchRecords *r, const char *workload, const char *stage)
 {
-    for (int i = 0; i < r->nfuses; i++)
-        if (strcmp(r->fuses[i].workload, workload) == 0 && strcmp(r->fuses[i].stage, stage) == 0)
-            return r->fuses[i].fuse;
-    return FUSE_COST;
+    const FuseEntry *e = find_fuse(r, workload, stage);
+    return e ? e->fuse : FUSE_COST;
 }
 
 int srch_records_archs(const SrchRecords *r, const char *target, const char **out, int max)
