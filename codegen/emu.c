@@ -14,9 +14,10 @@
  * one iteration, guarded by index < extent, as on the GPU); a barrier is a
  * call to rt_simt_barrier_at, which parks the fiber until the whole block has
  * arrived (the call is `convergent`, so LLVM does not duplicate it into
- * divergent paths); shared buffers are 64-byte aligned offsets into the
- * block's shared buffer, laid out in the order the kernel allocates them
- * (cg_emu_shared_bytes); math is the CPU target's. exec/emu.c compiles a
+ * divergent paths), after rt_simt_cp_wait where it waits for async copies
+ * (rt_simt_cp_async, written to shared memory only then); shared buffers
+ * are 64-byte aligned offsets into the block's shared buffer, laid out in
+ * the order the kernel allocates them (cg_emu_shared_bytes); math is the CPU target's. exec/emu.c compiles a
  * program's kernels with these hooks (cg_kernels_module) and runs its
  * plan, each block as k->nthreads fibers.
  */
@@ -195,6 +196,25 @@ static LLVMValueRef emu_shuffle_xor(CgFn *g, LLVMValueRef v, int mask)
     return LLVMBuildCall2(g->b, fty, fn, args, 3, "");
 }
 
+/* An async copy is rt_simt_cp_async(dst, src, bytes, src_bytes): the
+ * emulator writes it at the thread's next rt_simt_cp_wait, so a read
+ * before that sees the old contents, as it may on a GPU. */
+static void emu_async_copy(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef ok)
+{
+    LLVMTypeRef pt[4] = {g->ptr, g->ptr, g->i32, g->i32};
+    LLVMTypeRef fty = LLVMFunctionType(g->voidt, pt, 4, 0);
+    LLVMValueRef fn = convergent_fn(g, "rt_simt_cp_async", fty);
+    LLVMValueRef n = LLVMConstInt(g->i32, (unsigned)bytes, 0);
+    LLVMValueRef args[4] = {dst, src, n, ok ? LLVMBuildSelect(g->b, ok, n, LLVMConstInt(g->i32, 0, 0), "") : n};
+    LLVMBuildCall2(g->b, fty, fn, args, 4, "");
+}
+
+static void emu_async_wait(CgFn *g)
+{
+    LLVMTypeRef fty = LLVMFunctionType(g->voidt, NULL, 0, 0);
+    LLVMBuildCall2(g->b, fty, convergent_fn(g, "rt_simt_cp_wait", fty), NULL, 0, "");
+}
+
 static LLVMValueRef emu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
 {
     Layout L = {.want = buf, .want_off = -1};
@@ -229,6 +249,8 @@ static void emu_init(void)
         .barrier = emu_barrier,
         .shared_alloc = emu_shared_alloc,
         .shuffle_xor = emu_shuffle_xor,
+        .async_copy = emu_async_copy,
+        .async_wait = emu_async_wait,
         .index32 = true,
         .math = emu_math,
     };

@@ -547,9 +547,82 @@ static LLVMValueRef to_f32(Lower *L, LLVMValueRef v)
     return et == L->g->i1 ? LLVMBuildUIToFP(L->g->b, v, ft, "") : LLVMBuildSIToFP(L->g->b, v, ft, "");
 }
 
+static bool multiple_of(Lower *L, Expr *e, int64_t m)
+{
+    ExprCtx *c = L->g->ec;
+    int64_t r;
+    return ir_is_const(ir_simplify(c, ir_binop(c, EX_MOD, e, ir_int(c, m))), &r) && r == 0;
+}
+
+/* Whether t[idx] over the lanes is one run along t's last axis that starts
+ * at a proven multiple of w elements, in a row of a multiple of w: aligned
+ * to w floats (buffers are 16-byte aligned), and wholly in or wholly out of
+ * bounds. */
+static bool aligned_run(Lower *L, const Tensor *t, int n, Expr **idx, int w)
+{
+    Expr *b;
+    for (int i = 0; i + 1 < n; i++)
+        if (varies(L, idx[i]))
+            return false;
+    return n > 0 && classify(L, idx[n - 1], &b) == AC_CONTIG && multiple_of(L, b, w) &&
+           multiple_of(L, t->shape[n - 1], w);
+}
+
+static LLVMValueRef lane_of(Lower *L, LLVMValueRef v, int j)
+{
+    if (!v || !is_vec(v))
+        return v;
+    return LLVMBuildExtractElement(L->g->b, v, LLVMConstInt(L->g->i32, (unsigned)j, 0), "");
+}
+
+/* An async store through the target's async_copy: one copy of the lanes
+ * when they are one aligned run of 8 or 16 bytes on both sides (or one
+ * element), else a 4-byte copy per lane. An element out of its tensor is
+ * zero-filled and its source parked on element 0. False: not an async
+ * store the target copies asynchronously (it is stored at once). */
+static bool async_store(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    Expr *v = s->store.value;
+    if (!s->store.async || !g->target->async_copy || guard)
+        return false;
+    IR_ASSERT(v->kind == EX_LOAD && v->load.t->scope == MS_GLOBAL);
+    const Tensor *dt = s->store.buf, *src = v->load.t;
+    LLVMValueRef ok = v->load.padded ? inbounds(L, src, v->load.n, v->load.idx, NULL) : NULL;
+    Expr *df = flat_offset(L, dt, s->store.n, s->store.idx), *d0;
+    Expr *sf = flat_offset(L, src, v->load.n, v->load.idx), *s0;
+    Access da = classify(L, df, &d0), sa = classify(L, sf, &s0);
+    int w = L->lane ? L->width : 1;
+    LLVMValueRef dbase = buffer_ptr(L, dt), sbase = buffer_ptr(L, src);
+    int bytes = 0;
+    if (da == AC_SCALAR && sa == AC_SCALAR)
+        bytes = 4; /* every lane the same element: the last lane's store */
+    else if (da == AC_CONTIG && sa == AC_CONTIG && (w == 2 || w == 4) &&
+             aligned_run(L, dt, s->store.n, s->store.idx, w) &&
+             aligned_run(L, src, v->load.n, v->load.idx, w))
+        bytes = 4 * w;
+    if (bytes) {
+        LLVMValueRef ok0 = lane_of(L, ok, 0), off = ex(L, s0, NULL);
+        if (ok0)
+            off = LLVMBuildSelect(g->b, ok0, off, cint(L, off, 0), "");
+        g->target->async_copy(g, gep(L, dbase, ex(L, d0, NULL)), gep(L, sbase, off), bytes, ok0);
+        return true;
+    }
+    LLVMValueRef doff = ex(L, df, NULL), soff = ex(L, sf, NULL);
+    for (int j = 0; j < w; j++) {
+        LLVMValueRef okj = lane_of(L, ok, j), so = lane_of(L, soff, j);
+        if (okj)
+            so = LLVMBuildSelect(g->b, okj, so, cint(L, so, 0), "");
+        g->target->async_copy(g, gep(L, dbase, lane_of(L, doff, j)), gep(L, sbase, so), 4, okj);
+    }
+    return true;
+}
+
 static void store(Lower *L, Stmt *s, LLVMValueRef guard)
 {
     CgFn *g = L->g;
+    if (async_store(L, s, guard))
+        return;
     const Tensor *t = s->store.buf;
     IR_ASSERT(t->dtype == DT_F32);
     IR_ASSERT(!guard || is_vec(guard));
@@ -1038,6 +1111,8 @@ static void st(Lower *L, Stmt *s, LLVMValueRef guard)
             ir_panic(__FILE__, __LINE__, "barrier reached codegen for target %s",
                      L->g->target->name);
         IR_ASSERT(!L->lane);
+        if (s->barrier.wait_async && L->g->target->async_wait)
+            L->g->target->async_wait(L->g);
         L->g->target->barrier(L->g);
         return;
     }

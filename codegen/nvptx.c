@@ -19,7 +19,9 @@
  * the thread loop one iteration at tid.x, with no guard because the launch
  * uses exactly k->nthreads threads (its extent) per block, which
  * `!nvvm.annotations` maxntidx also states (PTX .maxntid). Barriers are
- * bar.sync 0 (llvm.nvvm.barrier0); shared buffers are internal
+ * bar.sync 0 (llvm.nvvm.barrier0), after cp.async.wait_all where the
+ * barrier waits for async stores, which are cp.async from sm_80 on (a
+ * plain load and store before); shared buffers are internal
  * addrspace(3) globals, one per buffer per kernel; local buffers stay
  * allocas that SROA turns into registers once the register tiles are
  * unrolled. Index arithmetic is the shared lowering's i64.
@@ -38,6 +40,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -165,6 +168,30 @@ static CgRange nvptx_loop_range(CgFn *g, ForKind fk, LLVMValueRef extent)
 }
 
 static void nvptx_barrier(CgFn *g) { cg_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
+
+/* cp.async (sm_80 and later) with a source size: .cg (L2 only, as the
+ * block's other threads read the copy from shared memory) for 16 bytes,
+ * .ca for 4 and 8 */
+static void nvptx_async_copy(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes,
+                             LLVMValueRef ok)
+{
+    char name[64];
+    snprintf(name, sizeof name, "llvm.nvvm.cp.async.%s.shared.global.%d.s", bytes == 16 ? "cg" : "ca",
+             bytes);
+    LLVMValueRef n = LLVMConstInt(g->i32, (unsigned)bytes, 0);
+    LLVMValueRef args[3] = {
+        LLVMBuildAddrSpaceCast(g->b, dst, LLVMPointerTypeInContext(g->cx, 3), ""),
+        LLVMBuildAddrSpaceCast(g->b, src, LLVMPointerTypeInContext(g->cx, 1), ""),
+        ok ? LLVMBuildSelect(g->b, ok, n, LLVMConstInt(g->i32, 0, 0), "") : n,
+    };
+    cg_intrinsic(g, name, NULL, 0, args, 3);
+}
+
+/* cp.async.wait_all: commits the thread's copies and waits for them */
+static void nvptx_async_wait(CgFn *g)
+{
+    cg_intrinsic(g, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
+}
 
 /* shfl.sync.bfly.b32 over the full warp (c = 0x1f: lanes wrap within it) */
 static LLVMValueRef nvptx_shuffle_xor(CgFn *g, LLVMValueRef v, int mask)
@@ -401,6 +428,8 @@ static void nvptx_init(void)
                 .barrier = nvptx_barrier,
                 .shared_alloc = nvptx_shared_alloc,
                 .shuffle_xor = nvptx_shuffle_xor,
+                .async_copy = atoi(archs[i] + 3) >= 80 ? nvptx_async_copy : NULL,
+                .async_wait = atoi(archs[i] + 3) >= 80 ? nvptx_async_wait : NULL,
                 .index32 = true,
                 .math = l ? math_libdevice : cg_nvptx_approx_math,
             };

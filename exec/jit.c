@@ -17,6 +17,8 @@ static void define(void)
     cg_jit_define("dcrt_workspace_size", (const void *)dcrt_workspace_size);
     cg_jit_define("rt_simt_barrier_at", (const void *)rt_simt_barrier_at);
     cg_jit_define("rt_simt_shfl_xor", (const void *)rt_simt_shfl_xor);
+    cg_jit_define("rt_simt_cp_async", (const void *)rt_simt_cp_async);
+    cg_jit_define("rt_simt_cp_wait", (const void *)rt_simt_cp_wait);
 }
 
 void ex_jit_runtime(void) { pthread_once(&once, define); }

@@ -63,6 +63,13 @@ Stmt *ir_alloc(Arena *a, Tensor *buf, Stmt *body)
 
 Stmt *ir_barrier(Arena *a) { return node(a, ST_BARRIER); }
 
+Stmt *ir_barrier_async(Arena *a)
+{
+    Stmt *s = node(a, ST_BARRIER);
+    s->barrier.wait_async = true;
+    return s;
+}
+
 Stmt *ir_seq(Arena *a, int n, Stmt **items)
 {
     int m = 0;

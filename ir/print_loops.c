@@ -58,7 +58,7 @@ void ir_print_stmt(FILE *out, const Stmt *s, int ind)
                 fputs(", ", out);
             ir_print_expr(out, s->store.idx[i]);
         }
-        fputs("] = ", out);
+        fputs(s->store.async ? "] = async " : "] = ", out);
         ir_print_expr(out, s->store.value);
         fputc('\n', out);
         break;
@@ -72,7 +72,7 @@ void ir_print_stmt(FILE *out, const Stmt *s, int ind)
         break;
     case ST_BARRIER:
         pad(out, ind);
-        fputs("barrier\n", out);
+        fputs(s->barrier.wait_async ? "barrier after async copies\n" : "barrier\n", out);
         break;
     case ST_SEQ:
         for (int i = 0; i < s->seq.n; i++)

@@ -120,6 +120,10 @@ static void check_stmt(Env *e, const Stmt *s)
             fail(e, "store with the wrong number of indices", s->store.buf->name);
         if (s->store.value->type != DT_F32)
             fail(e, "store of a non-float value", s->store.buf->name);
+        if (s->store.async && (s->store.buf->scope != MS_SHARED || s->store.value->kind != EX_LOAD ||
+                               s->store.value->load.t->scope != MS_GLOBAL))
+            fail(e, "async store that is not a copy of a global load into shared memory",
+                 s->store.buf->name);
         for (int i = 0; i < s->store.n; i++)
             check_expr(e, s->store.idx[i]);
         check_expr(e, s->store.value);

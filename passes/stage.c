@@ -11,7 +11,10 @@
  *           of each chunk by all threads together, between two barriers,
  *           reading the source in its own row-major order; the update
  *           reads L_s instead. Other loads (a convolution's halo) stay
- *           global.
+ *           global. A pipelined micro-kernel (GPU) has two buffers and one
+ *           barrier a chunk: the next chunk goes through registers, or
+ *           with ti->async_copy as async stores (cp.async) that the
+ *           barrier at the top of the next chunk waits for.
  * breaks:   nothing; the copy's global loads are guarded later by pad.
  */
 #include "dietcode/passes.h"
@@ -83,6 +86,10 @@ static Expr *C(Stager *s, int64_t v) { return ir_int(s->c, v); }
 
 /* Double-buffered (GPU, a micro-kernel that asks for it). */
 static bool pipelined(const Stager *s) { return s->ti->kind == PT_GPU && s->k->mk.pipeline; }
+
+/* Double-buffered through asynchronous copies (cp.async) rather than
+ * registers. */
+static bool async_copies(const Stager *s) { return pipelined(s) && s->ti->async_copy; }
 
 static bool multiple_of(ExprCtx *c, Expr *e, int64_t m)
 {
@@ -279,6 +286,10 @@ static bool stage_load(Stager *s, Expr *ld)
         static const int pads[] = {0, 1, 2, 4, 8};
         int64_t best = -1;
         int pick = 0, rv = chunk_last ? (k->mk.vec < 4 ? k->mk.vec : 4) : 1;
+        /* an asynchronous copy of a vector along the row needs it 16-byte
+         * aligned in shared memory too */
+        if (async_copies(s) && Vc == 4 && layout_of[walk[0]] == nd - 1)
+            rv = 4;
         for (size_t i = 0; i < sizeof pads / sizeof *pads; i++) {
             if ((row + pads[i]) % rv != 0)
                 continue;
@@ -357,8 +368,8 @@ static void replace_in_store(Stmt *st, void *ud)
 /* The copy of staged load st, element by element ([if owner:] for e:
  * [if guard:] for v:): from global memory at chunk `chunk` (NULL: from the registers
  * regs) into the shared buffer (its first index `which` when double
- * buffered; NULL: not double buffered) or, with chunk and regs both
- * given, into the registers. */
+ * buffered; NULL: not double buffered), asynchronously when async_copies,
+ * or, with chunk and regs both given, into the registers. */
 static Stmt *copy(Stager *s, const Staged *st, Expr *chunk, Tensor *regs, Expr *which)
 {
     ExprCtx *c = s->c;
@@ -375,6 +386,7 @@ static Stmt *copy(Stager *s, const Staged *st, Expr *chunk, Tensor *regs, Expr *
             dst[nb++] = which;
         memcpy(dst + nb, st->dst, sizeof(Expr *) * (size_t)st->nd);
         body = ir_store(s->a, st->buf, st->nd + nb, dst, value);
+        body->store.async = chunk && which && async_copies(s);
     }
     if (st->Vc > 1)
         body = ir_for(s->a, st->v, FK_VECTORIZED, body);
@@ -483,6 +495,29 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
         items[ni++] = ir_barrier(a);
         items[ni++] = ki_loop;
         k->ko_loop->loop.body = ir_seq(a, ni, items);
+    } else if (async_copies(&s)) {
+        /* chunk 0 into buffer 0 before the loop; in the loop a barrier
+         * after this thread's copies have landed (chunk ko is in buffer
+         * ko % 2 and every thread is done with buffer (ko + 1) % 2), the
+         * next chunk's copies into that buffer, then the compute on
+         * buffer ko % 2 while they fly */
+        Expr *nko = ko->extent;
+        Expr *more = ir_binop(c, EX_LT, ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1)), nko);
+        Expr *next = ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1));
+        Expr *other = ir_simplify(c, ir_binop(c, EX_MOD, next, ir_int(c, 2)));
+        Stmt *copies[MAX_STAGED];
+        for (int i = 0; i < s.nst; i++)
+            copies[i] = copy(&s, &s.st[i], next, NULL, other);
+        items[ni++] = ir_barrier_async(a);
+        items[ni++] = ir_if(a, more, ir_seq(a, s.nst, copies), NULL);
+        items[ni++] = ki_loop;
+        Stmt *pre[MAX_STAGED + 1];
+        int np = 0;
+        for (int i = 0; i < s.nst; i++)
+            pre[np++] = copy(&s, &s.st[i], ir_int(c, 0), NULL, ir_int(c, 0));
+        pre[np++] = ir_for(a, ko, FK_SERIAL, ir_seq(a, ni, items));
+        *k->ko_loop = *ir_seq(a, np, pre);
+        k->ko_loop = find_loop_of(k->ko_loop, ko);
     } else {
         /* chunk 0 into buffer 0 before the loop; in the loop, the next
          * chunk's elements into registers (the last one loads its own chunk

@@ -10,6 +10,7 @@
 #include "dietcode/passes.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The first line of path, without its newline; false when unreadable. */
@@ -72,11 +73,17 @@ void pass_host_caches(int64_t cache[3])
     }
 }
 
+void pass_target_gpu_arch(TargetInfo *ti, const char *arch)
+{
+    int sm = arch && strncmp(arch, "sm_", 3) == 0 ? atoi(arch + 3) : 80;
+    ti->async_copy = ti->kind == PT_GPU && sm >= 80;
+}
+
 TargetInfo pass_target_info(PassTarget kind)
 {
     if (kind == PT_GPU)
-        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024, {0, 0, 0}};
-    TargetInfo ti = {PT_CPU, 16, 1024, 1 << 20, {0, 0, 0}};
+        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024, {0, 0, 0}, true};
+    TargetInfo ti = {PT_CPU, 16, 1024, 1 << 20, {0, 0, 0}, false};
     pass_host_caches(ti.cache);
     return ti;
 }

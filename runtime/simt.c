@@ -20,6 +20,11 @@
  * A warp shuffle (rt_simt_shfl_xor) is two barriers around an exchange
  * through a per-block array of one float per thread.
  *
+ * An async copy (rt_simt_cp_async, cp.async) reads its source at once and
+ * is written to shared memory only when its thread calls rt_simt_cp_wait,
+ * so a kernel that reads the copy too early reads the old contents (NaN
+ * at first), and one that never waits is an error of the block.
+ *
  * Under AddressSanitizer every switch is announced with
  * __sanitizer_start/finish_switch_fiber, and a reused stack is unpoisoned.
  */
@@ -49,8 +54,17 @@ enum { DEFAULT_STACK = 256 << 10, MIN_STACK = 32 << 10 };
 
 typedef enum FiberState { F_READY, F_BARRIER, F_DONE } FiberState;
 
+/* An async copy not yet written to shared memory. */
+typedef struct Copy {
+    unsigned char *dst;
+    int bytes;
+    unsigned char data[16];
+} Copy;
+
 typedef struct Fiber {
     ucontext_t ctx;
+    Copy *q;          /* its async copies, in issue order */
+    int nq, capq;
     char *mem;        /* mapping: guard page, then the stack */
     size_t memlen;
     FiberState state;
@@ -87,8 +101,10 @@ static void simt_free(Simt *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < s->nf; i++)
+    for (int i = 0; i < s->nf; i++) {
         munmap(s->f[i].mem, s->f[i].memlen);
+        free(s->f[i].q);
+    }
     free(s->f);
     free(s->shared);
     free(s);
@@ -235,6 +251,44 @@ float rt_simt_shfl_xor(float v, int32_t mask, int64_t id)
     return r;
 }
 
+void rt_simt_cp_async(void *dst, const void *src, int32_t bytes, int32_t src_bytes)
+{
+    Simt *s = tls;
+    if (!s || !s->cur)
+        abort();
+    Fiber *f = s->cur;
+    if ((bytes != 4 && bytes != 8 && bytes != 16) || src_bytes < 0 || src_bytes > bytes) {
+        s->fault = "an async copy of a size cp.async does not have";
+        return;
+    }
+    if (f->nq == f->capq) {
+        int cap = f->capq ? 2 * f->capq : 64;
+        Copy *q = realloc(f->q, sizeof *q * (size_t)cap);
+        if (!q) {
+            s->fault = "out of memory for async copies";
+            return;
+        }
+        f->q = q;
+        f->capq = cap;
+    }
+    Copy *c = &f->q[f->nq++];
+    c->dst = dst;
+    c->bytes = bytes;
+    memcpy(c->data, src, (size_t)src_bytes);
+    memset(c->data + src_bytes, 0, (size_t)(bytes - src_bytes));
+}
+
+void rt_simt_cp_wait(void)
+{
+    Simt *s = tls;
+    if (!s || !s->cur)
+        abort();
+    Fiber *f = s->cur;
+    for (int i = 0; i < f->nq; i++)
+        memcpy(f->q[i].dst, f->q[i].data, (size_t)f->q[i].bytes);
+    f->nq = 0;
+}
+
 int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t shared_bytes,
                       void *args, char *err, size_t errlen)
 {
@@ -294,6 +348,7 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
         f->site = NULL;
         f->site_id = -1;
         f->fake_stack = NULL;
+        f->nq = 0;
     }
     int rc = 0;
     for (int64_t phase = 0;; phase++) {
@@ -332,6 +387,9 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
         for (int i = 0; i < nthreads; i++)
             s->f[i].state = F_READY;
     }
+    for (int i = 0; i < nthreads && rc == 0 && !s->fault; i++)
+        if (s->f[i].nq)
+            s->fault = "a thread returned with async copies it never waited for";
     if (rc == 0 && s->fault) {
         snprintf(err, errlen, "simt: block %lld: %s", (long long)block, s->fault);
         rc = -1;

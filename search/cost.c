@@ -376,7 +376,8 @@ static void walk(Walk *w, Stmt *s)
         for (int i = 0; i < s->store.n; i++)
             expr_cost(w, s->store.idx[i]);
         expr_cost(w, s->store.value);
-        if (s->store.buf->scope == MS_SHARED && has_global_load(s->store.value))
+        /* an async copy is waited for a chunk's compute later */
+        if (s->store.buf->scope == MS_SHARED && has_global_load(s->store.value) && !s->store.async)
             w->copied = true;
         mem_access(w, s->store.buf, s->store.n, s->store.idx, true, false);
         return;

@@ -50,6 +50,7 @@ SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm)
     if (arch && strncmp(arch, "sm_", 3) == 0)
         sm = atoi(arch + 3);
     SrchTarget t = {name, pass_target_info(PT_GPU), nsm, 2048, 164 * 1024, 0};
+    pass_target_gpu_arch(&t.ti, arch);
     if (nsm <= 0)
         t.ncores = sm >= 90 ? 132 : sm == 80 ? 108 : sm >= 86 ? 84 : 72;
     if (sm >= 90)

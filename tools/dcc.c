@@ -693,6 +693,8 @@ static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
 static LoopProgram *lower_program(TeProgram *p, CompileOpts *o)
 {
     TargetInfo ti = pass_target_info(o->target);
+    if (o->target == PT_GPU)
+        pass_target_gpu_arch(&ti, o->gpu_arch);
     char err[512];
     StageSchedule *sched = records_schedule(p, o);
     LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);

@@ -55,6 +55,13 @@ struct CgTarget {
     /* shfl_xor of an f32 scalar across the block's threads (GPU forms);
      * NULL: the target has no warps. */
     LLVMValueRef (*shuffle_xor)(CgFn *g, LLVMValueRef v, int mask);
+    /* An async store (cp.async): `bytes` (4, 8 or 16, the pointers aligned
+     * to it) from global src to shared dst, landing by the thread's next
+     * async_wait; zeros instead when ok (i1, NULL: true) is false, src then
+     * reading nothing. NULL: the target stores async stores at once. */
+    void (*async_copy)(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef ok);
+    /* Waits for the thread's async copies (before a barrier that asks). */
+    void (*async_wait)(CgFn *g);
     /* integers of a kernel in 32 bits where cg_index32 proves it safe */
     bool index32;
 };

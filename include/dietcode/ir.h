@@ -141,7 +141,11 @@ struct Stmt {
         struct { Var *var; ForKind fk; Stmt *body; } loop;  /* var in 0 .. extent-1 */
         struct { Var *var; Expr *value; Stmt *body; } let;  /* value in 0 .. var->extent-1 */
         struct { Expr *cond; Stmt *then, *els; } ifs;       /* els may be NULL */
-        struct { Tensor *buf; int n; Expr **idx; Expr *value; } store;
+        /* async: a copy of a global load into shared memory that may land
+         * later, by the thread's next barrier that waits for copies
+         * (cp.async); every other target may store it at once */
+        struct { Tensor *buf; int n; Expr **idx; Expr *value; bool async; } store;
+        struct { bool wait_async; } barrier; /* first wait for the thread's async copies */
         struct { Tensor *buf; Stmt *body; } alloc;          /* shared or local buffer */
         struct { int n; Stmt **s; } seq;
     };
@@ -167,8 +171,8 @@ struct Stmt {
  * consecutive points, consecutive threads' runs side by side (the CUTLASS
  * SIMT layout): shared reads and global stores of a warp are then
  * contiguous. pipeline (GPU, staged) double-buffers the shared copies:
- * each chunk's global loads go to registers while the previous chunk is
- * computed, then to the other buffer, with one barrier a chunk. */
+ * the next chunk is copied while this one is computed, with one barrier a
+ * chunk (cp.async from sm_80 on; before, through registers). */
 enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 32 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
@@ -430,6 +434,9 @@ Stmt *ir_if(Arena *a, Expr *cond, Stmt *then, Stmt *els);
 Stmt *ir_store(Arena *a, Tensor *buf, int n, Expr **idx, Expr *value);
 Stmt *ir_alloc(Arena *a, Tensor *buf, Stmt *body);
 Stmt *ir_barrier(Arena *a);
+/* A barrier after which every async store the block issued before it has
+ * landed (cp.async.wait_all, then bar.sync). */
+Stmt *ir_barrier_async(Arena *a);
 Stmt *ir_seq(Arena *a, int n, Stmt **s);
 Stmt *ir_seq2(Arena *a, Stmt *x, Stmt *y);
 /* A local or shared buffer of constant shape. */

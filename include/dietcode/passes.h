@@ -32,6 +32,8 @@ typedef struct TargetInfo {
     int max_threads;      /* per block */
     int shared_bytes;     /* per block */
     int64_t cache[3];     /* CPU: L1 data, L2, L3 bytes (the default blockings) */
+    bool async_copy;      /* GPU: copies into shared memory without registers
+                           * (cp.async, sm_80 and later; pass_target_gpu_arch) */
 } TargetInfo;
 
 /* The schedule of one stage: its micro-kernel variants (each legalised)
@@ -115,6 +117,9 @@ void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
 /* passes/target.c */
 /* The target's limits; the CPU's caches are this host's (sysfs). */
 TargetInfo pass_target_info(PassTarget kind);
+/* Narrows a GPU target's ti to the architecture arch ("sm_75", ...; NULL:
+ * the default sm_80): no cp.async before sm_80. */
+void pass_target_gpu_arch(TargetInfo *ti, const char *arch);
 /* The typical L1 data, L2 and L3 cache sizes: 32 KiB, 1 MiB, 32 MiB. */
 void pass_typical_caches(int64_t cache[3]);
 /* This host's L1 data, L2 and L3 cache sizes in bytes, as sysfs reports

@@ -182,6 +182,13 @@ void rt_simt_barrier_at(int64_t id);
  * together (as a barrier, numbered id). A partner outside the calling
  * thread's warp of 32 or past the block is an error of the block. */
 float rt_simt_shfl_xor(float v, int32_t mask, int64_t id);
+/* cp.async: copies bytes (4, 8 or 16) to shared memory at dst, the first
+ * src_bytes from src and zeros after them; the source is read now, dst
+ * written at the calling thread's next rt_simt_cp_wait (cp.async.wait_all).
+ * A bad size, or a thread that returns with copies it did not wait for,
+ * is an error of the block. */
+void rt_simt_cp_async(void *dst, const void *src, int32_t bytes, int32_t src_bytes);
+void rt_simt_cp_wait(void);
 /* Frees the calling OS thread's fiber stacks (they are freed at thread
  * exit anyway); for leak checkers. */
 void rt_simt_release(void);

@@ -76,6 +76,7 @@ bert_qkv|Y|threads [8, 32] tile [4, 4] rchunk 16 unroll 4 vec 4 staged split 4 p
 attention|S|threads [1, 2, 8] tile [1, 2, 4] rchunk 64 unroll 1 vec 4 along reduction rthreads 16
 bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged
 bert_qkv|Y|threads [1, 8] tile [2, 2] rchunk 32 unroll 2 vec 4 along reduction staged rthreads 4 pipelined
+bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged pipelined
 FORMS
 i=0
 while IFS='|' read -r name stage mk; do
@@ -93,6 +94,26 @@ while IFS='|' read -r name stage mk; do
         fail=1
         continue
     fi
+    # double-buffered staging: cp.async from sm_80 on (16-byte copies where
+    # the rows allow), through registers on sm_75
+    case $mk in *pipelined*)
+        if ! grep -q 'cp.async.wait_all' "$ptx"; then
+            echo "FAIL: no cp.async in the sm_80 PTX of $name with --mk '$stage=$mk'"
+            fail=1
+        fi
+        case $mk in *'along reduction staged pipelined')
+            if ! grep -q 'cp.async.cg.shared.global .*, 16,' "$ptx"; then
+                echo "FAIL: no 16-byte cp.async in the sm_80 PTX of $name with --mk '$stage=$mk'"
+                fail=1
+            fi
+        esac
+        if ! "$dcc" "$src/examples/$name.tex" --emit=ptx --arch=sm_75 --mk "$stage=$mk" -o "$tmp/old.ptx" 2>"$tmp/err" ||
+           ! "$ptxas" -arch=sm_75 "$tmp/old.ptx" -o "$tmp/out.cubin" >"$tmp/err" 2>&1 ||
+           grep -q 'cp.async' "$tmp/old.ptx"; then
+            echo "FAIL: sm_75 (no cp.async) with --mk '$stage=$mk' $name:"; cat "$tmp/err"
+            fail=1
+        fi
+    esac
     most() { v=$(sed -n "s/.*[^0-9]\([0-9][0-9]*\) $1.*/\1/p" "$log" | sort -n | tail -1); echo "${v:-0}"; }
     printf '%-28s %-22s %-6s %5s %6s %6s %6s %5s %s\n' "$name" "form$i" sm_80 "$(most registers)" \
         "$(most 'bytes smem')" "$(most 'bytes spill stores')" "$(most 'bytes spill loads')" \

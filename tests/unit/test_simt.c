@@ -7,7 +7,9 @@
  * starts as NaN in every block; a thread may use most of its stack; blocks
  * run in parallel on several OS threads. A butterfly of warp shuffles
  * sums each warp's values in every lane; a partner outside the warp is
- * reported.
+ * reported. An async copy lands only at its thread's wait, zero-filled
+ * past its source size; one never waited for, or of a bad size, is an
+ * error of the block.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,6 +238,57 @@ static void test_parallel(void **state)
     }
 }
 
+typedef struct CpAsync {
+    int mode;     /* 0: wait; 1: never wait; 2: a bad size */
+    float src[RT_SIMT_MAX_THREADS * 4];
+    float before[RT_SIMT_MAX_THREADS * 4], after[RT_SIMT_MAX_THREADS * 4];
+} CpAsync;
+
+/* Thread t copies 16 bytes of src to its shared slot asynchronously (the
+ * last thread only 8 of them: the rest zero-filled), changes src, reads
+ * the slot before and after waiting, and after a barrier its neighbour's. */
+static void cp_async(void *args, int64_t block, int64_t thread, void *shared)
+{
+    (void)block;
+    CpAsync *c = args;
+    float *sh = shared;
+    int last = thread == 63;
+    rt_simt_cp_async(sh + 4 * thread, c->src + 4 * thread, c->mode == 2 ? 12 : 16, last ? 8 : 16);
+    for (int i = 0; i < 4; i++) {
+        c->before[4 * thread + i] = sh[4 * thread + i];
+        c->src[4 * thread + i] = -1; /* the source was read at the copy */
+    }
+    if (c->mode == 1)
+        return;
+    rt_simt_cp_wait();
+    rt_simt_barrier();
+    for (int i = 0; i < 4; i++)
+        c->after[4 * thread + i] = sh[(4 * thread + 4 + i) % 256];
+}
+
+static void test_cp_async(void **state)
+{
+    (void)state;
+    RtSimtKernel k = {cp_async, 64 << 10};
+    char err[256] = "";
+    CpAsync *c = calloc(1, sizeof *c);
+    for (int i = 0; i < 256; i++)
+        c->src[i] = (float)i;
+    assert_int_equal(rt_simt_run_block(&k, 0, 64, 1024, c, err, sizeof err), 0);
+    for (int i = 0; i < 256; i++) {
+        assert_true(isnan(c->before[i])); /* not landed before the wait */
+        int j = (i + 4) % 256;
+        assert_true(c->after[i] == (j >= 254 ? 0.0f : (float)j));
+    }
+    c->mode = 1;
+    assert_int_equal(rt_simt_run_block(&k, 1, 64, 1024, c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "never waited for"));
+    c->mode = 2;
+    assert_int_equal(rt_simt_run_block(&k, 2, 64, 1024, c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "size"));
+    free(c);
+}
+
 typedef struct Butterfly {
     int masks;        /* shuffle with 1 << masks-1, ..., 2, 1 */
     int first;        /* the first mask (R/2); 0: the full warp's 16 */
@@ -292,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_stack),
         cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_shuffle),
+        cmocka_unit_test(test_cp_async),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rt_simt_release();
