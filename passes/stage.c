@@ -502,9 +502,12 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
          * next chunk's copies into that buffer, then the compute on
          * buffer ko % 2 while they fly */
         Expr *nko = ko->extent;
-        Expr *more = ir_binop(c, EX_LT, ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1)), nko);
-        Expr *next = ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1));
-        Expr *other = ir_simplify(c, ir_binop(c, EX_MOD, next, ir_int(c, 2)));
+        Expr *succ = ir_binop(c, EX_ADD, ir_varref(c, ko), ir_int(c, 1));
+        Expr *more = ir_binop(c, EX_LT, succ, nko);
+        /* ko + 1 under the guard, but as the last chunk at most, so that pad
+         * sees the copy's indices in bounds */
+        Expr *next = ir_simplify(c, ir_binop(c, EX_MIN, succ, ir_binop(c, EX_SUB, nko, ir_int(c, 1))));
+        Expr *other = ir_simplify(c, ir_binop(c, EX_MOD, succ, ir_int(c, 2)));
         Stmt *copies[MAX_STAGED];
         for (int i = 0; i < s.nst; i++)
             copies[i] = copy(&s, &s.st[i], next, NULL, other);

@@ -23,7 +23,9 @@
  * An async copy (rt_simt_cp_async, cp.async) reads its source at once and
  * is written to shared memory only when its thread calls rt_simt_cp_wait,
  * so a kernel that reads the copy too early reads the old contents (NaN
- * at first), and one that never waits is an error of the block.
+ * at first); one that never waits, or copies outside the block's shared
+ * memory or to or from an address not aligned to the copy's size (a fault
+ * on a GPU), is an error of the block.
  *
  * Under AddressSanitizer every switch is announced with
  * __sanitizer_start/finish_switch_fiber, and a reused stack is unpoisoned.
@@ -81,6 +83,7 @@ typedef struct Simt {
     size_t stack; /* stack bytes of every fiber in f */
     char *shared;
     size_t shared_cap;
+    size_t shared_bytes; /* of the running block */
     ucontext_t sched;
     Fiber *cur; /* the running fiber, NULL in the scheduler */
     const RtSimtKernel *k;
@@ -97,14 +100,21 @@ static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static _Thread_local Simt *tls;
 
+/* Unmaps a fiber's stack and frees its copy queue. */
+static void fiber_drop(Fiber *f)
+{
+    munmap(f->mem, f->memlen);
+    free(f->q);
+    f->q = NULL;
+    f->nq = f->capq = 0;
+}
+
 static void simt_free(Simt *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < s->nf; i++) {
-        munmap(s->f[i].mem, s->f[i].memlen);
-        free(s->f[i].q);
-    }
+    for (int i = 0; i < s->nf; i++)
+        fiber_drop(&s->f[i]);
     free(s->f);
     free(s->shared);
     free(s);
@@ -142,9 +152,9 @@ static size_t page_size(void)
 /* At least n fibers with stacks of `stack` bytes; false when out of memory. */
 static bool ensure_fibers(Simt *s, int n, size_t stack)
 {
-    if (s->stack != stack) { /* another size: drop the old stacks */
+    if (s->stack != stack) { /* another size: drop the old fibers */
         for (int i = 0; i < s->nf; i++)
-            munmap(s->f[i].mem, s->f[i].memlen);
+            fiber_drop(&s->f[i]);
         s->nf = 0;
         s->stack = stack;
     }
@@ -234,6 +244,13 @@ void rt_simt_barrier_at(int64_t id)
     switch_to_sched(s, f, false);
 }
 
+/* The block's first error (reported when it ends). */
+static void fault(Simt *s, const char *why)
+{
+    if (!s->fault)
+        s->fault = why;
+}
+
 float rt_simt_shfl_xor(float v, int32_t mask, int64_t id)
 {
     Simt *s = tls;
@@ -244,7 +261,7 @@ float rt_simt_shfl_xor(float v, int32_t mask, int64_t id)
     rt_simt_barrier_at(id);
     float r = v;
     if (partner < 0 || partner >= s->nthreads || partner / 32 != self / 32)
-        s->fault = "a warp shuffle reads a lane outside the thread's warp";
+        fault(s, "a warp shuffle reads a lane outside the thread's warp");
     else
         r = s->xch[partner];
     rt_simt_barrier_at(id);
@@ -258,21 +275,30 @@ void rt_simt_cp_async(void *dst, const void *src, int32_t bytes, int32_t src_byt
         abort();
     Fiber *f = s->cur;
     if ((bytes != 4 && bytes != 8 && bytes != 16) || src_bytes < 0 || src_bytes > bytes) {
-        s->fault = "an async copy of a size cp.async does not have";
+        fault(s, "an async copy of a size cp.async does not have");
+        return;
+    }
+    unsigned char *d = dst;
+    if (d < (unsigned char *)s->shared || d + bytes > (unsigned char *)s->shared + s->shared_bytes) {
+        fault(s, "an async copy to an address outside the block's shared memory");
+        return;
+    }
+    if ((uintptr_t)dst % (uintptr_t)bytes || (uintptr_t)src % (uintptr_t)bytes) {
+        fault(s, "an async copy whose addresses are not aligned to its size");
         return;
     }
     if (f->nq == f->capq) {
         int cap = f->capq ? 2 * f->capq : 64;
         Copy *q = realloc(f->q, sizeof *q * (size_t)cap);
         if (!q) {
-            s->fault = "out of memory for async copies";
+            fault(s, "out of memory for async copies");
             return;
         }
         f->q = q;
         f->capq = cap;
     }
     Copy *c = &f->q[f->nq++];
-    c->dst = dst;
+    c->dst = d;
     c->bytes = bytes;
     memcpy(c->data, src, (size_t)src_bytes);
     memset(c->data + src_bytes, 0, (size_t)(bytes - src_bytes));
@@ -328,6 +354,7 @@ int rt_simt_run_block(const RtSimtKernel *k, int64_t block, int nthreads, size_t
     if (shared_bytes)
         memset(s->shared, 0xff, shared_bytes); /* NaN: unwritten reads show */
     s->k = k;
+    s->shared_bytes = shared_bytes;
     s->block = block;
     s->args = args;
     s->nthreads = nthreads;

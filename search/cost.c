@@ -87,6 +87,7 @@ typedef struct Walk {
     const Expr *seen[MAX_SEEN]; /* nodes of the statement counted so far */
     int nseen;
     bool copied;     /* a global load went straight to shared memory since the last barrier */
+    double async;    /* the multiplicity of the last async copy since then (0: none) */
 } Walk;
 
 /* Executions per thread of e: the statement's, less the copies of the
@@ -369,16 +370,25 @@ static void walk(Walk *w, Stmt *s)
         k->barriers += w->mult;
         if (w->copied) /* the block waits out those loads' latency here */
             k->exposed += w->mult;
+        /* async copies issued before the loop whose barrier waits for them
+         * (the first chunk's) are waited out once; those of the loop a
+         * chunk's compute later */
+        else if (s->barrier.wait_async && w->async > 0 && w->async < w->mult)
+            k->exposed += w->async;
         w->copied = false;
+        w->async = 0;
         return;
     case ST_STORE:
         w->nseen = 0;
         for (int i = 0; i < s->store.n; i++)
             expr_cost(w, s->store.idx[i]);
         expr_cost(w, s->store.value);
-        /* an async copy is waited for a chunk's compute later */
-        if (s->store.buf->scope == MS_SHARED && has_global_load(s->store.value) && !s->store.async)
-            w->copied = true;
+        if (s->store.buf->scope == MS_SHARED && has_global_load(s->store.value)) {
+            if (s->store.async)
+                w->async = w->mult;
+            else
+                w->copied = true;
+        }
         mem_access(w, s->store.buf, s->store.n, s->store.idx, true, false);
         return;
     }

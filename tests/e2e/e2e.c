@@ -131,7 +131,7 @@ static int flip_fusion(TeProgram *p, bool flip)
 }
 
 /* Micro-kernel variant v for every stage: 0 and FLIPPED = defaults (NULL). */
-static MicroKernel *variant(const TeProgram *p, int v)
+static MicroKernel *variant(const TeProgram *p, int v, bool gpu)
 {
     if (v == 0 || v == FLIPPED)
         return NULL;
@@ -169,11 +169,14 @@ static MicroKernel *variant(const TeProgram *p, int v)
             m->vec = 8;
             m->vaxis = MK_VEC_REDUCE;
             m->rthreads = 4;
-        } else { /* the reduction split three ways, 2x3 tiles, chunks of 5 */
+        } else { /* the reduction split three ways, 2x3 tiles, chunks of 5;
+                  * on the GPU staged and double-buffered through registers
+                  * (lowered as for sm_75, without cp.async) */
             if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 2; }
             if (n >= 2) m->tile[n - 2] = 2;
             m->rchunk = 5;
             m->split = 3;
+            m->stage = m->pipeline = gpu;
         }
     }
     return mks;
@@ -315,7 +318,8 @@ int main(int argc, char **argv)
     small = want_emu && !want_cpu && !want_loops;
     Shapes shapes;
     make_shapes(p, &shapes);
-    TargetInfo gpu = pass_target_info(PT_GPU);
+    TargetInfo gpu = pass_target_info(PT_GPU), gpu_regs = gpu;
+    gpu_regs.async_copy = false;
     LoopProgram *glps[NVARIANTS] = {0};
     ExEmu *eps[NVARIANTS] = {0};
     if (want_emu && !(emu_pool = rt_pool_new(0))) {
@@ -331,7 +335,7 @@ int main(int argc, char **argv)
             nv = FLIPPED; /* nothing to flip: variant 0 again */
             break;
         }
-        MicroKernel *mks = variant(p, v);
+        MicroKernel *mks = variant(p, v, false);
         lps[v] = pass_run_pipeline(p, mks, &ti, &(PipelineOpts){.verify_each = true}, err, sizeof err);
         free(mks);
         if (!lps[v]) {
@@ -344,9 +348,9 @@ int main(int argc, char **argv)
         }
         if (!want_emu)
             continue;
-        mks = variant(p, v);
-        glps[v] = pass_run_pipeline(p, mks, &gpu, &(PipelineOpts){.verify_each = true}, err,
-                                    sizeof err);
+        mks = variant(p, v, true);
+        glps[v] = pass_run_pipeline(p, mks, v == 4 ? &gpu_regs : &gpu,
+                                    &(PipelineOpts){.verify_each = true}, err, sizeof err);
         free(mks);
         if (!glps[v] || !(eps[v] = ex_emu_compile(glps[v], err, sizeof err))) {
             fprintf(stderr, "FAIL %s target=emu variant=%d: %s\n", file, v, err);

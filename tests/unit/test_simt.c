@@ -8,8 +8,8 @@
  * run in parallel on several OS threads. A butterfly of warp shuffles
  * sums each warp's values in every lane; a partner outside the warp is
  * reported. An async copy lands only at its thread's wait, zero-filled
- * past its source size; one never waited for, or of a bad size, is an
- * error of the block.
+ * past its source size; one never waited for, of a bad size, outside
+ * shared memory or misaligned is an error of the block.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -239,8 +239,9 @@ static void test_parallel(void **state)
 }
 
 typedef struct CpAsync {
-    int mode;     /* 0: wait; 1: never wait; 2: a bad size */
-    float src[RT_SIMT_MAX_THREADS * 4];
+    int mode;     /* 0: wait; 1: never wait; 2: a bad size; 3: outside shared
+                   * memory; 4: misaligned */
+    _Alignas(16) float src[RT_SIMT_MAX_THREADS * 4];
     float before[RT_SIMT_MAX_THREADS * 4], after[RT_SIMT_MAX_THREADS * 4];
 } CpAsync;
 
@@ -253,7 +254,8 @@ static void cp_async(void *args, int64_t block, int64_t thread, void *shared)
     CpAsync *c = args;
     float *sh = shared;
     int last = thread == 63;
-    rt_simt_cp_async(sh + 4 * thread, c->src + 4 * thread, c->mode == 2 ? 12 : 16, last ? 8 : 16);
+    float *dst = c->mode == 3 ? c->before : c->mode == 4 ? sh + 4 * thread + 1 : sh + 4 * thread;
+    rt_simt_cp_async(dst, c->src + 4 * thread, c->mode == 2 ? 12 : 16, last ? 8 : 16);
     for (int i = 0; i < 4; i++) {
         c->before[4 * thread + i] = sh[4 * thread + i];
         c->src[4 * thread + i] = -1; /* the source was read at the copy */
@@ -271,7 +273,8 @@ static void test_cp_async(void **state)
     (void)state;
     RtSimtKernel k = {cp_async, 64 << 10};
     char err[256] = "";
-    CpAsync *c = calloc(1, sizeof *c);
+    CpAsync *c = aligned_alloc(16, sizeof(CpAsync));
+    memset(c, 0, sizeof *c);
     for (int i = 0; i < 256; i++)
         c->src[i] = (float)i;
     assert_int_equal(rt_simt_run_block(&k, 0, 64, 1024, c, err, sizeof err), 0);
@@ -286,6 +289,18 @@ static void test_cp_async(void **state)
     c->mode = 2;
     assert_int_equal(rt_simt_run_block(&k, 2, 64, 1024, c, err, sizeof err), -1);
     assert_non_null(strstr(err, "size"));
+    c->mode = 3;
+    assert_int_equal(rt_simt_run_block(&k, 3, 64, 1024, c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "outside the block's shared memory"));
+    c->mode = 4;
+    assert_int_equal(rt_simt_run_block(&k, 4, 64, 1024, c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not aligned"));
+    /* a kernel with another stack size between blocks: the fibers are
+     * remade (their copy queues freed: LeakSanitizer in the ASan build) */
+    c->mode = 0;
+    RtSimtKernel k2 = {cp_async, 96 << 10};
+    assert_int_equal(rt_simt_run_block(&k2, 5, 64, 1024, c, err, sizeof err), 0);
+    assert_int_equal(rt_simt_run_block(&k, 6, 64, 1024, c, err, sizeof err), 0);
     free(c);
 }
 
