@@ -16,10 +16,10 @@
  * arrived (the call is `convergent`, so LLVM does not duplicate it into
  * divergent paths), after rt_simt_cp_wait where it waits for async copies
  * (rt_simt_cp_async, written to shared memory only then); shared buffers
- * are 64-byte aligned offsets into the block's shared buffer, laid out in
- * the order the kernel allocates them (cg_emu_shared_bytes); math is the CPU target's. exec/emu.c compiles a
- * program's kernels with these hooks (cg_kernels_module) and runs its
- * plan, each block as k->nthreads fibers.
+ * are offsets into the block's shared buffer (codegen/shared.c); math is
+ * the CPU target's. exec/emu.c compiles a program's kernels with these
+ * hooks (cg_kernels_module) and runs its plan, each block as k->nthreads
+ * fibers.
  */
 #include "dietcode/codegen_llvm.h"
 
@@ -28,81 +28,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SHARED_ALIGN = 64, BASE_STACK = 128 << 10 };
+enum { BASE_STACK = 128 << 10 };
 
 static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
 static CgTarget emu;
 
-/* Shared offsets (in allocation order) and local bytes of a kernel. */
-typedef struct Layout {
-    const Tensor *want;
-    int64_t want_off; /* -1 until found */
-    int64_t shared;   /* bytes so far */
-    int64_t local;    /* bytes of per-thread buffers, lanes included */
-} Layout;
-
-static int64_t buffer_bytes(const Tensor *t)
-{
-    int64_t n = 4, d;
-    for (int i = 0; i < t->rank; i++) {
-        if (!ir_is_const(t->shape[i], &d))
-            ir_panic(__FILE__, __LINE__, "buffer %s has a non-constant shape", t->name);
-        n *= d > 0 ? d : 1;
-    }
-    return n;
-}
-
-static void layout(const Stmt *s, int64_t lanes, Layout *L)
-{
-    switch (s->kind) {
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            layout(s->seq.s[i], lanes, L);
-        return;
-    case ST_FOR: {
-        int64_t n = 1;
-        if (s->loop.fk == FK_VECTORIZED && ir_is_const(s->loop.var->extent, &n) && n > 1)
-            lanes *= n;
-        layout(s->loop.body, lanes, L);
-        return;
-    }
-    case ST_LET: layout(s->let.body, lanes, L); return;
-    case ST_IF:
-        layout(s->ifs.then, lanes, L);
-        if (s->ifs.els)
-            layout(s->ifs.els, lanes, L);
-        return;
-    case ST_ALLOC: {
-        const Tensor *t = s->alloc.buf;
-        if (t->scope == MS_SHARED) {
-            IR_ASSERT(lanes == 1);
-            L->shared = (L->shared + SHARED_ALIGN - 1) / SHARED_ALIGN * SHARED_ALIGN;
-            if (t == L->want)
-                L->want_off = L->shared;
-            L->shared += buffer_bytes(t);
-        } else {
-            L->local += buffer_bytes(t) * lanes;
-        }
-        layout(s->alloc.body, lanes, L);
-        return;
-    }
-    case ST_STORE: case ST_BARRIER: return;
-    }
-}
-
-int64_t cg_emu_shared_bytes(const Kernel *k)
-{
-    Layout L = {.want_off = -1};
-    layout(k->body, 1, &L);
-    return L.shared;
-}
-
 /* Fiber stack for k: room for its per-thread buffers, twice over. */
 size_t cg_emu_stack_bytes(const Kernel *k)
 {
-    Layout L = {.want_off = -1};
-    layout(k->body, 1, &L);
-    return (size_t)(BASE_STACK + 2 * L.local + 4095) / 4096 * 4096;
+    return (size_t)(BASE_STACK + 2 * cg_local_bytes(k) + 4095) / 4096 * 4096;
 }
 
 static void emu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
@@ -217,15 +151,11 @@ static void emu_async_wait(CgFn *g)
 
 static LLVMValueRef emu_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
 {
-    Layout L = {.want = buf, .want_off = -1};
-    for (int i = 0; i < g->lp->nkernels && L.want_off < 0; i++) {
-        L.shared = L.local = 0;
-        layout(g->lp->kernels[i]->body, 1, &L);
-    }
-    IR_ASSERT(L.want_off >= 0);
+    int64_t at = cg_shared_offset(g->lp, buf, NULL);
+    IR_ASSERT(at >= 0);
     (void)ty;
     LLVMTypeRef i8 = LLVMInt8TypeInContext(g->cx);
-    LLVMValueRef off = LLVMConstInt(g->i64, (unsigned long long)L.want_off, 0);
+    LLVMValueRef off = LLVMConstInt(g->i64, (unsigned long long)at, 0);
     return LLVMBuildInBoundsGEP2(g->b, i8, LLVMGetParam(g->fn, 4), &off, 1, buf->name);
 }
 

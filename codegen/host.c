@@ -231,11 +231,12 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
         v[i] = ci32(h, p->params[i]);
     LLVMValueRef params = array(h, I32, v, p->nparams, "dc.params");
 
-    LLVMTypeRef kern_t = record_type(h, (LLVMTypeRef[]){P, I32, I32}, 3);
+    LLVMTypeRef kern_t = record_type(h, (LLVMTypeRef[]){P, I32, I32, I32}, 4);
     for (int i = 0; i < p->nkernels; i++) {
         const DcrtKernel *k = &p->kernels[i];
-        v[i] = record(h, (LLVMValueRef[]){string(h, k->name), ci32(h, k->blocks), ci32(h, k->threads)},
-                      3);
+        v[i] = record(h, (LLVMValueRef[]){string(h, k->name), ci32(h, k->blocks), ci32(h, k->threads),
+                                          ci32(h, k->shared_bytes)},
+                      4);
     }
     LLVMValueRef kernels = array(h, kern_t, v, p->nkernels, "dc.kernels");
 

@@ -22,9 +22,10 @@
  * bar.sync 0 (llvm.nvvm.barrier0), after cp.async.wait_all where the
  * barrier waits for async stores, which are cp.async from sm_80 on (a
  * plain load and store before); shared buffers are internal
- * addrspace(3) globals, one per buffer per kernel; local buffers stay
- * allocas that SROA turns into registers once the register tiles are
- * unrolled. Index arithmetic is the shared lowering's i64.
+ * addrspace(3) globals, one per buffer per kernel, or offsets into the
+ * extern dynamic shared memory when a kernel's exceed 48 KB; local
+ * buffers stay allocas that SROA turns into registers once the register
+ * tiles are unrolled. Index arithmetic is the shared lowering's i64.
  *
  * Math goes to libdevice (__nv_expf, ...) when the CUDA toolkit's
  * libdevice.10.bc exists: it is linked into the module and internalised,
@@ -201,8 +202,33 @@ static LLVMValueRef nvptx_shuffle_xor(CgFn *g, LLVMValueRef v, int mask)
     return cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.f32", NULL, 0, args, 4);
 }
 
+/* A kernel whose shared buffers exceed the 48 KB it may declare statically
+ * takes them from dynamic shared memory (the launch gives it
+ * cg_dynamic_shared_bytes): offsets (codegen/shared.c) into one extern
+ * array of the module. */
+static LLVMValueRef dynamic_shared(CgFn *g, const Tensor *buf)
+{
+    const Kernel *k = NULL;
+    int64_t at = cg_shared_offset(g->lp, buf, &k);
+    if (at < 0 || cg_dynamic_shared_bytes(g->lp, k) == 0)
+        return NULL;
+    static const char name[] = "dc_dynamic_shared";
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(g->cx);
+    LLVMValueRef gv = LLVMGetNamedGlobal(g->mod, name);
+    if (!gv) {
+        gv = LLVMAddGlobalInAddressSpace(g->mod, LLVMArrayType2(i8, 0), name, 3);
+        LLVMSetLinkage(gv, LLVMExternalLinkage);
+        LLVMSetAlignment(gv, 16);
+    }
+    LLVMValueRef off = LLVMConstInt(g->i64, (unsigned long long)at, 0);
+    return LLVMConstAddrSpaceCast(LLVMConstInBoundsGEP2(i8, gv, &off, 1), g->ptr);
+}
+
 static LLVMValueRef nvptx_shared_alloc(CgFn *g, const Tensor *buf, LLVMTypeRef ty)
 {
+    LLVMValueRef dyn = dynamic_shared(g, buf);
+    if (dyn)
+        return dyn;
     size_t fl = 0;
     const char *fname = LLVMGetValueName2(g->fn, &fl);
     size_t bl = strlen(buf->name);

@@ -102,7 +102,8 @@ CgTable *cg_table_new(const LoopProgram *lp)
                 params[np++] = i;
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
-        kernels[i] = (DcrtKernel){k->name, size_index(t, k->body->loop.var->extent), k->nthreads};
+        kernels[i] = (DcrtKernel){k->name, size_index(t, k->body->loop.var->extent), k->nthreads,
+                                  (int32_t)cg_dynamic_shared_bytes(lp, k)};
     }
     int nv = 0, nn = 0;
     for (int s = 0; s < lp->nstages; s++) {

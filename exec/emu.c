@@ -53,7 +53,7 @@ ExEmu *ex_emu_compile(const LoopProgram *lp, char *err, size_t errlen)
             x->code = NULL;
             break;
         }
-        x->k[i] = (EmuKernel){(CgEmuKernelFn)(uintptr_t)fn, (size_t)cg_emu_shared_bytes(k),
+        x->k[i] = (EmuKernel){(CgEmuKernelFn)(uintptr_t)fn, (size_t)cg_shared_bytes(k),
                               cg_emu_stack_bytes(k), k->nthreads};
     }
     free(prefix);

@@ -130,8 +130,12 @@ int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *e
             if (l->stage != s)
                 continue;
             const Kernel *k = lp->kernels[l->kernel];
-            fprintf(out, "  launch %s: grid %lld, block %d, computes %s\n", k->name,
-                    (long long)l->blocks, l->threads, k->out->name);
+            int32_t dyn = p->kernels[l->kernel].shared_bytes;
+            fprintf(out, "  launch %s: grid %lld, block %d", k->name, (long long)l->blocks,
+                    l->threads);
+            if (dyn > 0)
+                fprintf(out, ", %d bytes of dynamic shared memory", (int)dyn);
+            fprintf(out, ", computes %s\n", k->out->name);
         }
     }
     for (int i = 0; i < p->nbuffers; i++) {

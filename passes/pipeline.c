@@ -141,6 +141,7 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
     if (!step(&r, "inline"))
         goto done;
     r.lp = pass_lower(p, bodies, materialized, chosen, ti);
+    r.lp->gpu = ti->kind == PT_GPU;
     if (!step(&r, "lower"))
         goto done;
     pass_tile(r.lp, ti);

@@ -75,8 +75,13 @@ void pass_host_caches(int64_t cache[3])
 
 void pass_target_gpu_arch(TargetInfo *ti, const char *arch)
 {
+    if (ti->kind != PT_GPU)
+        return;
     int sm = arch && strncmp(arch, "sm_", 3) == 0 ? atoi(arch + 3) : 80;
-    ti->async_copy = ti->kind == PT_GPU && sm >= 80;
+    ti->async_copy = sm >= 80;
+    /* the most shared memory a block may opt into (above 48 KB, dynamic) */
+    ti->shared_bytes = sm >= 90 ? 227 << 10 : sm == 86 || sm == 89 ? 99 << 10
+                     : sm >= 80 ? 163 << 10 : 64 << 10;
 }
 
 TargetInfo pass_target_info(PassTarget kind)

@@ -46,6 +46,7 @@ typedef enum CUjit_option_enum {
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #endif
 
 enum { ERR_STUB_LIBRARY = 34, ERR_NO_DEVICE = 100, LOG_BYTES = 8192 };
@@ -70,6 +71,7 @@ static struct {
     CUresult (*module_load)(CUmodule *, const void *, unsigned, CUjit_option *, void **);
     CUresult (*module_function)(CUfunction *, CUmodule, const char *);
     CUresult (*module_unload)(CUmodule);
+    CUresult (*func_set_attr)(CUfunction, int, int);
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **, void **);
     CUresult (*mem_alloc)(CUdeviceptr *, size_t);
@@ -137,6 +139,7 @@ static int open_driver(void)
     LOAD(module_load, "cuModuleLoadDataEx");
     LOAD(module_function, "cuModuleGetFunction");
     LOAD(module_unload, "cuModuleUnload");
+    LOAD(func_set_attr, "cuFuncSetAttribute");
     LOAD(launch, "cuLaunchKernel");
     LOAD(mem_alloc, "cuMemAlloc_v2");
     LOAD(mem_free, "cuMemFree_v2");
@@ -262,6 +265,17 @@ void rt_cuda_unload_module(RtCuModule *m)
     free(m);
 }
 
+int rt_cuda_allow_dynamic_shared(RtCuFunction *fn, int bytes, char *err, size_t errlen)
+{
+    CUresult r = D.func_set_attr((CUfunction)(void *)fn,
+                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+    if (r == CUDA_SUCCESS)
+        return DCRT_OK;
+    char what[100];
+    snprintf(what, sizeof what, "cuFuncSetAttribute (%d bytes of dynamic shared memory)", bytes);
+    return cu_fail(r, what, err, errlen);
+}
+
 int rt_cuda_launch(RtCuFunction *fn, const unsigned grid[3], const unsigned block[3],
                    unsigned shared_bytes, void *stream, void **args, char *err, size_t errlen)
 {
@@ -380,6 +394,11 @@ static int load_kernels(const DcrtProgram *p, Loaded **out)
             rc = rt_cuda_load_module(p->ptx, &l->mod, err, sizeof err);
         for (int i = 0; i < p->nkernels && rc == DCRT_OK; i++)
             rc = rt_cuda_get_function(l->mod, p->kernels[i].name, &l->fn[i], err, sizeof err);
+        /* above 48 KB a kernel must be allowed its dynamic shared memory */
+        for (int i = 0; i < p->nkernels && rc == DCRT_OK; i++)
+            if (p->kernels[i].shared_bytes > 0)
+                rc = rt_cuda_allow_dynamic_shared(l->fn[i], p->kernels[i].shared_bytes, err,
+                                                  sizeof err);
         if (rc == DCRT_OK) {
             *p->module_cache = l;
         } else if (l) {
@@ -482,8 +501,9 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
         const DcrtLaunch *ln = &pl->launches[i];
         unsigned grid[3] = {(unsigned)ln->blocks, 1, 1}, block[3] = {(unsigned)ln->threads, 1, 1};
-        rc = recorded(rt_cuda_launch(l->fn[ln->kernel], grid, block, 0, stream, args, err,
-                                     sizeof err),
+        rc = recorded(rt_cuda_launch(l->fn[ln->kernel], grid, block,
+                                     (unsigned)p->kernels[ln->kernel].shared_bytes, stream, args,
+                                     err, sizeof err),
                       err);
         if (h)
             h(ud, p, ln, NAN);

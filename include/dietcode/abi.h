@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define DCRT_ABI_VERSION 2
+#define DCRT_ABI_VERSION 3
 
 /* The most elements a tensor (or scratch buffer) may have: 2^31 - 2^20 - 1,
  * so that GPU kernels may index in 32 bits, every position of a tile that
@@ -84,6 +84,7 @@ typedef struct DcrtKernel {
     const char *name;
     int32_t blocks;        /* the size expression of its grid */
     int32_t threads;       /* threads per block (GPU) */
+    int32_t shared_bytes;  /* GPU: dynamic shared memory per block (0: none) */
 } DcrtKernel;
 
 /* A way of computing a stage: kernels first .. first + count - 1, in order. */

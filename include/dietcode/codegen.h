@@ -146,7 +146,7 @@ bool cg_index32(const LoopProgram *lp, const Kernel *k);
  *               int64_t thread, char *shared);
  *
  * dims and bufs as for the CPU; block and thread are the GPU indices;
- * shared is the block's shared buffer (cg_emu_shared_bytes(k) bytes). A
+ * shared is the block's shared buffer (cg_shared_bytes(k) bytes). A
  * barrier calls rt_simt_barrier_at (runtime/simt.c), which the JIT must
  * resolve (exec/ defines it). For tests: exec/emu.c runs the kernels as
  * structured for the GPU on a machine without one.
@@ -154,11 +154,23 @@ bool cg_index32(const LoopProgram *lp, const Kernel *k);
 typedef void (*CgEmuKernelFn)(const int64_t *dims, float *const *bufs, int64_t block,
                               int64_t thread, char *shared);
 const CgTarget *cg_target_emu(void);
-/* Bytes of k's shared buffers, each at a 64-byte aligned offset in the
- * order the kernel allocates them. */
-int64_t cg_emu_shared_bytes(const Kernel *k);
 /* A fiber stack for one of k's threads: room for its per-thread buffers. */
 size_t cg_emu_stack_bytes(const Kernel *k);
+
+/* ---- codegen/shared.c: where a kernel's shared buffers lie ----
+ * In one block-wide allocation, in the order the kernel allocates them,
+ * each at a 64-byte aligned offset: the emulator's shared buffer and
+ * NVPTX's dynamic shared memory. */
+int64_t cg_shared_bytes(const Kernel *k);
+/* Bytes of k's per-thread (local) buffers, vector lanes included. */
+int64_t cg_local_bytes(const Kernel *k);
+/* The offset of shared buffer buf in the kernel of lp that allocates it
+ * (*owner, when not NULL); -1 when none does. */
+int64_t cg_shared_offset(const LoopProgram *lp, const Tensor *buf, const Kernel **owner);
+/* The dynamic shared memory a launch of k gives it: all its shared bytes
+ * when they exceed the 48 KB a GPU kernel may declare statically, else 0
+ * (its buffers then are static); 0 on the CPU. */
+int64_t cg_dynamic_shared_bytes(const LoopProgram *lp, const Kernel *k);
 
 /* ---- codegen/table.c: the program table (dietcode/abi.h) of a LoopProgram ----
  *

@@ -266,6 +266,8 @@ typedef struct LoopProgram {
     int nbuffers;
     Tensor **buffers;    /* by id */
     bool *materialized;  /* per buffer id: needs global memory */
+    bool gpu;            /* lowered for the GPU (PT_GPU): kernels keep their
+                          * thread loop, barriers and shared buffers */
 } LoopProgram;
 
 /* Numeric interval; INT64_MIN / INT64_MAX stand for unbounded. */

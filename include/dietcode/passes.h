@@ -118,7 +118,9 @@ void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
 /* The target's limits; the CPU's caches are this host's (sysfs). */
 TargetInfo pass_target_info(PassTarget kind);
 /* Narrows a GPU target's ti to the architecture arch ("sm_75", ...; NULL:
- * the default sm_80): no cp.async before sm_80. */
+ * the default sm_80): no cp.async before sm_80; the shared memory a block
+ * may opt into (64 KB on sm_75 up to 227 KB on sm_90; pass_target_info's
+ * 48 KB is what any kernel may declare statically). */
 void pass_target_gpu_arch(TargetInfo *ti, const char *arch);
 /* The typical L1 data, L2 and L3 cache sizes: 32 KiB, 1 MiB, 32 MiB. */
 void pass_typical_caches(int64_t cache[3]);

@@ -185,8 +185,9 @@ float rt_simt_shfl_xor(float v, int32_t mask, int64_t id);
 /* cp.async: copies bytes (4, 8 or 16) to shared memory at dst, the first
  * src_bytes from src and zeros after them; the source is read now, dst
  * written at the calling thread's next rt_simt_cp_wait (cp.async.wait_all).
- * A bad size, or a thread that returns with copies it did not wait for,
- * is an error of the block. */
+ * A bad size, a destination outside the block's shared memory, addresses
+ * not aligned to bytes, or a thread that returns with copies it did not
+ * wait for is an error of the block. */
 void rt_simt_cp_async(void *dst, const void *src, int32_t bytes, int32_t src_bytes);
 void rt_simt_cp_wait(void);
 /* Frees the calling OS thread's fiber stacks (they are freed at thread
@@ -217,7 +218,11 @@ int rt_cuda_load_module(const char *ptx, RtCuModule **mod, char *err, size_t err
 int rt_cuda_get_function(RtCuModule *m, const char *name, RtCuFunction **fn, char *err,
                          size_t errlen);
 void rt_cuda_unload_module(RtCuModule *m); /* NULL is fine */
-/* args: one pointer per kernel parameter, to its value (cuLaunchKernel's). */
+/* Lets fn launch with more than 48 KB of dynamic shared memory, up to
+ * bytes (cuFuncSetAttribute). */
+int rt_cuda_allow_dynamic_shared(RtCuFunction *fn, int bytes, char *err, size_t errlen);
+/* args: one pointer per kernel parameter, to its value (cuLaunchKernel's).
+ * shared_bytes: the kernel's dynamic shared memory. */
 int rt_cuda_launch(RtCuFunction *fn, const unsigned grid[3], const unsigned block[3],
                    unsigned shared_bytes, void *stream, void **args, char *err, size_t errlen);
 int rt_cuda_sync(char *err, size_t errlen);

@@ -6,8 +6,9 @@
 # field by its own token: they are optional and unordered) into a table of
 # registers, shared memory and spills; any spill of these default-schedule
 # kernels fails the test, and so do a stack frame (a register tile left in
-# local memory) and static shared memory over 48 KB. Kernel forms of tuned
-# micro-kernels (given with --mk) go through the same checks.
+# local memory) and static shared memory over 48 KB (more is dynamic shared
+# memory). Kernel forms of tuned micro-kernels (given with --mk) go through
+# the same checks.
 #
 # usage: check.sh DCC SOURCE_DIR [PTXAS]   exit 77 (skipped) without ptxas
 set -u
@@ -77,6 +78,7 @@ attention|S|threads [1, 2, 8] tile [1, 2, 4] rchunk 64 unroll 1 vec 4 along redu
 bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged
 bert_qkv|Y|threads [1, 8] tile [2, 2] rchunk 32 unroll 2 vec 4 along reduction staged rthreads 4 pipelined
 bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged pipelined
+bert_qkv|Y|threads [16, 16] tile [8, 8] rchunk 32 unroll 1 vec 4 staged strided pipelined
 FORMS
 i=0
 while IFS='|' read -r name stage mk; do

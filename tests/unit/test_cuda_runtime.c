@@ -101,7 +101,7 @@ static void *add_one_cache;
 static const DcrtDim add_one_dims[] = {{"N", 1, 1024, 4096}};
 static const DcrtBuffer add_one_bufs[] = {{"y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1}};
 static const int32_t add_one_params[] = {0};
-static const DcrtKernel add_one_kernels[] = {{"add_one_abi", 1, 128}};
+static const DcrtKernel add_one_kernels[] = {{"add_one_abi", 1, 128, 0}};
 static const DcrtVariant add_one_variants[] = {{0, 1}};
 static const DcrtStage add_one_stages[] = {{"y", 0, 1, 0, 0}};
 static const DcrtProgram add_one_prog = {

@@ -126,7 +126,7 @@ static void test_shared_layout(void **state)
     TeProgram *te;
     LoopProgram *lp = neighbour_program(&te, GOOD, NULL);
     /* S: 32 floats at 0; S2: 5 floats at 128 */
-    assert_int_equal(cg_emu_shared_bytes(lp->kernels[0]), 128 + 20);
+    assert_int_equal(cg_shared_bytes(lp->kernels[0]), 128 + 20);
     ir_te_destroy(te);
 }
 

@@ -270,28 +270,81 @@ static void test_index32(void **state)
                             "output Y[b: B, t: T] = sum[k: 64](X[b, t, k])\n"));
 }
 
+/* The dense layer lowered for the GPU with micro-kernel mk, for arch
+ * (NULL: no arch, the 48 KB of static shared memory). */
+static LoopProgram *dense_lp(Compiled *c, const char *mk, const char *arch)
+{
+    assert_int_equal(fe_load_text("d.tex", "d",
+                                  "dim T in 1..128\ninput X[T, 768] f32\ninput W[2304, 768] f32\n"
+                                  "output Y[i: T, j: 2304] = sum[k: 768](X[i, k] * W[j, k])\n",
+                                  &c->u),
+                     0);
+    MicroKernel *mks = calloc((size_t)c->u.prog->ntensors, sizeof *mks);
+    int ns;
+    for (int i = 0; i < c->u.prog->ntensors; i++)
+        assert_true(pass_parse_microkernel(mk, &mks[i], &ns));
+    TargetInfo ti = pass_target_info(PT_GPU);
+    if (arch)
+        pass_target_gpu_arch(&ti, arch);
+    char err[512];
+    LoopProgram *lp = pass_run_pipeline(c->u.prog, mks, &ti, NULL, err, sizeof err);
+    assert_non_null(lp);
+    free(mks);
+    return lp;
+}
+
 /* The PTX of the dense layer with micro-kernel mk. */
 static char *dense_ptx(const char *mk)
 {
     Compiled c;
-    assert_int_equal(fe_load_text("d.tex", "d",
-                                  "dim T in 1..128\ninput X[T, 768] f32\ninput W[2304, 768] f32\n"
-                                  "output Y[i: T, j: 2304] = sum[k: 768](X[i, k] * W[j, k])\n",
-                                  &c.u),
-                     0);
-    MicroKernel *mks = calloc((size_t)c.u.prog->ntensors, sizeof *mks);
-    int ns;
-    for (int i = 0; i < c.u.prog->ntensors; i++)
-        assert_true(pass_parse_microkernel(mk, &mks[i], &ns));
-    TargetInfo ti = pass_target_info(PT_GPU);
+    LoopProgram *lp = dense_lp(&c, mk, NULL);
     char err[512];
-    LoopProgram *lp = pass_run_pipeline(c.u.prog, mks, &ti, NULL, err, sizeof err);
-    assert_non_null(lp);
     char *ptx = cg_emit_ptx(lp, "sm_80", true, err, sizeof err);
     assert_non_null(ptx);
-    free(mks);
     fe_unload(&c.u);
     return ptx;
+}
+
+/* Staging over 48 KB (two buffers of 32 x 129 words, double-buffered: 66
+ * KB) takes dynamic shared memory, which the table gives the launch; 48
+ * KB and below stays static. Without an arch the 48 KB limit leaves the
+ * second operand unstaged. */
+static void test_dynamic_shared(void **state)
+{
+    (void)state;
+    static const char *big = "threads [16, 16] tile [8, 8] rchunk 32 unroll 1 vec 4 staged strided pipelined";
+    static const char *small = "threads [16, 16] tile [8, 8] rchunk 8 unroll 1 vec 4 staged strided pipelined";
+    const char *archs[] = {"sm_80", "sm_90", "sm_86"};
+    for (int a = 0; a < 3; a++) {
+        Compiled c;
+        LoopProgram *lp = dense_lp(&c, big, archs[a]);
+        CgTable *t = cg_table_new(lp);
+        int64_t bytes = cg_shared_bytes(lp->kernels[0]);
+        assert_true(bytes > 48 << 10);
+        assert_int_equal(t->prog.kernels[0].shared_bytes, bytes);
+        char err[512];
+        char *ptx = cg_emit_ptx(lp, archs[a], true, err, sizeof err);
+        assert_non_null(ptx);
+        assert_non_null(strstr(ptx, ".extern .shared .align 16 .b8 dc_dynamic_shared[]"));
+        assert_null(strstr(ptx, "X_s["));
+        free(ptx);
+        cg_table_free(t);
+        fe_unload(&c.u);
+    }
+    Compiled c;
+    LoopProgram *lp = dense_lp(&c, small, "sm_80");
+    CgTable *t = cg_table_new(lp);
+    assert_true(cg_shared_bytes(lp->kernels[0]) > 0);
+    assert_int_equal(t->prog.kernels[0].shared_bytes, 0);
+    char err[512];
+    char *ptx = cg_emit_ptx(lp, "sm_80", true, err, sizeof err);
+    assert_null(strstr(ptx, "dc_dynamic_shared"));
+    free(ptx);
+    cg_table_free(t);
+    fe_unload(&c.u);
+    lp = dense_lp(&c, big, NULL);
+    assert_true(cg_shared_bytes(lp->kernels[0]) <= 48 << 10);
+    fe_unload(&c.u);
 }
 
 /* Every dimension of the GPU space changes the code it generates (issue
@@ -334,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_examples_to_ptx),
         cmocka_unit_test(test_index32),
         cmocka_unit_test(test_space_dimensions),
+        cmocka_unit_test(test_dynamic_shared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
