@@ -547,13 +547,6 @@ static LLVMValueRef to_f32(Lower *L, LLVMValueRef v)
     return et == L->g->i1 ? LLVMBuildUIToFP(L->g->b, v, ft, "") : LLVMBuildSIToFP(L->g->b, v, ft, "");
 }
 
-static bool multiple_of(Lower *L, Expr *e, int64_t m)
-{
-    ExprCtx *c = L->g->ec;
-    int64_t r;
-    return ir_is_const(ir_simplify(c, ir_binop(c, EX_MOD, e, ir_int(c, m))), &r) && r == 0;
-}
-
 /* Whether t[idx] over the lanes is one run along t's last axis that starts
  * at a proven multiple of w elements, in a row of a multiple of w: aligned
  * to w floats (buffers are 16-byte aligned), and wholly in or wholly out of
@@ -564,8 +557,8 @@ static bool aligned_run(Lower *L, const Tensor *t, int n, Expr **idx, int w)
     for (int i = 0; i + 1 < n; i++)
         if (varies(L, idx[i]))
             return false;
-    return n > 0 && classify(L, idx[n - 1], &b) == AC_CONTIG && multiple_of(L, b, w) &&
-           multiple_of(L, t->shape[n - 1], w);
+    return n > 0 && classify(L, idx[n - 1], &b) == AC_CONTIG && ir_prove_multiple(L->g->ec, b, w) &&
+           ir_prove_multiple(L->g->ec, t->shape[n - 1], w);
 }
 
 static LLVMValueRef lane_of(Lower *L, LLVMValueRef v, int j)

@@ -332,6 +332,12 @@ bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m)
     return prove_nonneg(c, e, m, 3);
 }
 
+bool ir_prove_multiple(ExprCtx *c, Expr *e, int64_t m)
+{
+    int64_t r;
+    return ir_is_const(ir_simplify(c, ir_binop(c, EX_MOD, e, ir_int(c, m))), &r) && r == 0;
+}
+
 bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interval *range)
 {
     Expr *s = ir_simplify(c, idx);

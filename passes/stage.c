@@ -91,12 +91,6 @@ static bool pipelined(const Stager *s) { return s->ti->kind == PT_GPU && s->k->m
  * registers. */
 static bool async_copies(const Stager *s) { return pipelined(s) && s->ti->async_copy; }
 
-static bool multiple_of(ExprCtx *c, Expr *e, int64_t m)
-{
-    int64_t r;
-    return ir_is_const(ir_simplify(c, ir_binop(c, EX_MOD, e, ir_int(c, m))), &r) && r == 0;
-}
-
 /* Row-major word offset of idx in a buffer of the given shape. */
 static Expr *offset_of(ExprCtx *c, int nd, const int64_t *shape, Expr *const *idx)
 {
@@ -233,8 +227,8 @@ static bool stage_load(Stager *s, Expr *ld)
         for (int d = rank - 1; d >= 0; d--)
             if (which[d] >= 0)
                 walk[nw++] = which[d];
-        if (which[dl] >= 0 && ext[which[dl]] % 4 == 0 && multiple_of(c, src_t->shape[dl], 4) &&
-            multiple_of(c, base[dl], 4))
+        if (which[dl] >= 0 && ext[which[dl]] % 4 == 0 && ir_prove_multiple(c, src_t->shape[dl], 4) &&
+            ir_prove_multiple(c, base[dl], 4))
             Vc = 4;
     } else {
         for (int i = ns - 1; i >= 0; i--)

@@ -359,6 +359,9 @@ Interval ir_interval(ExprCtx *c, Expr *e, RangeMode m);
 bool ir_prove_nonneg(ExprCtx *c, Expr *e, RangeMode m);
 /* Proves 0 <= idx < extent; sets *range to idx's numeric interval. */
 bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interval *range);
+/* True when e is a multiple of m for every value of its variables (the
+ * simplifier folds e mod m to 0). */
+bool ir_prove_multiple(ExprCtx *c, Expr *e, int64_t m);
 
 /* ir/banks.c: shared-memory bank conflicts (the model is the file's
  * opening comment) */
