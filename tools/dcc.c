@@ -35,7 +35,7 @@ static const char *usage_text =
     "               [--dump-after=PASS|all] [--stop-after=PASS]\n"
     "               [--verify-each] [--time-passes]\n"
     "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
-    "               [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
+    "               [--arch=sm_80] [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
     "               [--seed N] [--check] [--bench N] [--profile] [--records=FILE]\n"
     "               [--mk NAME=MICROKERNEL ...] [--fuse NAME=inline|materialize ...]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
@@ -53,7 +53,8 @@ static const char *usage_text =
     "  --emit=ptx          print the kernels as PTX (implies --target=nvptx)\n"
     "  --target=nvptx      lower for the GPU: --emit=loops|llvm show its forms\n"
     "  --arch=sm_XX        GPU architecture: sm_75, sm_80 (default), sm_86, sm_87,\n"
-    "                      sm_89, sm_90, sm_90a\n"
+    "                      sm_89, sm_90, sm_90a (compile, tune; run on emu and\n"
+    "                      cuda: the kernels' form, e.g. sm_75 has no cp.async)\n"
     "  --arch=LIST         CPU instruction sets of an object (comma-separated; the\n"
     "                      best one the CPU has runs): native, a CPU name such as\n"
     "                      skylake-avx512 or znver4, x86-64, x86-64-v2, -v3, -v4.\n"
@@ -306,6 +307,8 @@ static const OptSpec opt_table[] = {
     {O_TARGET, "target", 0, CMD_TUNE, ARG_TEXT, "TARGET", "cpu cuda model", NULL, 0, 0},
     {O_ARCH, "arch", 0, CMD_COMPILE, ARG_TEXT, "ARCH[,ARCH]", NULL, NULL, 0, 0},
     {O_ARCH, "arch", 0, CMD_TUNE, ARG_TEXT, "sm_XX", "sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a",
+     NULL, 0, 0},
+    {O_ARCH, "arch", 0, CMD_RUN, ARG_TEXT, "sm_XX", "sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a",
      NULL, 0, 0},
     {O_NOLIBDEV, "no-libdevice", 0, CMD_COMPILE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_RECORDS, "records", 0, CMD_ALL, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
@@ -1181,6 +1184,10 @@ static int cmd_run(int argc, char **argv)
         usage_error("--profile times the launches of the cpu target, not %s", target);
     if (profile && !bench)
         bench = 20;
+    bool gpu = strcmp(target, "emu") == 0 || strcmp(target, "cuda") == 0;
+    if (o.val[O_ARCH] && !gpu)
+        usage_error("--arch is for --target=emu and --target=cuda, not %s", target);
+    const char *arch = o.val[O_ARCH] ? o.val[O_ARCH] : "sm_80";
     if (strcmp(target, "cuda") == 0)
         cuda_require();
     FeUnit l = load_fused(o.file, &o.named[O_FUSE]);
@@ -1195,9 +1202,8 @@ static int cmd_run(int argc, char **argv)
     float **bufs = make_buffers(p, dims, &o);
 
     Exec x = {.p = p};
-    bool gpu = strcmp(target, "emu") == 0 || strcmp(target, "cuda") == 0;
     if (strcmp(target, "reference") != 0) {
-        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = "sm_80", .records = o.val[O_RECORDS],
+        CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = arch, .records = o.val[O_RECORDS],
                           .mks = &o.named[O_MK]};
         x.lp = lower_program(p, &co);
     }
@@ -1211,7 +1217,7 @@ static int cmd_run(int argc, char **argv)
     if (strcmp(target, "cpu") == 0 && !(x.cpu = ex_cpu_compile(x.lp, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
     if (strcmp(target, "cuda") == 0) {
-        if (!(x.cuda = ex_cuda_compile(x.lp, NULL, true, err, sizeof err)))
+        if (!(x.cuda = ex_cuda_compile(x.lp, arch, true, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
         cuda_buffers(&x, dims, bufs, true);
     }

@@ -170,6 +170,15 @@ expect 2 "given twice" -- "$dcc" prog.tex --emit=te --emit=loops
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --target cpu --target loops
 expect 2 "LO <= HI" -- "$dcc" tune prog.tex --shapes T=64..3
 expect 2 "GPU architecture" -- "$dcc" tune prog.tex --arch=sm_90
+expect 2 "is for --target=emu and --target=cuda" -- "$dcc" run prog.tex --set T=3 --arch=sm_75
+expect 2 "expected sm_75, sm_80" -- "$dcc" run prog.tex --set T=3 --target=emu --arch=sm_70
+# a GPU form of an architecture on the emulator: sm_75 stages through
+# registers, sm_80 through cp.async; both check
+for a in sm_75 sm_80; do
+    expect 0 "" -- "$dcc" run "$src/examples/bert_qkv.tex" --target=emu --arch=$a --set T=37 --check \
+        --mk 'Y=threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged pipelined'
+    grep -q "matches the reference" out.txt || bad "emu --arch=$a: $(cat out.txt)"
+done
 expect 2 "object and a header" -- "$dcc" prog.tex -o x --stop-after=tile
 expect 2 "unknown option" -- "$dcc" prog.tex --bogus
 expect 2 "is for dcc run" -- "$dcc" prog.tex --check
