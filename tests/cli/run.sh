@@ -179,6 +179,10 @@ for a in sm_75 sm_80; do
         --mk 'Y=threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged pipelined'
     grep -q "matches the reference" out.txt || bad "emu --arch=$a: $(cat out.txt)"
 done
+# 66 KB of staging: dynamic shared memory on sm_80 (more than 48 KB)
+expect 0 "" -- "$dcc" run "$src/examples/bert_qkv.tex" --target=emu --set T=77 --check \
+    --mk 'Y=threads [16, 16] tile [8, 8] rchunk 32 unroll 1 vec 4 staged strided pipelined'
+grep -q "matches the reference" out.txt || bad "emu, dynamic shared memory: $(cat out.txt)"
 expect 2 "object and a header" -- "$dcc" prog.tex -o x --stop-after=tile
 expect 2 "unknown option" -- "$dcc" prog.tex --bogus
 expect 2 "is for dcc run" -- "$dcc" prog.tex --check
