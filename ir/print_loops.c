@@ -99,6 +99,8 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
         fputs(" strided", out);
     if (mk->pipeline)
         fputs(" pipelined", out);
+    if (mk->raster > 1)
+        fprintf(out, " raster %d", mk->raster);
 }
 
 void ir_print_kernel(FILE *out, const Kernel *k)

@@ -30,7 +30,7 @@ MicroKernel pass_unit_microkernel(void)
     memset(&mk, 0, sizeof mk);
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk.threads[a] = mk.tile[a] = 1;
-    mk.unroll = mk.vec = mk.split = mk.rthreads = 1;
+    mk.unroll = mk.vec = mk.split = mk.rthreads = mk.raster = 1;
     return mk;
 }
 
@@ -187,6 +187,7 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
         mk->stage = false;
     if (!mk->stage || ti->kind != PT_GPU)
         mk->pipeline = false;
+    mk->raster = ti->kind == PT_GPU && n >= 2 ? clampi(mk->raster, 1, 64) : 1;
 }
 
 void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
@@ -204,7 +205,7 @@ void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const Targe
     memset(c, 0, sizeof *c);
     for (int a = 0; a < MK_MAX_AXES; a++)
         c->threads[a] = c->tile[a] = 1;
-    c->unroll = c->split = c->rthreads = 1;
+    c->unroll = c->split = c->rthreads = c->raster = 1;
     c->vec = 1;
     if (n >= 1) {
         bool gpu = ti->kind == PT_GPU;
@@ -249,18 +250,18 @@ static int parse_list(const char **s, int *v, int max)
 }
 
 /* The clauses of a micro-kernel's text, each at most once. */
-enum { C_THREADS, C_TILE, C_RCHUNK, C_UNROLL, C_VEC, C_SPLIT, C_RTHREADS, C_ALONG, C_STAGED,
-       C_STRIDED, C_PIPELINED, NCLAUSES };
+enum { C_THREADS, C_TILE, C_RCHUNK, C_UNROLL, C_VEC, C_SPLIT, C_RTHREADS, C_RASTER, C_ALONG,
+       C_STAGED, C_STRIDED, C_PIPELINED, NCLAUSES };
 static const char *const clause_names[NCLAUSES] = {
-    "threads", "tile", "rchunk", "unroll", "vec", "split", "rthreads", "along reduction",
-    "staged", "strided", "pipelined"};
+    "threads", "tile", "rchunk", "unroll", "vec", "split", "rthreads", "raster",
+    "along reduction", "staged", "strided", "pipelined"};
 
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
 {
     memset(mk, 0, sizeof *mk);
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk->threads[a] = mk->tile[a] = 1;
-    mk->unroll = mk->vec = mk->split = mk->rthreads = 1;
+    mk->unroll = mk->vec = mk->split = mk->rthreads = mk->raster = 1;
     int nt = -1, nl = -1;
     unsigned seen = 0;
     const char *p = s;
@@ -286,7 +287,7 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
             if (n < 0)
                 return false;
             *(c == C_THREADS ? &nt : &nl) = n;
-        } else if (c <= C_RTHREADS) {
+        } else if (c <= C_RASTER) {
             char *end;
             long x = strtol(p, &end, 10);
             /* rchunk 0: no reduction; every other count is at least 1, so
@@ -295,7 +296,7 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
                 return false;
             int *field[] = {[C_RCHUNK] = &mk->rchunk, [C_UNROLL] = &mk->unroll,
                             [C_VEC] = &mk->vec, [C_SPLIT] = &mk->split,
-                            [C_RTHREADS] = &mk->rthreads};
+                            [C_RTHREADS] = &mk->rthreads, [C_RASTER] = &mk->raster};
             *field[c] = (int)x;
             p = end;
         } else if (c == C_ALONG) {

@@ -401,6 +401,42 @@ static void block_order(Tiler *t, const TargetInfo *ti, int *order)
         order[i] = fast;
 }
 
+/* The GPU keeps the axes in order; with raster G the last two (rows and
+ * columns of blocks) are taken from B's low part in groups of G rows, each
+ * group column by column, the last group with the rows that remain:
+ *
+ *   Q = B % (nb_r * nb_c)          (B itself with two axes)
+ *   g_first = Q / (G * nb_c) * G   the group's first row of blocks
+ *   g_rows  = min(G, nb_r - g_first)
+ *   b_r = g_first + Q % (G * nb_c) % g_rows
+ *   b_c = Q % (G * nb_c) / g_rows
+ *
+ * so the blocks that run at once read a few column tiles of the operand
+ * shared along the columns, again and again, from L2. Returns body under
+ * those lets. */
+static Stmt *raster_order(Tiler *t, Stmt *body, Var *B, Var *const *bv, Expr *const *nb, int n,
+                          int G)
+{
+    ExprCtx *c = t->c;
+    Expr *nr = nb[n - 2], *nc = nb[n - 1];
+    Expr *Q = VR(t, B);
+    if (n > 2)
+        Q = ir_binop(c, EX_MOD, Q, ir_binop(c, EX_MUL, nr, nc));
+    Expr *per = ir_binop(c, EX_MUL, C(t, G), nc);
+    Var *first = ir_var(c, "g_first", VK_LOOP, nr);
+    Var *rows = ir_var(c, "g_rows", VK_LOOP, C(t, G + 1));
+    Expr *in = ir_binop(c, EX_MOD, Q, per);
+    body = ir_let(t->a, bv[n - 1], ir_simplify(c, ir_binop(c, EX_DIV, in, VR(t, rows))), body);
+    body = ir_let(t->a, bv[n - 2],
+                  ir_simplify(c, ir_binop(c, EX_ADD, VR(t, first), ir_binop(c, EX_MOD, in, VR(t, rows)))),
+                  body);
+    body = ir_let(t->a, rows,
+                  ir_simplify(c, ir_binop(c, EX_MIN, C(t, G), ir_binop(c, EX_SUB, nr, VR(t, first)))),
+                  body);
+    return ir_let(t->a, first,
+                  ir_simplify(c, ir_binop(c, EX_MUL, ir_binop(c, EX_DIV, Q, per), C(t, G))), body);
+}
+
 static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *arena)
 {
     Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}, 1, NULL};
@@ -492,7 +528,13 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
     Stmt *body = ir_for(arena, Th, FK_THREAD, inner);
     int order[MK_MAX_AXES];
     block_order(&t, ti, order);
-    for (int i = n - 1; i >= 0; i--) {
+    int last = n;
+    if (ti->kind == PT_GPU && mk->raster > 1 && n >= 2) {
+        body = raster_order(&t, body, B, bv, nb, n, mk->raster);
+        last = n - 2;
+        below = ir_binop(c, EX_MUL, nb[n - 2], nb[n - 1]);
+    }
+    for (int i = last - 1; i >= 0; i--) {
         int a = order[i];
         Expr *q = ir_binop(c, EX_DIV, VR(&t, B), below);
         body = ir_let(arena, bv[a], ir_simplify(c, i == 0 ? q : ir_binop(c, EX_MOD, q, nb[a])), body);

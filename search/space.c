@@ -164,6 +164,7 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
         mk->unroll = 1;
         mk->split = 1;
         mk->rthreads = 1;
+        mk->raster = 1; /* no operand shared along a row of blocks */
         if (mk->vaxis == MK_VEC_REDUCE)
             mk->vaxis = MK_VEC_SPATIAL;
     }
@@ -179,7 +180,7 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
     for (int a = 0; a < MK_MAX_AXES; a++)
         mk.threads[a] = mk.tile[a] = 1;
     mk.unroll = 1 << pick(rng, 3);
-    mk.split = mk.rthreads = 1;
+    mk.split = mk.rthreads = mk.raster = 1;
     if (gpu) {
         /* 32..1024 threads spread over the reduction (sometimes) and the
          * axes, innermost first */
@@ -205,6 +206,8 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
             mk.split = 2 << pick(rng, 4); /* 2..16 parts */
         mk.strided = pick(rng, 2) == 0;
         mk.pipeline = mk.stage && pick(rng, 2) == 0;
+        if (st->reduction && n >= 2 && pick(rng, 4) == 0)
+            mk.raster = 2 << pick(rng, 3); /* groups of 2..8 rows of blocks */
         return mk;
     }
     if (st->reduction && n >= 2 && pick(rng, 2) == 0) {
@@ -423,7 +426,7 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
                 }
             }
         } else {
-            int gene = pick(rng, gpu && st->reduction ? 8 : 6);
+            int gene = pick(rng, gpu && st->reduction ? 9 : 6);
             int a = n > 0 ? pick(rng, n) : 0;
             switch (gene) {
             case 0: /* threads */
@@ -462,6 +465,11 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
                 mk.split = pick(rng, 2) ? mk.split * 2 : mk.split / 2;
                 if (mk.split < 1)
                     mk.split = 1;
+                break;
+            case 8: /* GPU: the block order */
+                mk.raster = mk.raster > 1 && pick(rng, 2) ? mk.raster / 2 : mk.raster * 2;
+                if (mk.raster > 16)
+                    mk.raster = 1;
                 break;
             case 5: /* vectors */
                 if (gpu) {

@@ -172,7 +172,11 @@ struct Stmt {
  * SIMT layout): shared reads and global stores of a warp are then
  * contiguous. pipeline (GPU, staged) double-buffers the shared copies:
  * the next chunk is copied while this one is computed, with one barrier a
- * chunk (cp.async from sm_80 on; before, through registers). */
+ * chunk (cp.async from sm_80 on; before, through registers). raster G > 1
+ * (GPU, two or more axes) orders the blocks in groups of G rows of blocks,
+ * each group column by column, so the blocks running at once share a few
+ * column tiles of the operand read along the columns (W) in L2 instead of
+ * sweeping all of it row after row. */
 enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 32 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
@@ -187,6 +191,7 @@ typedef struct MicroKernel {
     int rthreads;   /* threads along the reduction per output (0 or 1: none) */
     bool strided;   /* a thread's tile in runs of vec points, runs threads*vec apart */
     bool pipeline;  /* staged through two buffers: the next chunk loads during this one */
+    int raster;     /* GPU: rows of blocks per group of the block order (1: none) */
 } MicroKernel;
 
 /* One kernel: a block loop over a grid of independent blocks. Its grid is

@@ -141,7 +141,7 @@ static MicroKernel *variant(const TeProgram *p, int v, bool gpu)
         int n = p->tensors[i]->rank;
         for (int a = 0; a < MK_MAX_AXES; a++)
             m->threads[a] = m->tile[a] = 1;
-        m->unroll = 1;
+        m->unroll = m->raster = 1;
         m->vec = 1;
         if (v == 1) { /* 7x5 tiles, 3 threads x 2, a chunk of 3 unrolled, staged;
                          * on the GPU double-buffered, 2 threads along the
@@ -155,13 +155,15 @@ static MicroKernel *variant(const TeProgram *p, int v, bool gpu)
             m->pipeline = true;
         } else if (v == 2) { /* vectors of 4 along the innermost axis in runs
                                 * threads x 4 apart, not staged, chunks of 6
-                                * unrolled by 2 */
+                                * unrolled by 2; on the GPU the blocks in
+                                * groups of 2 rows */
             if (n >= 1) { m->tile[n - 1] = 8; m->threads[n - 1] = 3; }
             if (n >= 2) { m->tile[n - 2] = 3; }
             m->rchunk = 6;
             m->unroll = 2;
             m->strided = true;
             m->vec = 4;
+            m->raster = gpu ? 2 : 1;
         } else if (v == 3) { /* vectors of 8 along the reduction, chunk 24; on the
                                 * GPU 4 threads along it (chunks of 32) */
             if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 5; }

@@ -79,6 +79,7 @@ bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction 
 bert_qkv|Y|threads [1, 8] tile [2, 2] rchunk 32 unroll 2 vec 4 along reduction staged rthreads 4 pipelined
 bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged pipelined
 bert_qkv|Y|threads [16, 16] tile [8, 8] rchunk 32 unroll 1 vec 4 staged strided pipelined
+bert_qkv|Y|threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined raster 4
 FORMS
 i=0
 while IFS='|' read -r name stage mk; do

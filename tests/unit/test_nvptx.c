@@ -365,6 +365,7 @@ static void test_space_dimensions(void **state)
         "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged rthreads 2", /* rthreads */
         "threads [8, 16] tile [4, 8] rchunk 16 unroll 1 vec 4 staged strided",   /* strided (vs tile) */
         "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined", /* pipeline */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged raster 4",  /* raster */
     };
     char *ref = dense_ptx(base);
     char *tile8 = dense_ptx(changed[1]);
