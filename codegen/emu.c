@@ -133,13 +133,13 @@ static LLVMValueRef emu_shuffle_xor(CgFn *g, LLVMValueRef v, int mask)
 /* An async copy is rt_simt_cp_async(dst, src, bytes, src_bytes): the
  * emulator writes it at the thread's next rt_simt_cp_wait, so a read
  * before that sees the old contents, as it may on a GPU. */
-static void emu_async_copy(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef ok)
+static void emu_async_copy(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes,
+                           LLVMValueRef src_bytes)
 {
     LLVMTypeRef pt[4] = {g->ptr, g->ptr, g->i32, g->i32};
     LLVMTypeRef fty = LLVMFunctionType(g->voidt, pt, 4, 0);
     LLVMValueRef fn = convergent_fn(g, "rt_simt_cp_async", fty);
-    LLVMValueRef n = LLVMConstInt(g->i32, (unsigned)bytes, 0);
-    LLVMValueRef args[4] = {dst, src, n, ok ? LLVMBuildSelect(g->b, ok, n, LLVMConstInt(g->i32, 0, 0), "") : n};
+    LLVMValueRef args[4] = {dst, src, LLVMConstInt(g->i32, (unsigned)bytes, 0), src_bytes};
     LLVMBuildCall2(g->b, fty, fn, args, 4, "");
 }
 

@@ -568,6 +568,20 @@ static LLVMValueRef lane_of(Lower *L, LLVMValueRef v, int j)
     return LLVMBuildExtractElement(L->g->b, v, LLVMConstInt(L->g->i32, (unsigned)j, 0), "");
 }
 
+/* One async copy of `bytes` from src_base[off] to dst: when ok (i1) may be
+ * false, of no source byte (zero fill), its offset parked on element 0. */
+static void async_copy(Lower *L, LLVMValueRef dst, LLVMValueRef src_base, LLVMValueRef off,
+                       int bytes, LLVMValueRef ok)
+{
+    CgFn *g = L->g;
+    LLVMValueRef n = LLVMConstInt(g->i32, (unsigned)bytes, 0);
+    if (ok) {
+        off = LLVMBuildSelect(g->b, ok, off, cint(L, off, 0), "");
+        n = LLVMBuildSelect(g->b, ok, n, LLVMConstInt(g->i32, 0, 0), "");
+    }
+    g->target->async_copy(g, dst, gep(L, src_base, off), bytes, n);
+}
+
 /* An async store through the target's async_copy: one copy of the lanes
  * when they are one aligned run of 8 or 16 bytes on both sides (or one
  * element), else a 4-byte copy per lane. An element out of its tensor is
@@ -595,19 +609,13 @@ static bool async_store(Lower *L, Stmt *s, LLVMValueRef guard)
              aligned_run(L, src, v->load.n, v->load.idx, w))
         bytes = 4 * w;
     if (bytes) {
-        LLVMValueRef ok0 = lane_of(L, ok, 0), off = ex(L, s0, NULL);
-        if (ok0)
-            off = LLVMBuildSelect(g->b, ok0, off, cint(L, off, 0), "");
-        g->target->async_copy(g, gep(L, dbase, ex(L, d0, NULL)), gep(L, sbase, off), bytes, ok0);
+        async_copy(L, gep(L, dbase, ex(L, d0, NULL)), sbase, ex(L, s0, NULL), bytes, lane_of(L, ok, 0));
         return true;
     }
     LLVMValueRef doff = ex(L, df, NULL), soff = ex(L, sf, NULL);
-    for (int j = 0; j < w; j++) {
-        LLVMValueRef okj = lane_of(L, ok, j), so = lane_of(L, soff, j);
-        if (okj)
-            so = LLVMBuildSelect(g->b, okj, so, cint(L, so, 0), "");
-        g->target->async_copy(g, gep(L, dbase, lane_of(L, doff, j)), gep(L, sbase, so), 4, okj);
-    }
+    for (int j = 0; j < w; j++)
+        async_copy(L, gep(L, dbase, lane_of(L, doff, j)), sbase, lane_of(L, soff, j), 4,
+                   lane_of(L, ok, j));
     return true;
 }
 

@@ -174,16 +174,15 @@ static void nvptx_barrier(CgFn *g) { cg_intrinsic(g, "llvm.nvvm.barrier0", NULL,
  * block's other threads read the copy from shared memory) for 16 bytes,
  * .ca for 4 and 8 */
 static void nvptx_async_copy(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes,
-                             LLVMValueRef ok)
+                             LLVMValueRef src_bytes)
 {
     char name[64];
     snprintf(name, sizeof name, "llvm.nvvm.cp.async.%s.shared.global.%d.s", bytes == 16 ? "cg" : "ca",
              bytes);
-    LLVMValueRef n = LLVMConstInt(g->i32, (unsigned)bytes, 0);
     LLVMValueRef args[3] = {
         LLVMBuildAddrSpaceCast(g->b, dst, LLVMPointerTypeInContext(g->cx, 3), ""),
         LLVMBuildAddrSpaceCast(g->b, src, LLVMPointerTypeInContext(g->cx, 1), ""),
-        ok ? LLVMBuildSelect(g->b, ok, n, LLVMConstInt(g->i32, 0, 0), "") : n,
+        src_bytes,
     };
     cg_intrinsic(g, name, NULL, 0, args, 3);
 }

@@ -56,10 +56,11 @@ struct CgTarget {
      * NULL: the target has no warps. */
     LLVMValueRef (*shuffle_xor)(CgFn *g, LLVMValueRef v, int mask);
     /* An async store (cp.async): `bytes` (4, 8 or 16, the pointers aligned
-     * to it) from global src to shared dst, landing by the thread's next
-     * async_wait; zeros instead when ok (i1, NULL: true) is false, src then
-     * reading nothing. NULL: the target stores async stores at once. */
-    void (*async_copy)(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef ok);
+     * to it) to shared dst, landing by the thread's next async_wait: the
+     * first src_bytes (i32: bytes or 0) from global src, zeros after them.
+     * NULL: the target stores async stores at once. */
+    void (*async_copy)(CgFn *g, LLVMValueRef dst, LLVMValueRef src, int bytes,
+                       LLVMValueRef src_bytes);
     /* Waits for the thread's async copies (before a barrier that asks). */
     void (*async_wait)(CgFn *g);
     /* integers of a kernel in 32 bits where cg_index32 proves it safe */
