@@ -619,11 +619,37 @@ static bool async_store(Lower *L, Stmt *s, LLVMValueRef guard)
     return true;
 }
 
+/* An atomic add (split-K's parts) per lane, in lane order: an inactive
+ * lane adds -0.0, which leaves every value as it is, to element 0. */
+static void atomic_store(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    const Tensor *t = s->store.buf;
+    LLVMValueRef base = buffer_ptr(L, t);
+    LLVMValueRef val = to_f32(L, ex(L, s->store.value, guard));
+    LLVMValueRef off = ex(L, flat_offset(L, t, s->store.n, s->store.idx), guard);
+    int w = L->lane ? L->width : 1; /* each lane adds, as in the serial loop */
+    for (int j = 0; j < w; j++) {
+        LLVMValueRef v = lane_of(L, val, j), o = lane_of(L, off, j);
+        if (guard) {
+            LLVMValueRef on = lane_of(L, guard, j);
+            v = LLVMBuildSelect(g->b, on, v, LLVMConstReal(g->f32, -0.0), "");
+            o = LLVMBuildSelect(g->b, on, o, cint(L, o, 0), "");
+        }
+        LLVMBuildAtomicRMW(g->b, LLVMAtomicRMWBinOpFAdd, gep(L, base, o), v,
+                           LLVMAtomicOrderingMonotonic, false);
+    }
+}
+
 static void store(Lower *L, Stmt *s, LLVMValueRef guard)
 {
     CgFn *g = L->g;
     if (async_store(L, s, guard))
         return;
+    if (s->store.atomic) {
+        atomic_store(L, s, guard);
+        return;
+    }
     const Tensor *t = s->store.buf;
     IR_ASSERT(t->dtype == DT_F32);
     IR_ASSERT(!guard || is_vec(guard));

@@ -135,7 +135,8 @@ int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *e
                     l->threads);
             if (dyn > 0)
                 fprintf(out, ", %d bytes of dynamic shared memory", (int)dyn);
-            fprintf(out, ", computes %s\n", k->out->name);
+            fprintf(out, k->domain != k->out ? ", adds into %s atomically\n" : ", computes %s\n",
+                    k->out->name);
         }
     }
     for (int i = 0; i < p->nbuffers; i++) {

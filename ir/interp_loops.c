@@ -127,7 +127,8 @@ static void run(LI *li, const Stmt *s)
             li->fault = s->store.buf->name;
             return;
         }
-        b->data[off] = (float)ev_f(li, s->store.value);
+        float v = (float)ev_f(li, s->store.value);
+        b->data[off] = s->store.atomic ? b->data[off] + v : v;
         return;
     }
     case ST_ALLOC: {

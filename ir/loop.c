@@ -234,7 +234,7 @@ Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body)
 {
     Kernel *k = IR_NEW(a, Kernel);
     k->name = ir_arena_strdup(a, name);
-    k->out = out;
+    k->out = k->domain = out;
     k->body = body;
     k->nthreads = 1;
     return k;
@@ -313,9 +313,11 @@ void ir_loop_program_add_variant(LoopProgram *lp, const MicroKernel *mk, int n, 
 int ir_microkernel_cmp(const MicroKernel *a, const MicroKernel *b)
 {
     const int fa[] = {a->rchunk, a->unroll, a->vec, (int)a->vaxis, a->stage, a->split,
-                      a->rthreads > 1 ? a->rthreads : 1, a->strided, a->pipeline};
+                      a->rthreads > 1 ? a->rthreads : 1, a->strided, a->pipeline,
+                      a->raster > 1 ? a->raster : 1, a->atomic};
     const int fb[] = {b->rchunk, b->unroll, b->vec, (int)b->vaxis, b->stage, b->split,
-                      b->rthreads > 1 ? b->rthreads : 1, b->strided, b->pipeline};
+                      b->rthreads > 1 ? b->rthreads : 1, b->strided, b->pipeline,
+                      b->raster > 1 ? b->raster : 1, b->atomic};
     for (int i = 0; i < MK_MAX_AXES; i++) {
         if (a->threads[i] != b->threads[i])
             return a->threads[i] < b->threads[i] ? -1 : 1;

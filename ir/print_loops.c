@@ -58,7 +58,7 @@ void ir_print_stmt(FILE *out, const Stmt *s, int ind)
                 fputs(", ", out);
             ir_print_expr(out, s->store.idx[i]);
         }
-        fputs(s->store.async ? "] = async " : "] = ", out);
+        fputs(s->store.async ? "] = async " : s->store.atomic ? "] += atomic " : "] = ", out);
         ir_print_expr(out, s->store.value);
         fputc('\n', out);
         break;
@@ -92,7 +92,7 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
     fprintf(out, "] rchunk %d unroll %d vec %d%s%s", mk->rchunk, mk->unroll, mk->vec,
             mk->vaxis == MK_VEC_REDUCE ? " along reduction" : "", mk->stage ? " staged" : "");
     if (mk->split > 1)
-        fprintf(out, " split %d", mk->split);
+        fprintf(out, " split %d%s", mk->split, mk->atomic ? " atomic" : "");
     if (mk->rthreads > 1)
         fprintf(out, " rthreads %d", mk->rthreads);
     if (mk->strided)
@@ -105,10 +105,19 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
 
 void ir_print_kernel(FILE *out, const Kernel *k)
 {
-    fprintf(out, "kernel %s  # computes %s, %d thread%s per block\n", k->name, k->out->name,
-            k->nthreads, k->nthreads == 1 ? "" : "s");
+    if (k->domain != k->out)
+        fprintf(out, "kernel %s  # adds into %s atomically over %s[", k->name, k->out->name,
+                k->domain->name);
+    else
+        fprintf(out, "kernel %s  # computes %s", k->name, k->out->name);
+    for (int d = 0; k->domain != k->out && d < k->domain->rank; d++) {
+        fputs(d ? ", " : "", out);
+        ir_print_expr(out, k->domain->shape[d]);
+    }
+    fprintf(out, "%s, %d thread%s per block\n", k->domain != k->out ? "]" : "", k->nthreads,
+            k->nthreads == 1 ? "" : "s");
     fputs("  # micro-kernel: ", out);
-    ir_print_microkernel(out, &k->mk, k->out->rank);
+    ir_print_microkernel(out, &k->mk, k->domain->rank);
     fputc('\n', out);
     ir_print_stmt(out, k->body, 1);
 }
@@ -157,7 +166,7 @@ void ir_print_loops(FILE *out, const LoopProgram *lp)
         if (va && va->nkernels > 1) {
             fprintf(out, "# launch %d of %d of stage %s", i - va->first + 1, va->nkernels,
                     st->out->name);
-            if (va->first == i) {
+            if (va->first == i && va->nscratch > 0) {
                 fputs("; scratch", out);
                 for (int j = 0; j < va->nscratch; j++) {
                     const Tensor *t = va->scratch[j];

@@ -124,6 +124,8 @@ static void check_stmt(Env *e, const Stmt *s)
                                s->store.value->load.t->scope != MS_GLOBAL))
             fail(e, "async store that is not a copy of a global load into shared memory",
                  s->store.buf->name);
+        if (s->store.atomic && (s->store.async || s->store.buf->scope != MS_GLOBAL))
+            fail(e, "atomic store to a buffer that is not global", s->store.buf->name);
         for (int i = 0; i < s->store.n; i++)
             check_expr(e, s->store.idx[i]);
         check_expr(e, s->store.value);
@@ -206,6 +208,8 @@ static bool check_stages(const LoopProgram *lp, char *err, size_t errlen)
                 bool last = i == va->nkernels - 1, scratch = false;
                 for (int j = 0; j < va->nscratch; j++)
                     scratch |= k->out == va->scratch[j];
+                /* an atomic split-K first sets the output, then adds to it */
+                scratch |= va->mk.atomic && k->out == st->out;
                 if (k->stage != s || k->variant != v || (last ? k->out != st->out : !scratch)) {
                     snprintf(err, errlen, "kernel %s: stage %d variant %d computing %s, expected "
                              "stage %d variant %d computing %s", k->name, k->stage, k->variant,

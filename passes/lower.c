@@ -29,9 +29,25 @@
  *
  * so each is an ordinary stage body for the passes after this one, and the
  * result does not depend on how the parts are scheduled.
+ *
+ * An atomic split (mk.atomic, GPU, opt-in) needs no scratch buffer when
+ * the reduction is a sum and Y's body is affine in it, Y = A(r) + E(0)
+ * with A linear (sums and differences with anything free of r, negation,
+ * products and quotients by finite nonzero constants: nothing that
+ * turns an infinite or NaN part into another result than the one-launch
+ * sum gives): the first kernel sets Y to E(0), the
+ * second runs over the parts and adds each part's A into Y atomically,
+ *
+ *   Y[i, j]  = E(0)
+ *   Y[i, j] += atomic A(sum[kk: C](select(s*C + kk < K, body[k := ...], 0)))
+ *
+ * in whatever order the parts run, so the last bits may differ from run to
+ * run. Any other body lowers as above, deterministically.
  */
 #include "dietcode/passes.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct Lower {
@@ -97,6 +113,7 @@ static Stmt *emit_value(Lower *l, Expr *e, Consume consume, void *ud)
 typedef struct Out {
     Tensor *t;
     Expr **idx;
+    bool atomic;
 } Out;
 
 static Stmt *consume_store(Lower *l, Expr *v, void *ud)
@@ -104,13 +121,17 @@ static Stmt *consume_store(Lower *l, Expr *v, void *ud)
     Out *o = ud;
     if (v->type != DT_F32)
         v = ir_cast(l->c, DT_F32, v);
-    return ir_store(l->a, o->t, o->t->rank, o->idx, v);
+    Stmt *s = ir_store(l->a, o->t, o->t->rank, o->idx, v);
+    s->store.atomic = o->atomic;
+    return s;
 }
 
 /* A kernel computing buffer t (its axes and shape) from body, named
- * PROG_NAME with NAME the stage's tensor name and suffix. */
+ * PROG_NAME with NAME the stage's tensor name and suffix. With into (an
+ * atomic split's parts), t is P[s, into's shape], a domain only: each
+ * point adds its value into into[the point without s] atomically. */
 static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *mk,
-                            const char *name)
+                            const char *name, Tensor *into)
 {
     ExprCtx *c = l->c;
     Var *lv[MK_MAX_AXES];
@@ -119,16 +140,96 @@ static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *
         lv[a] = ir_var(c, t->axes[a]->name, VK_LOOP, t->shape[a]);
         idx[a] = ir_varref(c, lv[a]);
     }
-    Out o = {t, idx};
+    Out o = {into ? into : t, into ? idx + 1 : idx, into != NULL};
     l->nacc = 0;
     Stmt *s = emit_value(l, ir_subst_many(c, body, t->rank, t->axes, idx), consume_store, &o);
     for (int a = t->rank - 1; a >= 0; a--)
         s = ir_for(l->a, lv[a], FK_SERIAL, s);
     char kname[160];
     snprintf(kname, sizeof kname, "%s_%s", l->p->name, name);
-    Kernel *k = ir_kernel_new(l->a, kname, t, s);
+    Kernel *k = ir_kernel_new(l->a, kname, into ? into : t, s);
+    k->domain = t;
     k->mk = *mk;
     return k;
+}
+
+typedef struct Find {
+    const Expr *x;
+    bool found;
+} Find;
+
+static void find_expr(Expr *e, void *ud)
+{
+    Find *f = ud;
+    f->found |= e == f->x;
+}
+
+/* Whether e contains x. */
+static bool contains(Expr *e, const Expr *x)
+{
+    Find f = {x, false};
+    ir_expr_visit(e, find_expr, &f);
+    return f.found;
+}
+
+/* A of body = A(r) + body[r := 0] (see the top of the file), with p in r's
+ * place; NULL when r is not a sum or body is not affine in it. Iterative:
+ * down the path from body to r, then back up building A. */
+static bool finite_nonzero(const Expr *e)
+{
+    if (e->kind == EX_CAST && e->type == DT_F32) /* f32(2) */
+        e = e->op.a;
+    return (e->kind == EX_FLOAT && isfinite(e->fval) && e->fval != 0) ||
+           (e->kind == EX_INT && e->ival != 0);
+}
+
+static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
+{
+    if (r->kind != EX_REDUCE || r->red.op != RD_SUM || r->type != DT_F32 ||
+        body->type != DT_F32)
+        return NULL;
+    int n = 0, cap = 16;
+    Expr **path = malloc(sizeof *path * (size_t)cap);
+    Expr *e = body, *a = NULL;
+    if (!path)
+        return NULL;
+    while (e != r) {
+        int arity = ir_op_arity(e->kind);
+        bool in0 = arity >= 1 && contains(e->op.a, r), in1 = arity == 2 && contains(e->op.b, r);
+        Expr *other = arity != 2 ? NULL : in0 ? e->op.b : e->op.a;
+        bool ok = (in0 != in1) &&
+                  (e->kind == EX_ADD || e->kind == EX_SUB || e->kind == EX_NEG ||
+                   ((e->kind == EX_MUL || (e->kind == EX_DIV && in0)) && finite_nonzero(other)));
+        if (!ok)
+            goto done;
+        if (n == cap) {
+            Expr **more = realloc(path, sizeof *path * (size_t)(cap *= 2));
+            if (!more)
+                goto done;
+            path = more;
+        }
+        path[n++] = e;
+        e = in0 ? e->op.a : e->op.b;
+    }
+    a = p;
+    for (int i = n - 1; c && i >= 0; i--) {
+        Expr *x = path[i];
+        bool left = x->kind == EX_NEG || contains(x->op.a, r);
+        if (x->kind == EX_NEG || (x->kind == EX_SUB && !left))
+            a = ir_unop(c, EX_NEG, a);
+        else if (x->kind == EX_MUL || x->kind == EX_DIV)
+            a = left ? ir_binop(c, x->kind, a, x->op.b) : ir_binop(c, x->kind, x->op.a, a);
+    }
+done:
+    free(path);
+    return a;
+}
+
+bool pass_atomic_split_ok(Expr *body)
+{
+    Expr *r = ir_outer_reduce(body);
+    /* no context: the check alone */
+    return r && affine_part(NULL, body, r, r) != NULL;
 }
 
 /* Variant v of stage t split S ways: partial results, then their
@@ -154,8 +255,6 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     }
     char pname[160];
     snprintf(pname, sizeof pname, "%s_part", name);
-    Tensor *P = ir_loop_program_add_scratch(lp, pname, n + 1, shape);
-    P->axes = pax;
 
     /* P[s, ...] = red[kk: C, k2...](select(s*C + kk < K, body[k1 := s*C + kk], identity)) */
     Var *raxes[MK_MAX_AXES + 8];
@@ -167,6 +266,28 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     Expr *part = ir_select(c, ir_binop(c, EX_LT, k, K), ir_subst(c, r->red.body, k1, k),
                            ir_float(c, ir_reduce_identity(r->red.op)));
     part = ir_reduce(c, r->red.op, r->red.n, raxes, part);
+    MicroKernel mkp, mkc, mkv = *mk;
+    pass_split_microkernels(mk, t, ti, &mkp, &mkc);
+    Expr *add = mk->atomic ? affine_part(c, body, r, part) : NULL;
+    if (add) {
+        /* Y = E(0), then Y += A(part) atomically: P is the parts' domain only */
+        Tensor *P = IR_NEW(l->a, Tensor);
+        *P = (Tensor){.name = ir_arena_strdup(l->a, pname), .id = -1, .kind = TK_TEMP,
+                      .dtype = DT_F32, .rank = n + 1, .shape = IR_NEWN(l->a, Expr *, n + 1),
+                      .axes = pax, .scope = MS_GLOBAL};
+        memcpy(P->shape, shape, sizeof *shape * (size_t)(n + 1));
+        char iname[160];
+        snprintf(iname, sizeof iname, "%s_init", name);
+        Kernel *ks[2] = {lower_tensor(l, t, ir_replace(c, body, r, ir_float(c, 0)), &mkc, iname,
+                                      NULL),
+                         lower_tensor(l, P, ir_subst_many(c, add, n, t->axes, pidx), &mkp, pname,
+                                      t)};
+        ir_loop_program_add_variant(lp, mk, 2, ks, 0, NULL);
+        return;
+    }
+    mkv.atomic = false; /* not affine in a sum: deterministic, through P */
+    Tensor *P = ir_loop_program_add_scratch(lp, pname, n + 1, shape);
+    P->axes = pax;
     part = ir_subst_many(c, part, n, t->axes, pidx);
     P->body = part;
 
@@ -180,11 +301,9 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     if (r->type != sum->type)
         sum = ir_cast(c, r->type, sum);
 
-    MicroKernel mkp, mkc;
-    pass_split_microkernels(mk, t, ti, &mkp, &mkc);
-    Kernel *ks[2] = {lower_tensor(l, P, part, &mkp, pname),
-                     lower_tensor(l, t, ir_replace(c, body, r, sum), &mkc, name)};
-    ir_loop_program_add_variant(lp, mk, 2, ks, 1, &P);
+    Kernel *ks[2] = {lower_tensor(l, P, part, &mkp, pname, NULL),
+                     lower_tensor(l, t, ir_replace(c, body, r, sum), &mkc, name, NULL)};
+    ir_loop_program_add_variant(lp, &mkv, 2, ks, 1, &P);
 }
 
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
@@ -212,7 +331,7 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
                 lower_split(&l, lp, t, bodies[i], r, mk, name, ti);
                 continue;
             }
-            Kernel *k = lower_tensor(&l, t, bodies[i], mk, name);
+            Kernel *k = lower_tensor(&l, t, bodies[i], mk, name, NULL);
             ir_loop_program_add_variant(lp, mk, 1, &k, 0, NULL);
         }
     }

@@ -177,6 +177,7 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
     mk->rchunk = clampi(mk->rchunk, 0, 4096);
     mk->unroll = clampi(mk->unroll, 1, 16);
     mk->split = n < MK_MAX_AXES ? clampi(mk->split, 1, MK_MAX_SPLIT) : 1;
+    mk->atomic = mk->atomic && mk->split > 1 && ti->kind == PT_GPU;
     if (mk->vec < 1 || (mk->vec & (mk->vec - 1)) || mk->vec > 16)
         mk->vec = 1;
     if (mk->vaxis == MK_VEC_REDUCE && (mk->rchunk == 0 || mk->rchunk % mk->vec != 0))
@@ -196,6 +197,7 @@ void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const Targe
     int n = t->rank;
     *partial = *mk;
     partial->split = 1;
+    partial->atomic = false;
     partial->threads[0] = partial->tile[0] = 1;
     for (int a = 0; a < n && a + 1 < MK_MAX_AXES; a++) {
         partial->threads[a + 1] = mk->threads[a];
@@ -251,10 +253,10 @@ static int parse_list(const char **s, int *v, int max)
 
 /* The clauses of a micro-kernel's text, each at most once. */
 enum { C_THREADS, C_TILE, C_RCHUNK, C_UNROLL, C_VEC, C_SPLIT, C_RTHREADS, C_RASTER, C_ALONG,
-       C_STAGED, C_STRIDED, C_PIPELINED, NCLAUSES };
+       C_STAGED, C_STRIDED, C_PIPELINED, C_ATOMIC, NCLAUSES };
 static const char *const clause_names[NCLAUSES] = {
     "threads", "tile", "rchunk", "unroll", "vec", "split", "rthreads", "raster",
-    "along reduction", "staged", "strided", "pipelined"};
+    "along reduction", "staged", "strided", "pipelined", "atomic"};
 
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
 {
@@ -305,11 +307,14 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
             mk->stage = true;
         } else if (c == C_STRIDED) {
             mk->strided = true;
-        } else {
+        } else if (c == C_PIPELINED) {
             mk->pipeline = true;
+        } else {
+            mk->atomic = true;
         }
     }
-    if (nt != nl)
+    /* atomic qualifies a split; without one it would be a second text */
+    if (nt != nl || (mk->atomic && mk->split < 2))
         return false;
     if (nspatial)
         *nspatial = nt < 0 ? 0 : nt;

@@ -29,7 +29,17 @@
  *
  * a butterfly of warp shuffles gives every thread the same sum (each step
  * adds the same two values, in either order), and the R threads share
- * the final stores.
+ * the final stores. With R > 32 (R / 32 warps along the reduction) the
+ * butterfly runs within each warp (s from 16), and a tree in shared
+ * memory combines the warps:
+ *
+ *         alloc shared tree[threads, R / 32, points]:
+ *           if (rl % 32 == 0)  for r...:  tree[Th / R, rl / 32, flat(r)] = acc[r...]
+ *           barrier
+ *           for r...:  if (flat(r) % R == rl)
+ *             Y[x...] = epilogue(tree[Th / R, 0, flat(r)] + .. + tree[Th / R, R/32 - 1, flat(r)])
+ *
+ * the warps' sums added in order, so every run gives the same bits.
  *
  * k->live says whether a thread's tile has a point inside the output (its
  * first point is); bind lets a CPU thread whose tile has none skip its
@@ -87,7 +97,7 @@ static Canon parse_canon(const Kernel *k)
 {
     Canon c = {0};
     Stmt *s = k->body;
-    c.rank = k->out->rank;
+    c.rank = k->domain->rank;
     for (int a = 0; a < c.rank; a++) {
         IR_ASSERT(s->kind == ST_FOR);
         c.sv[a] = s->loop.var;
@@ -150,6 +160,8 @@ typedef struct Tiler {
     Var *r[MK_MAX_AXES];  /* register-tile loops */
     int R;                /* threads along the reduction (1: none) */
     Var *rl;              /* this thread's place among them (R > 1) */
+    Var *th;              /* the thread index */
+    int64_t nt;           /* threads of the spatial axes (the block has nt * R) */
 } Tiler;
 
 static Expr *C(Tiler *t, int64_t v) { return ir_int(t->c, v); }
@@ -295,7 +307,7 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
         int ns = 0;
         Expr *a0 = ir_load(c, acc, na, li, false);
         steps[ns++] = tile_loops(t, ir_store(t->a, acc, na, li, res), NULL);
-        for (int s = R / 2; s >= 1; s /= 2)
+        for (int s = (R < 32 ? R : 32) / 2; s >= 1; s /= 2)
             steps[ns++] = tile_loops(
                 t, ir_store(t->a, acc, na, li,
                             ir_binop(c, cn->comb, a0, ir_binop(c, EX_SHFL_XOR, a0, C(t, s)))),
@@ -303,20 +315,52 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
         shfl = ir_seq(t->a, ns, steps);
         res = a0;
     }
+    /* the point's place in the register tile */
+    Expr *flat = C(t, 0);
+    int64_t npoints = 1;
+    for (int a = 0; a < cn->rank; a++) {
+        flat = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, flat, C(t, mk->tile[a])), VR(t, t->r[a]));
+        npoints *= mk->tile[a];
+    }
+    flat = ir_simplify(c, flat);
+    Tensor *tree = NULL;
+    Stmt *gather = NULL;
+    if (R > 32) {
+        /* each warp's sum into tree[ts, w, point] (its lane 0 writes), a
+         * barrier, then the sum over the warps in order */
+        int W = R / 32;
+        int64_t tshape[3] = {t->nt, W, npoints};
+        snprintf(name, sizeof name, "tree_%s", t->k->out->name);
+        tree = ir_buffer(t->a, name, MS_SHARED, c, 3, tshape);
+        Expr *ti[3] = {ir_simplify(c, ir_binop(c, EX_DIV, VR(t, t->th), C(t, R))),
+                       ir_simplify(c, ir_binop(c, EX_DIV, VR(t, t->rl), C(t, 32))), flat};
+        Stmt *put = tile_loops(t, ir_store(t->a, tree, 3, ti, res), NULL);
+        Expr *lead = ir_binop(c, EX_EQ, ir_simplify(c, ir_binop(c, EX_MOD, VR(t, t->rl), C(t, 32))),
+                              C(t, 0));
+        Stmt *both[2] = {ir_if(t->a, lead, put, NULL), ir_barrier(t->a)};
+        gather = ir_seq(t->a, 2, both);
+        ti[1] = C(t, 0);
+        res = ir_load(c, tree, 3, ti, false);
+        for (int w = 1; w < W; w++) {
+            ti[1] = C(t, w);
+            res = ir_binop(c, cn->comb, res, ir_load(c, tree, 3, ti, false));
+        }
+    }
     Stmt *fin = at_point(t, cn->final);
     Expr *zero = C(t, 0);
     Expr *old = ir_load(c, cn->acc, 1, &zero, false);
     fin->store.value = ir_replace(c, fin->store.value, old, res);
     if (R > 1) {
         /* the R threads take turns at the register tile's points */
-        Expr *flat = C(t, 0);
-        for (int a = 0; a < cn->rank; a++)
-            flat = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, flat, C(t, mk->tile[a])), VR(t, t->r[a]));
         Expr *mine = ir_binop(c, EX_EQ, ir_simplify(c, ir_binop(c, EX_MOD, flat, C(t, R))),
                               VR(t, t->rl));
         fin = ir_if(t->a, mine, fin, NULL);
     }
     Stmt *final = tile_loops(t, fin, NULL);
+    if (tree) {
+        Stmt *both[2] = {gather, final};
+        final = ir_alloc(t->a, tree, ir_seq(t->a, 2, both));
+    }
 
     t->k->ko_loop = ko_loop;
     t->k->ko = ko;
@@ -439,7 +483,7 @@ static Stmt *raster_order(Tiler *t, Stmt *body, Var *B, Var *const *bv, Expr *co
 
 static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *arena)
 {
-    Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}, 1, NULL};
+    Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}, 1, NULL, NULL, 1};
     Canon *cn = &t.cn;
     const MicroKernel *mk = &k->mk;
     int n = cn->rank;
@@ -510,6 +554,8 @@ static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
     }
     Var *B = ir_var(c, "B", VK_LOOP, NB);
     Var *Th = ir_var(c, "Th", VK_LOOP, C(&t, NT * t.R));
+    t.th = Th;
+    t.nt = NT;
 
     Stmt *inner = cn->red ? tile_reduction(&t, K, Kc) : tile_loops(&t, at_point(&t, cn->point), NULL);
 

@@ -27,7 +27,8 @@
  *                           shared memory (a copy that is not double
  *                           buffered),
  *                           slowed by sqrt(warps resident / 16) below 16
- *   memory                  L2 bytes (every block's loads and stores) over
+ *   memory                  L2 bytes (every block's loads and stores, an
+ *                           atomic add a load and a store) over
  *                           L2 bandwidth, and DRAM bytes (each buffer's
  *                           bytes once, plus the re-reads that do not fit
  *                           in L2) over DRAM bandwidth
@@ -35,7 +36,9 @@
  *
  * and a program's time is the sum over its launches (a split-K variant
  * pays for its partial sums twice, written then read, and for a second
- * launch).
+ * launch; an atomic one for its adds into the output, and for a first
+ * launch that sets it). Contention between the parts' adds to one
+ * address is not modelled.
  */
 #include "dietcode/exec.h"
 #include "dietcode/search.h"
@@ -390,6 +393,8 @@ static void walk(Walk *w, Stmt *s)
                 w->copied = true;
         }
         mem_access(w, s->store.buf, s->store.n, s->store.idx, true, false);
+        if (s->store.atomic) /* a read-modify-write in L2, a lane at a time */
+            mem_access(w, s->store.buf, s->store.n, s->store.idx, false, false);
         return;
     }
 }

@@ -158,6 +158,8 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
         runs |= mk->vec > 1 && mk->tile[a] > mk->vec && mk->tile[a] % mk->vec == 0;
     if (!runs || st->tg->ti.kind != PT_GPU)
         mk->strided = false;
+    if (!st->atomic_ok)
+        mk->atomic = false;
     if (!st->reduction) {
         mk->rchunk = 0;
         mk->stage = false;
@@ -204,6 +206,8 @@ static MicroKernel draw(const SrchStage *st, uint64_t *rng)
                                                                          : MK_VEC_SPATIAL;
         if (st->reduction && pick(rng, 3) == 0)
             mk.split = 2 << pick(rng, 4); /* 2..16 parts */
+        if (st->atomic_ok && mk.split > 1) /* the rng's sequence is unchanged without */
+            mk.atomic = pick(rng, 2) == 0;
         mk.strided = pick(rng, 2) == 0;
         mk.pipeline = mk.stage && pick(rng, 2) == 0;
         if (st->reduction && n >= 2 && pick(rng, 4) == 0)
@@ -281,10 +285,33 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
         return cpu_templates(st, out, max);
     if (st->tg->ti.kind != PT_GPU || !st->reduction || n < 1)
         return 0;
-    for (int t = 0; t < 3 && nt < max; t++) {
+    /* with atomic split-K opted into, the middle one also atomic */
+    for (int t = 0; t < 6 && nt < max; t++) {
+        if (t == 3 && !st->atomic_ok)
+            continue;
         MicroKernel mk = pass_unit_microkernel();
         mk.vec = 4;
-        if (t == 0) {
+        if (t == 5) {
+            /* small T, long reduction: split-K GEMV, a warp per output
+             * over each of four parts */
+            mk.threads[n - 1] = 8;
+            mk.rthreads = 32;
+            mk.rchunk = 128;
+            mk.split = 4;
+            mk.vaxis = st->vec_reduce ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
+            if (!st->vec_reduce)
+                mk.vec = 1;
+        } else if (t == 4) {
+            /* small T, long reduction: a block of 256 threads per output,
+             * eight warps combined through shared memory */
+            mk.rthreads = 256;
+            mk.rchunk = 1024;
+            mk.vaxis = st->vec_reduce ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
+            if (!st->vec_reduce) {
+                mk.vec = 1;
+                mk.rchunk = 256;
+            }
+        } else if (t == 0) {
             /* small T: a warp per output along the reduction (GEMV) */
             mk.threads[n - 1] = 8;
             mk.rthreads = 32;
@@ -292,7 +319,7 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
             mk.vaxis = st->vec_reduce ? MK_VEC_REDUCE : MK_VEC_SPATIAL;
             if (!st->vec_reduce)
                 mk.vec = 1;
-        } else if (t == 1) {
+        } else if (t == 1 || t == 3) {
             /* middle: 32 x 128 blocks, the reduction split four ways */
             mk.threads[n - 1] = 32;
             mk.tile[n - 1] = 4;
@@ -300,6 +327,7 @@ int srch_space_templates(const SrchStage *st, MicroKernel *out, int max)
             mk.rchunk = 16;
             mk.stage = mk.pipeline = n >= 2;
             mk.split = 4;
+            mk.atomic = t == 3;
         } else {
             /* large T: 128 x 128 blocks of 8 x 8 tiles in runs of 4 */
             mk.threads[n - 1] = 16;
@@ -461,7 +489,11 @@ MicroKernel srch_space_mutate(const SrchStage *st, const MicroKernel *in, const 
                 if (mk.rthreads < 1)
                     mk.rthreads = 1;
                 break;
-            case 7: /* GPU: split-K */
+            case 7: /* GPU: split-K, its parts added atomically or not */
+                if (st->atomic_ok && mk.split > 1 && pick(rng, 3) == 0) {
+                    mk.atomic = !mk.atomic;
+                    break;
+                }
                 mk.split = pick(rng, 2) ? mk.split * 2 : mk.split / 2;
                 if (mk.split < 1)
                     mk.split = 1;

@@ -410,11 +410,16 @@ cJSON *srch_tree_json(const SrchTree *t)
     for (int i = 0; i < t->ndims; i++)
         cJSON_AddItemToArray(d, cJSON_CreateString(t->dim_names[i]));
     cJSON *k = cJSON_AddArrayToObject(o, "kernels");
+    bool atomic = false;
     for (int i = 0; i < t->nkernels; i++) {
         char *s = srch_mk_str(&t->kernels[i], t->nspatial);
         cJSON_AddItemToArray(k, cJSON_CreateString(s));
         free(s);
+        atomic |= t->kernels[i].atomic;
     }
+    /* the opt-in: only a tuning run with atomic_split chooses such kernels */
+    if (atomic)
+        cJSON_AddTrueToObject(o, "atomic_split");
     cJSON_AddItemToObject(o, "tree", node_json(t, 0));
     return o;
 }
@@ -519,6 +524,14 @@ static MicroKernel *parse_kernels(const char *const *s, int n, int *nspatial)
     return k;
 }
 
+static bool any_atomic(const MicroKernel *k, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (k[i].atomic)
+            return true;
+    return false;
+}
+
 SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t errlen)
 {
     cJSON *o = text ? cJSON_ParseWithLength(text, len) : NULL;
@@ -544,6 +557,10 @@ SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t er
         why = "\"kernels\" is empty";
     else if (!(mks = parse_kernels(kernels, nk, &nsp)))
         why = "\"kernels\" are micro-kernels of different ranks";
+    else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "atomic_split")) &&
+             any_atomic(mks, nk))
+        why = "a kernel splits its reduction atomically, but \"atomic_split\" is not true "
+              "(only tuning with --atomic-split chooses such kernels)";
     else {
         t = tree_new(nd, dims, nk, mks, nsp);
         int cap = 0;

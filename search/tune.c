@@ -428,8 +428,8 @@ static void search_run(Search *S)
     for (int i = 0; i < S->st->ndefaults; i++)
         nfirst += add_cand(S, &S->st->defaults[i]) != NULL;
     /* then one template per regime, measured next */
-    MicroKernel tmpl[4];
-    int ntmpl = srch_space_templates(S->st, tmpl, 4);
+    MicroKernel tmpl[8];
+    int ntmpl = srch_space_templates(S->st, tmpl, 8);
     for (int i = 0; i < ntmpl; i++)
         nfirst += add_cand(S, &tmpl[i]) != NULL;
     /* then, after a warm start, the kernels other workloads' trees chose
@@ -978,6 +978,8 @@ static int stages_of(Tuner *tu, SrchStage **out)
         s->ndefaults = ds.nvariants;
         s->vec_reduce = ds.variants[0].vaxis == MK_VEC_REDUCE;
         s->workload = srch_fingerprint(p, t, mat, tu->tg.name, tu->arch);
+        s->atomic_ok = tu->o->atomic_split && tu->tg.ti.kind == PT_GPU &&
+                       pass_atomic_split_ok(bodies[i]);
         for (int j = 0; j < tu->nshapes; j++) {
             int64_t ext[MK_MAX_AXES + 1];
             srch_stage_extents(s, shape_at(tu, j), ext);

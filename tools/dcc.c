@@ -41,6 +41,7 @@ static const char *usage_text =
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
     "               [--per-shape] [--warm-start=OLD.jsonl] [--fuse NAME=inline|materialize ...]\n"
+    "               [--atomic-split]\n"
     "               [--seed N]\n"
     "       dcc report --records=FILE [-o REPORT.svg]\n"
     "       dcc --help | --version\n"
@@ -113,6 +114,10 @@ static const char *usage_text =
     "  --per-shape         (tune) the baseline: tune each shape on its own\n"
     "  --warm-start=OLD.jsonl  (tune) train the cost model first on the search\n"
     "                      samples OLD holds (other workloads too; this target)\n"
+    "  --atomic-split      (tune, GPU) split-K may add its parts into the output\n"
+    "                      atomically where the epilogue is affine in the sum:\n"
+    "                      faster, but the last bits vary from run to run (the\n"
+    "                      trees record the opt-in; default: deterministic)\n"
     "  report              an SVG of the records: latency over the shapes (the\n"
     "                      dispatch, the best measured, per-shape), the tree's\n"
     "                      regions and kernels, the tuning history (default -o:\n"
@@ -187,7 +192,7 @@ typedef enum OptArg {
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
     O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_PROFILE, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
-    O_WARM, O_FUSE, NOPTS
+    O_WARM, O_ATOMIC, O_FUSE, NOPTS
 } OptId;
 
 typedef struct OptSpec {
@@ -325,6 +330,7 @@ static const OptSpec opt_table[] = {
     {O_SHAPES_FILE, "shapes-file", 0, CMD_TUNE, ARG_TEXT, "FILE.json", NULL, NULL, 0, 0},
     {O_PER_SHAPE, "per-shape", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_WARM, "warm-start", 0, CMD_TUNE, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
+    {O_ATOMIC, "atomic-split", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_FUSE, "fuse", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_NAMED, "NAME=inline|materialize",
      NULL, valid_fuse, 0, 0},
 };
@@ -1388,7 +1394,8 @@ static int cmd_tune(int argc, char **argv)
                       .trials = a.val[O_TRIALS] ? (int)a.num[O_TRIALS] : 64,
                       .seed = a.val[O_SEED] ? (uint64_t)a.num[O_SEED] : 1,
                       .per_shape = a.val[O_PER_SHAPE] != NULL,
-                      .warm_start = a.val[O_WARM]};
+                      .warm_start = a.val[O_WARM],
+                      .atomic_split = a.val[O_ATOMIC] != NULL};
     SrchRange ranges[MAX_ARGS];
     const NamedArgs *shapes = &a.named[O_SHAPES];
     for (int i = 0; i < shapes->n; i++) {
@@ -1403,6 +1410,8 @@ static int cmd_tune(int argc, char **argv)
     if (o.arch && strcmp(o.backend, "cpu") == 0)
         usage_error("--arch %s is a GPU architecture: tune with --target=cuda or --target=model",
                     o.arch);
+    if (o.atomic_split && strcmp(o.backend, "cpu") == 0)
+        usage_error("--atomic-split is for the GPU: tune with --target=cuda or --target=model");
     if (shapes->n && a.val[O_SHAPES_FILE])
         usage_error("--shapes and --shapes-file both say which shapes to tune: give one");
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);

@@ -143,8 +143,10 @@ struct Stmt {
         struct { Expr *cond; Stmt *then, *els; } ifs;       /* els may be NULL */
         /* async: a copy of a global load into shared memory that may land
          * later, by the thread's next barrier that waits for copies
-         * (cp.async); every other target may store it at once */
-        struct { Tensor *buf; int n; Expr **idx; Expr *value; bool async; } store;
+         * (cp.async); every other target may store it at once. atomic:
+         * buf[idx] += value as one atomic read-modify-write (split-K by
+         * atomics, global f32 buffers only) */
+        struct { Tensor *buf; int n; Expr **idx; Expr *value; bool async, atomic; } store;
         struct { bool wait_async; } barrier; /* first wait for the thread's async copies */
         struct { Tensor *buf; Stmt *body; } alloc;          /* shared or local buffer */
         struct { int n; Stmt **s; } seq;
@@ -164,9 +166,10 @@ struct Stmt {
  * partial results to a scratch buffer, and a second launch combines them
  * in a fixed order (split-K: more parallelism for a long reduction over
  * few outputs, deterministic results). rthreads > 1 (GPU) gives every
- * output point that many threads of one warp along the reduction: each
- * sums every rthreads-th element (vec-wide runs), and a butterfly of warp
- * shuffles combines them in a fixed order (the GEMV-like kernels that win
+ * output point that many threads along the reduction: each sums every
+ * rthreads-th element (vec-wide runs), and a butterfly of warp shuffles
+ * combines them in a fixed order, then (rthreads > 32, several warps) a
+ * tree in shared memory the warps' sums (the GEMV-like kernels that win
  * at small T). strided lays a thread's register tile out in runs of vec
  * consecutive points, consecutive threads' runs side by side (the CUTLASS
  * SIMT layout): shared reads and global stores of a warp are then
@@ -177,7 +180,7 @@ struct Stmt {
  * each group column by column, so the blocks running at once share a few
  * column tiles of the operand read along the columns (W) in L2 instead of
  * sweeping all of it row after row. */
-enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 32 };
+enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
     int threads[MK_MAX_AXES];
@@ -192,6 +195,7 @@ typedef struct MicroKernel {
     bool strided;   /* a thread's tile in runs of vec points, runs threads*vec apart */
     bool pipeline;  /* staged through two buffers: the next chunk loads during this one */
     int raster;     /* GPU: rows of blocks per group of the block order (1: none) */
+    bool atomic;    /* GPU, split > 1, opt-in: the parts add into the output atomically */
 } MicroKernel;
 
 /* One kernel: a block loop over a grid of independent blocks. Its grid is
@@ -199,6 +203,10 @@ typedef struct MicroKernel {
 typedef struct Kernel {
     const char *name;
     const Tensor *out;  /* the buffer it computes: its stage's tensor, or a scratch buffer */
+    /* the tensor whose axes and shape its loops run over: out, except for
+     * the parts of an atomic split-K, which run over P[s, out's shape]
+     * (no such buffer exists) and add into out */
+    const Tensor *domain;
     MicroKernel mk;     /* the micro-kernel this kernel was tiled with */
     int stage;          /* index into LoopProgram.stages */
     int variant;        /* which of the stage's variants (0 .. nvariants-1) */

@@ -89,8 +89,12 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
  * one part per block) and their combination's (elementwise shaped). */
 void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
                              MicroKernel *partial, MicroKernel *combine);
+/* Whether a split-K of body may add its parts into the output atomically
+ * (mk.atomic): its outer reduction is a sum and body is affine in it
+ * (passes/lower.c). */
+bool pass_atomic_split_ok(Expr *body);
 /* Reads the form ir_print_microkernel writes: "threads [4, 8] tile [6, 32]
- * rchunk 256 unroll 1 vec 16 [along reduction] [staged] [split 4]". The
+ * rchunk 256 unroll 1 vec 16 [along reduction] [staged] [split 4 [atomic]]". The
  * lists give the spatial axes in order; *nspatial gets their number. */
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial);
 

@@ -313,6 +313,9 @@ typedef struct SrchStage {
     int64_t ext_max[MK_MAX_AXES + 1]; /* largest extents over the tuning shapes */
     const SrchTarget *tg;
     char *workload;         /* its fingerprint on the target and arch tuned for */
+    /* split-K may add its parts atomically (mk.atomic): tuning opted in
+     * (SrchTuneOpts.atomic_split), a GPU, and pass_atomic_split_ok(body) */
+    bool atomic_ok;
 } SrchStage;
 
 /* The extents of stage st at shape dims: ext[0..rank-1] spatial, ext[rank]
@@ -324,7 +327,10 @@ double srch_stage_flops(const SrchStage *st, const int64_t *ext);
 MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng);
 /* Micro-kernels to start a reduction's search from, one per regime. GPU:
  * a warp per output along the reduction (small T), split-K tiles
- * (middle), 128 x 128 blocks of 8 x 8 tiles (large T). CPU: outer-product
+ * (middle; also atomic with the opt-in), 128 x 128 blocks of 8 x 8 tiles
+ * (large T), a block of 8 warps per output and split-K GEMV (small T,
+ * long reductions).
+ * CPU: outer-product
  * kernels over a packed panel (large T; the default serves small T).
  * Those legal for the stage, at most max. */
 int srch_space_templates(const SrchStage *st, MicroKernel *out, int max);
@@ -493,6 +499,11 @@ typedef struct SrchTuneOpts {
      * before its next measurement and srch_tune fails with "interrupted";
      * every measurement taken is in the records. */
     const volatile sig_atomic_t *stop;
+    /* Split-K kernels may add their parts into the output atomically
+     * (faster, not bit-reproducible: the parts' order varies from run to
+     * run), where the epilogue is affine in the sum; the trees say so
+     * ("atomic_split"), and a tree with such kernels is read only so. */
+    bool atomic_split;
 } SrchTuneOpts;
 
 typedef struct SrchStageResult {

@@ -183,6 +183,40 @@ done
 expect 0 "" -- "$dcc" run "$src/examples/bert_qkv.tex" --target=emu --set T=77 --check \
     --mk 'Y=threads [16, 16] tile [8, 8] rchunk 32 unroll 1 vec 4 staged strided pipelined'
 grep -q "matches the reference" out.txt || bad "emu, dynamic shared memory: $(cat out.txt)"
+# atomic split-K: an opt-in of GPU tuning, recorded in the trees; a tree
+# with atomic kernels but without the opt-in is a damaged line
+expect 2 "is for the GPU" -- "$dcc" tune prog.tex --atomic-split
+expect 2 "micro-kernel" -- "$dcc" prog.tex --emit=loops --mk \
+    'Z=threads [1, 8] tile [1, 1] rchunk 8 unroll 1 vec 1 atomic' # atomic needs a split
+expect 0 "" -- "$dcc" run "$src/examples/bert_qkv.tex" --target=emu --set T=9 --check \
+    --mk 'Y=threads [2, 32] tile [2, 2] rchunk 16 unroll 1 vec 1 staged pipelined split 8 atomic'
+grep -q "matches the reference" out.txt || bad "emu, atomic split-K: $(cat out.txt)"
+cat >gemv.tex <<'EOF'
+dim T in 1..4
+input X[T, 2048] f32
+input W[64, 2048] f32
+input b[64] f32
+output Y[i: T, j: 64] = sum[k: 2048](X[i, k] * W[j, k]) + b[j]
+EOF
+expect 0 "" -- "$dcc" tune gemv.tex --target=model --atomic-split --trials 48 --records atomic.jsonl
+grep '"kind":"tree"' atomic.jsonl | grep -q '"atomic_split":true' ||
+    bad "tune --atomic-split: no tree with the opt-in in $(cat atomic.jsonl | grep tree)"
+for t in 1 4 5; do
+    expect 0 "" -- "$dcc" run gemv.tex --target=emu --records atomic.jsonl --set T=$t --check
+    grep -q "matches the reference" out.txt || bad "emu from atomic records, T=$t: $(cat out.txt)"
+done
+# more than a warp along the reduction: the warps' sums through shared
+# memory, across and above the range (T = 5), staged on sm_80 too
+for t in 1 3 5; do
+    for mk in 'rchunk 1024 unroll 1 vec 4 along reduction rthreads 256' \
+              'rchunk 64 unroll 1 vec 1 staged pipelined rthreads 64'; do
+        expect 0 "" -- "$dcc" run gemv.tex --target=emu --set T=$t --check \
+            --mk "Y=threads [1, 2] tile [1, 3] $mk"
+        grep -q "matches the reference" out.txt || bad "emu, $mk, T=$t: $(cat out.txt)"
+    done
+done
+sed 's/,"atomic_split":true//' atomic.jsonl >plain.jsonl
+expect 0 '"atomic_split" is not true' -- "$dcc" gemv.tex --target=nvptx --records plain.jsonl --emit=plan --set T=1
 expect 2 "object and a header" -- "$dcc" prog.tex -o x --stop-after=tile
 expect 2 "unknown option" -- "$dcc" prog.tex --bogus
 expect 2 "is for dcc run" -- "$dcc" prog.tex --check

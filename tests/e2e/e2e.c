@@ -8,7 +8,8 @@
  * accepts them), the program is lowered with several micro-kernels (the
  * defaults, and ragged ones such as 7x5 register tiles with a reduction
  * chunk of 3, staged and not, vectors along the reduction, the reduction
- * split in three launches; and the defaults with every elementwise
+ * split in three launches, on the emulator also with the parts added
+ * atomically where the epilogue allows; and the defaults with every elementwise
  * intermediate fused the other way from the cost model's choice, as the
  * tuner's search or --fuse may ask), run on each target through its executor
  * (exec/: the CPU object JIT-compiled, the loop interpreter, the emulator)
@@ -29,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 6, FLIPPED = 5 };
+enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 7, FLIPPED = 5, ATOMIC = 6 };
 
 typedef struct Shapes {
     int n, ndims;
@@ -173,12 +174,14 @@ static MicroKernel *variant(const TeProgram *p, int v, bool gpu)
             m->rthreads = 4;
         } else { /* the reduction split three ways, 2x3 tiles, chunks of 5;
                   * on the GPU staged and double-buffered through registers
-                  * (lowered as for sm_75, without cp.async) */
+                  * (lowered as for sm_75, without cp.async); ATOMIC (GPU
+                  * only): the parts added into the output atomically */
             if (n >= 1) { m->tile[n - 1] = 3; m->threads[n - 1] = 2; }
             if (n >= 2) m->tile[n - 2] = 2;
             m->rchunk = 5;
             m->split = 3;
             m->stage = m->pipeline = gpu;
+            m->atomic = v == ATOMIC;
         }
     }
     return mks;
@@ -331,12 +334,12 @@ int main(int argc, char **argv)
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lps[NVARIANTS] = {0};
     ExCpu *cps[NVARIANTS] = {0};
-    int nv = NVARIANTS;
-    for (int v = 0; v < nv; v++) {
-        if (flip_fusion(p, v == FLIPPED) == 0 && v == FLIPPED) {
-            nv = FLIPPED; /* nothing to flip: variant 0 again */
-            break;
-        }
+    bool skip[NVARIANTS] = {[ATOMIC] = !want_emu}; /* atomic split-K: GPU only */
+    for (int v = 0; v < NVARIANTS; v++) {
+        if (flip_fusion(p, v == FLIPPED) == 0 && v == FLIPPED)
+            skip[v] = true; /* nothing to flip: variant 0 again */
+        if (skip[v])
+            continue;
         MicroKernel *mks = variant(p, v, false);
         lps[v] = pass_run_pipeline(p, mks, &ti, &(PipelineOpts){.verify_each = true}, err, sizeof err);
         free(mks);
@@ -351,7 +354,7 @@ int main(int argc, char **argv)
         if (!want_emu)
             continue;
         mks = variant(p, v, true);
-        glps[v] = pass_run_pipeline(p, mks, v == 4 ? &gpu_regs : &gpu,
+        glps[v] = pass_run_pipeline(p, mks, v == 4 || v == ATOMIC ? &gpu_regs : &gpu,
                                     &(PipelineOpts){.verify_each = true}, err, sizeof err);
         free(mks);
         if (!glps[v] || !(eps[v] = ex_emu_compile(glps[v], err, sizeof err))) {
@@ -372,11 +375,15 @@ int main(int argc, char **argv)
         if (quick && work(p, dims) - work(p, lo) > (small ? 1 << 19 : 1 << 21))
             continue;
         float **ref = reference(p, dims);
-        for (int v = 0; v < nv; v++) {
-            if (want_cpu)
+        for (int v = 0; v < NVARIANTS; v++) {
+            if (skip[v])
+                continue;
+            /* the CPU form of ATOMIC is variant 4's */
+            if (want_cpu && v != ATOMIC)
                 check_shape(file, "cpu", v, p, lps[v], cps[v], dims, ref);
             /* the loop interpreter is slow: small shapes only */
-            if (want_loops && (!want_cpu || (work(p, dims) < 200000 && s % 4 == 0)))
+            if (want_loops && v != ATOMIC &&
+                (!want_cpu || (work(p, dims) < 200000 && s % 4 == 0)))
                 check_shape(file, "loops", v, p, lps[v], NULL, dims, ref);
             if (want_emu)
                 check_shape(file, "emu", v, p, glps[v], eps[v], dims, ref);

@@ -80,6 +80,7 @@ bert_qkv|Y|threads [1, 8] tile [2, 2] rchunk 32 unroll 2 vec 4 along reduction s
 bert_qkv|Y|threads [2, 16] tile [2, 2] rchunk 64 unroll 1 vec 4 along reduction staged pipelined
 bert_qkv|Y|threads [16, 16] tile [8, 8] rchunk 32 unroll 1 vec 4 staged strided pipelined
 bert_qkv|Y|threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined raster 4
+bert_qkv|Y|threads [8, 32] tile [4, 4] rchunk 16 unroll 4 vec 4 staged split 4 atomic pipelined
 FORMS
 i=0
 while IFS='|' read -r name stage mk; do
@@ -114,6 +115,13 @@ while IFS='|' read -r name stage mk; do
            ! "$ptxas" -arch=sm_75 "$tmp/old.ptx" -o "$tmp/out.cubin" >"$tmp/err" 2>&1 ||
            grep -q 'cp.async' "$tmp/old.ptx"; then
             echo "FAIL: sm_75 (no cp.async) with --mk '$stage=$mk' $name:"; cat "$tmp/err"
+            fail=1
+        fi
+    esac
+    # atomic split-K: the parts add into Y atomically
+    case $mk in *atomic*)
+        if ! grep -q 'atom.global.add.f32' "$ptx"; then
+            echo "FAIL: no atomic add in the PTX of $name with --mk '$stage=$mk'"
             fail=1
         fi
     esac

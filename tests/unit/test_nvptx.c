@@ -270,6 +270,49 @@ static void test_index32(void **state)
                             "output Y[b: B, t: T] = sum[k: 64](X[b, t, k])\n"));
 }
 
+/* Which epilogues an atomic split-K may serve: a sum, and the body affine
+ * in it (factors and divisors finite nonzero constants, so that no
+ * infinity or NaN comes out otherwise than from one sum); anything else
+ * keeps the deterministic form. */
+static void test_atomic_split_bodies(void **state)
+{
+    (void)state;
+#define S "sum[k: 16](X[i, k] * b[k])"
+    static const struct { const char *body; bool ok; } cases[] = {
+        {S, true},
+        {S " + b[j]", true},
+        {"b[j] - 2 * (" S ")", true},
+        {"-(" S ") / 4", true},
+        {"(" S " + b[j]) * 0.5 - c[i]", true},
+        {S " + sum[k: 16](b[k])", true},   /* the other sum goes to the first launch */
+        {"(" S ") * c[i]", false},          /* a tensor as a factor: it may be infinite */
+        {"(" S ") / 0", false},
+        {"c[i] / " S, false},               /* a divisor */
+        {"relu(" S ")", false},
+        {"(" S ") * (" S ")", false},
+        {S " * sum[k: 16](b[k])", false},   /* a factor with a reduction */
+        {"max[k: 16](X[i, k])", false},
+        {"select(c[i] < 0, " S ", 0)", false},
+        {"X[i, j]", false},
+    };
+#undef S
+    for (size_t n = 0; n < sizeof cases / sizeof *cases; n++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "dim T in 1..8\ninput X[T, 16] f32\ninput b[16] f32\ninput c[T] f32\n"
+                 "output Y[i: T, j: 16] = %s\n",
+                 cases[n].body);
+        FeUnit u;
+        if (fe_load_text("a.tex", "a", text, &u) != 0) {
+            ir_diags_print(&u.diags, stderr);
+            fail_msg("%s does not load", cases[n].body);
+        }
+        if (pass_atomic_split_ok(ir_te_find(u.prog, "Y")->body) != cases[n].ok)
+            fail_msg("%s: want %d", cases[n].body, cases[n].ok);
+        fe_unload(&u);
+    }
+}
+
 /* The dense layer lowered for the GPU with micro-kernel mk, for arch
  * (NULL: no arch, the 48 KB of static shared memory). */
 static LoopProgram *dense_lp(Compiled *c, const char *mk, const char *arch)
@@ -366,18 +409,22 @@ static void test_space_dimensions(void **state)
         "threads [8, 16] tile [4, 8] rchunk 16 unroll 1 vec 4 staged strided",   /* strided (vs tile) */
         "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged pipelined", /* pipeline */
         "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged raster 4",  /* raster */
+        "threads [8, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged split 2 atomic", /* atomic (vs split) */
+        "threads [1, 2] tile [4, 4] rchunk 16 unroll 1 vec 4 staged rthreads 32",
+        "threads [1, 2] tile [4, 4] rchunk 16 unroll 1 vec 4 staged rthreads 64", /* past a warp */
     };
-    char *ref = dense_ptx(base);
-    char *tile8 = dense_ptx(changed[1]);
-    for (size_t i = 0; i < sizeof changed / sizeof *changed; i++) {
+    enum { N = sizeof changed / sizeof *changed };
+    /* what each is compared with: base, or the form it qualifies */
+    static const int against[N] = {[9] = 1, [12] = 7, [14] = 13};
+    for (size_t i = 0; i < N; i++) {
         char *p = dense_ptx(changed[i]);
-        const char *against = i == 9 ? tile8 : ref;
-        if (strcmp(p, against) == 0)
-            fail_msg("'%s' gives the same PTX as '%s'", changed[i], i == 9 ? changed[1] : base);
+        const char *other = against[i] ? changed[against[i]] : base;
+        char *q = dense_ptx(other);
+        if (strcmp(p, q) == 0)
+            fail_msg("'%s' gives the same PTX as '%s'", changed[i], other);
+        free(q);
         free(p);
     }
-    free(tile8);
-    free(ref);
 }
 
 int main(void)
@@ -389,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_index32),
         cmocka_unit_test(test_space_dimensions),
         cmocka_unit_test(test_dynamic_shared),
+        cmocka_unit_test(test_atomic_split_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

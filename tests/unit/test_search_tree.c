@@ -431,6 +431,34 @@ static void test_json_rejects(void **state)
            "\"kernel\":0}}",
            "both");
     reject("{\"v\":1,\"dims\":[\"T\"],\"kernels\":[" K0 "],\"tree\":{}}", "neither");
+    /* an atomic split-K kernel only with the opt-in recorded */
+#define KA "\"threads [4] tile [8] rchunk 16 unroll 1 vec 8 split 4 atomic\""
+    reject("{\"v\":1,\"dims\":[],\"kernels\":[" K0 "," KA "],\"tree\":{\"kernel\":0}}",
+           "\"atomic_split\" is not true");
+    reject("{\"v\":1,\"dims\":[],\"atomic_split\":1,\"kernels\":[" KA "],\"tree\":{\"kernel\":0}}",
+           "\"atomic_split\" is not true");
+    reject("{\"v\":1,\"dims\":[],\"kernels\":[\"threads [4] tile [8] rchunk 16 unroll 1 vec 8 "
+           "atomic\"],\"tree\":{\"kernel\":0}}",
+           "micro-kernel"); /* atomic without a split */
+    const char *ok = "{\"v\":1,\"dims\":[],\"atomic_split\":true,\"kernels\":[" K0 "," KA
+                     "],\"tree\":{\"kernel\":1}}";
+    char aerr[256] = "";
+    SrchTree *at = srch_tree_from_json(ok, strlen(ok), aerr, sizeof aerr);
+    if (!at)
+        fail_msg("%s", aerr);
+    assert_true(at->kernels[1].atomic && at->kernels[1].split == 4 && !at->kernels[0].atomic);
+    char *back = srch_tree_to_json(at);
+    assert_non_null(strstr(back, "\"atomic_split\":true"));
+    assert_non_null(strstr(back, "split 4 atomic"));
+    free(back);
+    srch_tree_free(at);
+    /* without such a kernel, no opt-in written */
+    at = srch_tree_from_json(ok, strlen(ok), aerr, sizeof aerr);
+    at->kernels[1].atomic = false;
+    back = srch_tree_to_json(at);
+    assert_null(strstr(back, "atomic"));
+    free(back);
+    srch_tree_free(at);
 
     /* deeper than the limit */
     char *deep = malloc(100000);
