@@ -380,6 +380,7 @@ static void host_init(void)
         .barrier = NULL,
         .shared_alloc = cpu_shared_alloc,
         .math = cpu_math,
+        .no_llvm_unroll = true,
     };
 }
 

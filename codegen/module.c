@@ -113,12 +113,12 @@ int cg_module_verify(CgModule *m, char *err, size_t errlen)
     return bad ? -1 : diag_failed(m, err, errlen);
 }
 
-int cg_module_run_passes(CgModule *m, const char *passes, char *err, size_t errlen)
+static int run_passes(CgModule *m, const char *passes, bool unroll, char *err, size_t errlen)
 {
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(opts, unroll);
     LLVMErrorRef e = LLVMRunPasses(m->mod, passes, m->tm, opts);
     LLVMDisposePassBuilderOptions(opts);
     if (e) {
@@ -130,11 +130,16 @@ int cg_module_run_passes(CgModule *m, const char *passes, char *err, size_t errl
     return diag_failed(m, err, errlen);
 }
 
+int cg_module_run_passes(CgModule *m, const char *passes, char *err, size_t errlen)
+{
+    return run_passes(m, passes, true, err, errlen);
+}
+
 int cg_module_optimize(CgModule *m, char *err, size_t errlen)
 {
     if (cg_module_verify(m, err, errlen) < 0)
         return -1;
-    return cg_module_run_passes(m, "default<O3>", err, errlen);
+    return run_passes(m, "default<O3>", !m->t->no_llvm_unroll, err, errlen);
 }
 
 static char *dup_text(const char *p, size_t n, char *err, size_t errlen)

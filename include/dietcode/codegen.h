@@ -79,7 +79,8 @@ const char *cg_llvm_version(void);
 CgModule *cg_module_create(const CgTarget *t, const char *name, char *err, size_t errlen);
 void cg_module_destroy(CgModule *m); /* NULL is fine */
 int cg_module_verify(CgModule *m, char *err, size_t errlen);
-/* Verifies, then default<O3> with the target's machine. */
+/* Verifies, then default<O3> with the target's machine (without LLVM's
+ * loop unroller where the target says CgTarget.no_llvm_unroll). */
 int cg_module_optimize(CgModule *m, char *err, size_t errlen);
 /* A pass pipeline by LLVM's textual name. */
 int cg_module_run_passes(CgModule *m, const char *passes, char *err, size_t errlen);

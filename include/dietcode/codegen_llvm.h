@@ -65,6 +65,10 @@ struct CgTarget {
     void (*async_wait)(CgFn *g);
     /* integers of a kernel in 32 bits where cg_index32 proves it safe */
     bool index32;
+    /* LLVM's loop unroller stays off: the schedule's unroll and register
+     * tiles are the unrolling (on the CPU, LLVM unrolling a tiled chunk
+     * loop again made tall tiles spill; bench/README.md) */
+    bool no_llvm_unroll;
 };
 
 /* The state of lowering one kernel: what hooks read and fill. */
