@@ -172,17 +172,19 @@ static bool contains(Expr *e, const Expr *x)
     return f.found;
 }
 
-/* A of body = A(r) + body[r := 0] (see the top of the file), with p in r's
- * place; NULL when r is not a sum or body is not affine in it. Iterative:
- * down the path from body to r, then back up building A. */
+/* A constant factor or divisor that keeps the decomposition exact. */
 static bool finite_nonzero(const Expr *e)
 {
     if (e->kind == EX_CAST && e->type == DT_F32) /* f32(2) */
         e = e->op.a;
-    return (e->kind == EX_FLOAT && isfinite(e->fval) && e->fval != 0) ||
-           (e->kind == EX_INT && e->ival != 0);
+    /* as the kernel computes it: in f32 (1e39 is infinite there, 1e-50 zero) */
+    float f = e->kind == EX_FLOAT ? (float)e->fval : e->kind == EX_INT ? (float)e->ival : 0;
+    return (e->kind == EX_FLOAT || e->kind == EX_INT) && isfinite(f) && f != 0;
 }
 
+/* A of body = A(r) + body[r := 0] (see the top of the file), with p in r's
+ * place; NULL when r is not a sum or body is not affine in it. Iterative:
+ * down the path from body to r, then back up building A. */
 static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
 {
     if (r->kind != EX_REDUCE || r->red.op != RD_SUM || r->type != DT_F32 ||

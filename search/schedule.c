@@ -116,16 +116,16 @@ static int point_index(const Points *pt, const int64_t *v)
 }
 
 /* Whether rec belongs in the oracle; v gets its shape. */
-static bool take(const SrchRecord *rec, const char *workload, bool baseline, const TeProgram *p,
-                 const Tensor *t, const TargetInfo *ti, int64_t *v)
+static bool take(const SrchRecord *rec, const char *workload, bool baseline, bool atomic_ok,
+                 const TeProgram *p, const Tensor *t, const TargetInfo *ti, int64_t *v)
 {
-    return (rec->kind == RK_BASELINE) == baseline && strcmp(rec->workload, workload) == 0 &&
-           record_dims(rec, p, v) && usable(rec, t, ti);
+    return (rec->kind == RK_BASELINE) == baseline && (atomic_ok || !rec->mk.atomic) &&
+           strcmp(rec->workload, workload) == 0 && record_dims(rec, p, v) && usable(rec, t, ti);
 }
 
 SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool baseline,
-                                const TeProgram *p, const Tensor *t, const TargetInfo *ti,
-                                const int64_t *shapes, int nshapes)
+                                bool atomic_ok, const TeProgram *p, const Tensor *t,
+                                const TargetInfo *ti, const int64_t *shapes, int nshapes)
 {
     int nd = p->ndims, nr = srch_records_count(r);
     size_t rowb = sizeof(int64_t) * (size_t)(nd ? nd : 1);
@@ -148,7 +148,7 @@ SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool
     int64_t v[SRCH_MAX_DIMS];
     for (int i = 0; i < nr; i++) {
         const SrchRecord *rec = srch_records_at(r, i);
-        if (!take(rec, workload, baseline, p, t, ti, v) || (shapes && point_index(&allow, v) < 0))
+        if (!take(rec, workload, baseline, atomic_ok, p, t, ti, v) || (shapes && point_index(&allow, v) < 0))
             continue;
         memcpy(rows + (size_t)nrows++ * (size_t)nd, v, rowb);
         ks[nks++] = rec->mk;
@@ -174,7 +174,7 @@ SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool
         o->cost[i] = NAN;
     for (int i = 0; i < nr; i++) { /* later records win */
         const SrchRecord *rec = srch_records_at(r, i);
-        if (!take(rec, workload, baseline, p, t, ti, v))
+        if (!take(rec, workload, baseline, atomic_ok, p, t, ti, v))
             continue;
         int j = find_row(rows, n, nd, v);
         if (j < 0)
@@ -333,10 +333,10 @@ static SrchTree *stage_tree(const SrchRecords *r, const char *fp, TeProgram *p, 
     const SrchTree *stored = srch_records_tree(r, fp);
     if (stored && tree_fits(stored, p, t))
         return srch_tree_copy(stored);
-    SrchOracle *o = srch_oracle_collect(r, fp, false, p, t, ti, NULL, 0);
+    SrchOracle *o = srch_oracle_collect(r, fp, false, false, p, t, ti, NULL, 0);
     if (o->n == 0) {
         srch_oracle_free(o);
-        o = srch_oracle_collect(r, fp, true, p, t, ti, NULL, 0);
+        o = srch_oracle_collect(r, fp, true, false, p, t, ti, NULL, 0);
     }
     SrchTree *tree = o->n > 0 ? srch_fit_oracle(p, o, 4, NULL, err, errlen) : NULL;
     srch_oracle_free(o);

@@ -842,7 +842,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
     enum { PASSES = 4 };
     for (int pass = 0; pass < PASSES && !tu->failed; pass++) {
-        SrchOracle *or = srch_oracle_collect(tu->rec, st->workload, kind == RK_BASELINE, tu->p,
+        SrchOracle *or = srch_oracle_collect(tu->rec, st->workload, kind == RK_BASELINE,
+                                             st->atomic_ok, tu->p,
                                              st->t, &tu->tg.ti, tu->shapes, tu->nshapes);
         if (!or || or->n == 0) {
             srch_seterr(tu->err, tu->errlen, "stage %s: nothing could be measured", st->t->name);

@@ -651,11 +651,14 @@ typedef struct SrchOracle {
 /* From workload's records of stage t: the baseline's when baseline is set,
  * else the joint search's (trials and selection). Records with a time
  * <= 0, or a micro-kernel of another rank or (ti non-NULL) outside ti's
- * limits, are left out. shapes (nshapes rows by Var.pos) restricts it to
- * those points; NULL: all. */
+ * limits, are left out; so are atomic split-K kernels unless atomic_ok
+ * (tuning with the opt-in: a run without it, or a compile fitting a tree
+ * to bare measurements, never picks one from an earlier run's records).
+ * shapes (nshapes rows by Var.pos) restricts it to those points; NULL:
+ * all. */
 SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool baseline,
-                                const TeProgram *p, const Tensor *t, const TargetInfo *ti,
-                                const int64_t *shapes, int nshapes);
+                                bool atomic_ok, const TeProgram *p, const Tensor *t,
+                                const TargetInfo *ti, const int64_t *shapes, int nshapes);
 void srch_oracle_free(SrchOracle *o);
 /* The dispatch tree of an oracle (depth-limited, latency-weighted CART)
  * and its score against it. */

@@ -287,6 +287,8 @@ static void test_atomic_split_bodies(void **state)
         {S " + sum[k: 16](b[k])", true},   /* the other sum goes to the first launch */
         {"(" S ") * c[i]", false},          /* a tensor as a factor: it may be infinite */
         {"(" S ") / 0", false},
+        {"(" S ") * 1e39", false},          /* infinite in f32 */
+        {"(" S ") / 1e-50", false},         /* zero in f32 */
         {"c[i] / " S, false},               /* a divisor */
         {"relu(" S ")", false},
         {"(" S ") * (" S ")", false},
