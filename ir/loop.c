@@ -261,12 +261,11 @@ static void *grow(Arena *a, const void *old, size_t n, size_t more, size_t sz)
     return p;
 }
 
-Tensor *ir_loop_program_add_scratch(LoopProgram *lp, const char *name, int rank, Expr **shape)
+Tensor *ir_global_tensor(Arena *a, const char *name, int rank, Expr *const *shape)
 {
-    Arena *a = lp->te->arena;
     Tensor *t = IR_NEW(a, Tensor);
     t->name = ir_arena_strdup(a, name);
-    t->id = lp->nbuffers;
+    t->id = -1;
     t->kind = TK_TEMP;
     t->dtype = DT_F32;
     t->rank = rank;
@@ -274,6 +273,14 @@ Tensor *ir_loop_program_add_scratch(LoopProgram *lp, const char *name, int rank,
     if (rank)
         memcpy(t->shape, shape, sizeof *shape * (size_t)rank);
     t->scope = MS_GLOBAL;
+    return t;
+}
+
+Tensor *ir_loop_program_add_scratch(LoopProgram *lp, const char *name, int rank, Expr **shape)
+{
+    Arena *a = lp->te->arena;
+    Tensor *t = ir_global_tensor(a, name, rank, shape);
+    t->id = lp->nbuffers;
     size_t n = (size_t)lp->nbuffers;
     lp->buffers = grow(a, lp->buffers, n, 1, sizeof *lp->buffers);
     lp->materialized = grow(a, lp->materialized, n, 1, sizeof *lp->materialized);

@@ -105,17 +105,14 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
 
 void ir_print_kernel(FILE *out, const Kernel *k)
 {
-    if (k->domain != k->out)
-        fprintf(out, "kernel %s  # adds into %s atomically over %s[", k->name, k->out->name,
+    if (k->domain != k->out) {
+        fprintf(out, "kernel %s  # adds into %s atomically over %s", k->name, k->out->name,
                 k->domain->name);
-    else
+        print_shape(out, k->domain);
+    } else {
         fprintf(out, "kernel %s  # computes %s", k->name, k->out->name);
-    for (int d = 0; k->domain != k->out && d < k->domain->rank; d++) {
-        fputs(d ? ", " : "", out);
-        ir_print_expr(out, k->domain->shape[d]);
     }
-    fprintf(out, "%s, %d thread%s per block\n", k->domain != k->out ? "]" : "", k->nthreads,
-            k->nthreads == 1 ? "" : "s");
+    fprintf(out, ", %d thread%s per block\n", k->nthreads, k->nthreads == 1 ? "" : "s");
     fputs("  # micro-kernel: ", out);
     ir_print_microkernel(out, &k->mk, k->domain->rank);
     fputc('\n', out);
@@ -169,14 +166,8 @@ void ir_print_loops(FILE *out, const LoopProgram *lp)
             if (va->first == i && va->nscratch > 0) {
                 fputs("; scratch", out);
                 for (int j = 0; j < va->nscratch; j++) {
-                    const Tensor *t = va->scratch[j];
-                    fprintf(out, " %s[", t->name);
-                    for (int d = 0; d < t->rank; d++) {
-                        if (d)
-                            fputs(", ", out);
-                        ir_print_expr(out, t->shape[d]);
-                    }
-                    fputc(']', out);
+                    fprintf(out, " %s", va->scratch[j]->name);
+                    print_shape(out, va->scratch[j]);
                 }
             }
             fputc('\n', out);

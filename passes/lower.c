@@ -190,8 +190,13 @@ static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
     if (r->kind != EX_REDUCE || r->red.op != RD_SUM || r->type != DT_F32 ||
         body->type != DT_F32)
         return NULL;
+    /* the path's nodes, each with the side r is on */
+    typedef struct Step {
+        Expr *e;
+        bool left;
+    } Step;
     int n = 0, cap = 16;
-    Expr **path = malloc(sizeof *path * (size_t)cap);
+    Step *path = malloc(sizeof *path * (size_t)cap);
     Expr *e = body, *a = NULL;
     if (!path)
         return NULL;
@@ -205,18 +210,18 @@ static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
         if (!ok)
             goto done;
         if (n == cap) {
-            Expr **more = realloc(path, sizeof *path * (size_t)(cap *= 2));
+            Step *more = realloc(path, sizeof *path * (size_t)(cap *= 2));
             if (!more)
                 goto done;
             path = more;
         }
-        path[n++] = e;
+        path[n++] = (Step){e, in0};
         e = in0 ? e->op.a : e->op.b;
     }
     a = p;
     for (int i = n - 1; c && i >= 0; i--) {
-        Expr *x = path[i];
-        bool left = x->kind == EX_NEG || contains(x->op.a, r);
+        Expr *x = path[i].e;
+        bool left = path[i].left;
         if (x->kind == EX_NEG || (x->kind == EX_SUB && !left))
             a = ir_unop(c, EX_NEG, a);
         else if (x->kind == EX_MUL || x->kind == EX_DIV)
@@ -273,11 +278,8 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     Expr *add = mk->atomic ? affine_part(c, body, r, part) : NULL;
     if (add) {
         /* Y = E(0), then Y += A(part) atomically: P is the parts' domain only */
-        Tensor *P = IR_NEW(l->a, Tensor);
-        *P = (Tensor){.name = ir_arena_strdup(l->a, pname), .id = -1, .kind = TK_TEMP,
-                      .dtype = DT_F32, .rank = n + 1, .shape = IR_NEWN(l->a, Expr *, n + 1),
-                      .axes = pax, .scope = MS_GLOBAL};
-        memcpy(P->shape, shape, sizeof *shape * (size_t)(n + 1));
+        Tensor *P = ir_global_tensor(l->a, pname, n + 1, shape);
+        P->axes = pax;
         char iname[160];
         snprintf(iname, sizeof iname, "%s_init", name);
         Kernel *ks[2] = {lower_tensor(l, t, ir_replace(c, body, r, ir_float(c, 0)), &mkc, iname,

@@ -479,6 +479,10 @@ bool ir_stmt_any(const Stmt *s, bool (*pred)(const Stmt *s, void *ud), void *ud)
 bool ir_stmt_has_barrier(const Stmt *s);
 Kernel *ir_kernel_new(Arena *a, const char *name, const Tensor *out, Stmt *body);
 LoopProgram *ir_loop_program_new(TeProgram *te);
+/* A global f32 tensor of that shape that is no program's buffer (id -1):
+ * an atomic split-K's domain (Kernel.domain), or a scratch buffer's
+ * before it is added. */
+Tensor *ir_global_tensor(Arena *a, const char *name, int rank, Expr *const *shape);
 /* A new global f32 buffer of lp (id lp->nbuffers), materialised. */
 Tensor *ir_loop_program_add_scratch(LoopProgram *lp, const char *name, int rank, Expr **shape);
 /* Appends a stage computing out, its variants picked by d (NULL: variant
