@@ -178,7 +178,7 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
     mk->unroll = clampi(mk->unroll, 1, 16);
     mk->split = n < MK_MAX_AXES ? clampi(mk->split, 1, MK_MAX_SPLIT) : 1;
     mk->atomic = mk->atomic && mk->split > 1 && ti->kind == PT_GPU;
-    if (mk->vec < 1 || (mk->vec & (mk->vec - 1)) || mk->vec > 16)
+    if (mk->vec < 1 || (mk->vec & (mk->vec - 1)) || mk->vec > MK_MAX_VEC)
         mk->vec = 1;
     if (mk->vaxis == MK_VEC_REDUCE && (mk->rchunk == 0 || mk->rchunk % mk->vec != 0))
         mk->vaxis = MK_VEC_SPATIAL;

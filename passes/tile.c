@@ -14,6 +14,13 @@
  *           for ki in 0..kc:  for r...:  acc[r...] = combine(acc[r...], body)
  *         for r...:  Y[x...] = epilogue(acc[r...])  x[a] = b_a*bt[a] + t_a*tile[a] + r_a
  *
+ *   with vectors of V lanes along the reduction, acc[r..., lane] and, before
+ *   the final store, the lanes folded by halves:
+ *
+ *         for r...:  for h in V/2, V/4, .., 2:  for half in 0..h:
+ *                       acc[r..., half] = combine(acc[r..., half], acc[r..., half + h])
+ *         (the final store reads combine(acc[r..., 0], acc[r..., 1]))
+ *
  *           where the reduction axes, when their extents are constants, are
  *           fused into one index k = ko*kc + ki and recovered by / and %.
  *
@@ -285,18 +292,35 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     if (ko)
         update = ko_loop = ir_for(t->a, ko, FK_SERIAL, update);
 
-    /* the final store reads the accumulator (lanes combined in order) */
+    /* the lanes fold by halves (lane l += lane l + h, h = V/2 .. 2, each a
+     * vector step), then the final store reads acc[r..., 0] + acc[r..., 1]:
+     * a few whole-vector adds a point, where a chain in lane order is a
+     * scalar add per lane and became horizontal adds, instructions that
+     * only reach the first 16 vector registers (a tile of more than 16
+     * accumulators then spilled) */
     Expr *res;
     Expr *li[MK_MAX_AXES + 1];
     memcpy(li, aidx, sizeof(Expr *) * (size_t)na);
+    Stmt *fold = NULL;
     if (vred) {
-        li[na - 1] = C(t, 0);
-        res = ir_load(c, acc, na, li, false);
-        for (int l = 1; l < V; l++) {
-            li[na - 1] = C(t, l);
-            res = ir_binop(c, cn->comb, res, ir_load(c, acc, na, li, false));
+        Stmt *steps[4];
+        int ns = 0;
+        for (int h = V / 2; h >= 2; h /= 2) {
+            Var *hl = ir_var(c, "half", VK_LOOP, C(t, h));
+            Expr *hi[MK_MAX_AXES + 1];
+            memcpy(hi, aidx, sizeof(Expr *) * (size_t)na);
+            li[na - 1] = VR(t, hl);
+            hi[na - 1] = ir_binop(c, EX_ADD, VR(t, hl), C(t, h));
+            Expr *sum = ir_binop(c, cn->comb, ir_load(c, acc, na, li, false), ir_load(c, acc, na, hi, false));
+            t->k->fold[ns] = hl;
+            steps[ns++] = ir_for(t->a, hl, FK_SERIAL, ir_store(t->a, acc, na, li, sum));
         }
+        if (ns)
+            fold = tile_loops(t, ns == 1 ? steps[0] : ir_seq(t->a, ns, steps), NULL);
+        li[na - 1] = C(t, 1);
+        Expr *l1 = ir_load(c, acc, na, li, false);
         li[na - 1] = C(t, 0);
+        res = ir_binop(c, cn->comb, ir_load(c, acc, na, li, false), l1);
     } else {
         res = cur;
     }
@@ -369,10 +393,16 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     t->k->lane = lane;
     t->k->kpos = kpos;
     t->k->rlane = t->rl;
-    Stmt *items[4] = {init, update, shfl, final};
-    if (!shfl)
-        items[2] = final;
-    return ir_alloc(t->a, acc, ir_seq(t->a, shfl ? 4 : 3, items));
+    Stmt *items[5];
+    int nitems = 0;
+    items[nitems++] = init;
+    items[nitems++] = update;
+    if (fold)
+        items[nitems++] = fold;
+    if (shfl)
+        items[nitems++] = shfl;
+    items[nitems++] = final;
+    return ir_alloc(t->a, acc, ir_seq(t->a, nitems, items));
 }
 
 /* ---- the order of the blocks ---- */

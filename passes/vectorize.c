@@ -8,7 +8,7 @@
  *           the innermost spatial axis, its tile loop r (tile = m * vec) is
  *           split into r = ro * vec + rl with ro unrolled and rl
  *           FK_VECTORIZED; with vectors along the reduction, the lane loop
- *           is FK_VECTORIZED. Codegen turns vectorized loops into vector
+ *           and the loops of tile's fold by halves are FK_VECTORIZED. Codegen turns vectorized loops into vector
  *           instructions. The chunk's loop ki (a constant trip count n)
  *           with unroll u > 1 becomes ki = kio * u' + kiu with kiu
  *           FK_UNROLLED, u' the largest divisor of n up to u (the whole
@@ -71,6 +71,14 @@ static bool is_tile_var(const Kernel *k, const Var *v, int *axis)
     return false;
 }
 
+static bool is_fold_var(const Kernel *k, const Var *v)
+{
+    for (int i = 0; i < 4; i++)
+        if (v && k->fold[i] == v)
+            return true;
+    return false;
+}
+
 static void vec_stmt(Vec *v, Stmt *s)
 {
     Kernel *k = v->k;
@@ -81,7 +89,7 @@ static void vec_stmt(Vec *v, Stmt *s)
         vec_stmt(v, s->loop.body);
         if (!ir_is_const(s->loop.var->extent, &ext))
             return;
-        if (s->loop.var == k->lane) {
+        if (s->loop.var == k->lane || is_fold_var(k, s->loop.var)) {
             s->loop.fk = lanes_ok(s->loop.body) ? FK_VECTORIZED : FK_SERIAL;
             return;
         }

@@ -180,7 +180,7 @@ struct Stmt {
  * each group column by column, so the blocks running at once share a few
  * column tiles of the operand read along the columns (W) in L2 instead of
  * sweeping all of it row after row. */
-enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024 };
+enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024, MK_MAX_VEC = 16 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
     int threads[MK_MAX_AXES];
@@ -216,6 +216,7 @@ typedef struct Kernel {
     Stmt *ko_loop;      /* the loop over reduction chunks */
     Var *ko, *ki;       /* chunk index; position in the chunk (or its vector part) */
     Var *lane;          /* vector lane along the reduction (MK_VEC_REDUCE) */
+    Var *fold[4];       /* lanes of the steps folding lane's vector by halves */
     int kc;             /* chunk length; 0 when the reduction is not tiled */
     Expr *kpos;         /* position in the chunk (of ki, rlane, lane), when kc > 0 */
     Var *rlane;         /* the thread's place along the reduction (rthreads > 1) */
