@@ -206,6 +206,10 @@ int main(int argc, char **argv)
            dv->major, dv->minor, dv->patch, bench_openblas_core(), threads);
     double logs[4] = {0}; /* jit/dnnl, jit/blas, aot/dnnl, aot/blas */
     int count = 0;
+    /* the lowest JIT/oneDNN cell: the floor is per (layer, T) */
+    double low = INFINITY;
+    const char *low_layer = "";
+    int64_t low_T = 0;
     for (int li = 0; li < NLAYERS; li++) {
         const Layer *l = &layers[li];
         char path[1024], err[512];
@@ -291,6 +295,11 @@ int main(int argc, char **argv)
                 g[r] = flop / t[r][i] / 1e6;
             printf("%5lld %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %8.2f\n", (long long)Ts[i], g[0],
                    g[1], g[2], g[3], g[0] / g[2], g[0] / g[3], g[1] / g[2], g[1] / g[3]);
+            if (g[0] / g[2] < low) {
+                low = g[0] / g[2];
+                low_layer = l->name;
+                low_T = Ts[i];
+            }
             logs[0] += log(g[0] / g[2]);
             logs[1] += log(g[0] / g[3]);
             logs[2] += log(g[1] / g[2]);
@@ -316,6 +325,6 @@ int main(int argc, char **argv)
            exp(logs[0] / count), exp(logs[1] / count));
     if (!mkspec)
         printf("; AOT %.2fx oneDNN, %.2fx OpenBLAS", exp(logs[2] / count), exp(logs[3] / count));
-    printf("\n");
+    printf("\nlowest JIT cell: %.2fx oneDNN (%s, T = %lld)\n", low, low_layer, (long long)low_T);
     return 0;
 }
