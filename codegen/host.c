@@ -526,7 +526,10 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
                    " * of at least %s_workspace_size(dims) bytes for the intermediates, 256-byte\n"
                    " * aligned (cuMemAlloc's are), that no other launch uses meanwhile; with 0,\n"
                    " * libdcrt keeps one per calling thread and the call waits for its kernels\n"
-                   " * before it returns; otherwise it returns as soon as they are queued.\n",
+                   " * before it returns; otherwise it returns as soon as they are queued.\n"
+                   " * A call that repeats one before it (the same dims, tensors and\n"
+                   " * workspace) replays its kernels as one CUDA graph (DCRT_CUDA_GRAPHS=0:\n"
+                   " * never).\n",
                 prog, prog);
     else
         fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds 2^31 - 2^20 - 1 elements,\n"

@@ -14,7 +14,9 @@
  * One device (0) and its primary context, as Triton and PyTorch use, made
  * current on the calling thread by every entry point. Loading a module
  * passes the JIT's error and info log buffers and shows the error log in
- * err when the driver rejects the PTX.
+ * err when the driver rejects the PTX. A generated object's call of
+ * several launches is replayed as a CUDA graph once it repeats (see
+ * launch_graph; the graph calls are optional symbols).
  */
 #include "dietcode/runtime.h"
 
@@ -36,6 +38,8 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 typedef enum CUjit_option_enum {
     CU_JIT_INFO_LOG_BUFFER = 3,
     CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
@@ -47,6 +51,8 @@ typedef enum CUjit_option_enum {
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_STREAM_NON_BLOCKING 1
+#define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 #endif
 
 enum { ERR_STUB_LIBRARY = 34, ERR_NO_DEVICE = 100, LOG_BYTES = 8192 };
@@ -83,6 +89,16 @@ static struct {
     CUresult (*event_sync)(CUevent);
     CUresult (*event_elapsed)(float *, CUevent, CUevent);
     CUresult (*event_destroy)(CUevent);
+    /* graphs (optional: NULL on drivers without them) */
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*stream_destroy)(CUstream);
+    CUresult (*capture_begin)(CUstream, int);
+    CUresult (*capture_end)(CUstream, CUgraph *);
+    CUresult (*graph_instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*graph_launch)(CUgraphExec, CUstream);
+    CUresult (*graph_exec_destroy)(CUgraphExec);
+    CUresult (*graph_destroy)(CUgraph);
+    bool graphs; /* every one of those found, and DCRT_CUDA_GRAPHS is not 0 */
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct RtCuModule {
@@ -150,6 +166,19 @@ static int open_driver(void)
     LOAD(event_sync, "cuEventSynchronize");
     LOAD(event_elapsed, "cuEventElapsedTime");
     LOAD(event_destroy, "cuEventDestroy_v2");
+    /* graphs are optional: without them every call launches directly */
+    *(void **)(&D.stream_create) = dlsym(D.lib, "cuStreamCreate");
+    *(void **)(&D.stream_destroy) = dlsym(D.lib, "cuStreamDestroy_v2");
+    *(void **)(&D.capture_begin) = dlsym(D.lib, "cuStreamBeginCapture_v2");
+    *(void **)(&D.capture_end) = dlsym(D.lib, "cuStreamEndCapture");
+    *(void **)(&D.graph_instantiate) = dlsym(D.lib, "cuGraphInstantiateWithFlags");
+    *(void **)(&D.graph_launch) = dlsym(D.lib, "cuGraphLaunch");
+    *(void **)(&D.graph_exec_destroy) = dlsym(D.lib, "cuGraphExecDestroy");
+    *(void **)(&D.graph_destroy) = dlsym(D.lib, "cuGraphDestroy");
+    const char *env = getenv("DCRT_CUDA_GRAPHS");
+    D.graphs = D.stream_create && D.stream_destroy && D.capture_begin && D.capture_end &&
+               D.graph_instantiate && D.graph_launch && D.graph_exec_destroy && D.graph_destroy &&
+               !(env && strcmp(env, "0") == 0);
     CUresult r = D.init(0);
     if ((int)r == ERR_STUB_LIBRARY) {
         snprintf(D.msg, sizeof D.msg,
@@ -364,17 +393,75 @@ void rt_cuda_timer_destroy(RtCuTimer *t)
     free(t);
 }
 
+/* ---- graphs ---- */
+
+bool rt_cuda_graphs_available(void) { return rt_cuda_init(NULL, 0) == DCRT_OK && D.graphs; }
+
+int rt_cuda_capture_begin(void **stream, char *err, size_t errlen)
+{
+    CUstream s = NULL;
+    CUresult r = D.stream_create(&s, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(r, "cuStreamCreate", err, errlen);
+    if ((r = D.capture_begin(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)) != CUDA_SUCCESS) {
+        D.stream_destroy(s);
+        return cu_fail(r, "cuStreamBeginCapture", err, errlen);
+    }
+    *stream = s;
+    return DCRT_OK;
+}
+
+int rt_cuda_capture_end(void *stream, bool ok, RtCuGraph **g, char *err, size_t errlen)
+{
+    *g = NULL;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUresult r = D.capture_end((CUstream)stream, &graph);
+    const char *what = "cuStreamEndCapture";
+    if (r == CUDA_SUCCESS && ok) {
+        r = D.graph_instantiate(&exec, graph, 0);
+        what = "cuGraphInstantiateWithFlags";
+    }
+    if (graph)
+        D.graph_destroy(graph); /* the executable graph is a copy */
+    D.stream_destroy((CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(r, what, err, errlen);
+    *g = (RtCuGraph *)(void *)exec;
+    return DCRT_OK;
+}
+
+int rt_cuda_graph_launch(RtCuGraph *g, void *stream, char *err, size_t errlen)
+{
+    CUresult r = D.graph_launch((CUgraphExec)(void *)g, (CUstream)stream);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuGraphLaunch", err, errlen);
+}
+
+void rt_cuda_graph_destroy(RtCuGraph *g)
+{
+    if (g && D.graph_exec_destroy)
+        D.graph_exec_destroy((CUgraphExec)(void *)g);
+}
+
 /* ---- what dcc-generated GPU objects call (prog_launch) ----
  * They pass no message buffer: a failure's message goes to dcrt_last_error. */
 
 /* rc, its message err recorded for dcrt_last_error when it is a failure. */
 static int recorded(int rc, const char *err) { return rc == DCRT_OK ? rc : dcrt_fail(rc, err); }
 
-/* A loaded program: its module and kernels, cached in the object. */
+/* A loaded program: its module and kernels, cached in the object, and the
+ * graphs of its recent calls (runtime/graphs.c). */
 typedef struct Loaded {
     RtCuModule *mod;
+    pthread_mutex_t graph_mu; /* around a lookup and the launch that follows */
+    RtGraphCache *graphs;     /* NULL: out of memory, launch directly */
+    bool graphs_failed;       /* a capture failed: launch directly from then on */
     RtCuFunction *fn[];
 } Loaded;
+
+enum { GRAPH_SLOTS = 8 };
+
+static void destroy_graph(void *g) { rt_cuda_graph_destroy(g); }
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -400,6 +487,8 @@ static int load_kernels(const DcrtProgram *p, Loaded **out)
                 rc = rt_cuda_allow_dynamic_shared(l->fn[i], p->kernels[i].shared_bytes, err,
                                                   sizeof err);
         if (rc == DCRT_OK) {
+            pthread_mutex_init(&l->graph_mu, NULL);
+            l->graphs = rt_graph_cache_new(GRAPH_SLOTS, destroy_graph);
             *p->module_cache = l;
         } else if (l) {
             rt_cuda_unload_module(l->mod);
@@ -456,6 +545,57 @@ static int thread_workspace(size_t bytes, uint64_t *ptr)
     return DCRT_OK;
 }
 
+/* The plan's launches on stream, one by one, each told to the launch hook. */
+static int launch_each(const DcrtProgram *p, const DcrtPlan *pl, const Loaded *l, void **args,
+                       void *stream)
+{
+    char err[512];
+    void *ud;
+    DcrtLaunchHook h = dcrt_launch_hook(&ud);
+    int rc = DCRT_OK;
+    for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
+        const DcrtLaunch *ln = &pl->launches[i];
+        unsigned grid[3] = {(unsigned)ln->blocks, 1, 1}, block[3] = {(unsigned)ln->threads, 1, 1};
+        rc = recorded(rt_cuda_launch(l->fn[ln->kernel], grid, block,
+                                     (unsigned)p->kernels[ln->kernel].shared_bytes, stream, args,
+                                     err, sizeof err),
+                      err);
+        if (h)
+            h(ud, p, ln, NAN);
+    }
+    return rc;
+}
+
+/* The plan's launches as one graph launch when a call with the same key
+ * (dims and buffer addresses) came before: the second such call captures
+ * them into a graph, later ones replay it (runtime/graphs.c). A capture
+ * that fails leaves the program launching directly. */
+static int launch_graph(const DcrtProgram *p, const DcrtPlan *pl, Loaded *l, void **args,
+                        const uint64_t *key, int nkey, void *stream)
+{
+    char err[512];
+    pthread_mutex_lock(&l->graph_mu);
+    bool seen = false;
+    RtCuGraph *g = NULL;
+    if (!l->graphs_failed)
+        g = rt_graph_cache_lookup(l->graphs, key, nkey, &seen);
+    if (!g && seen) {
+        void *cs = NULL;
+        if (rt_cuda_capture_begin(&cs, err, sizeof err) == DCRT_OK) {
+            int lrc = launch_each(p, pl, l, args, cs);
+            rt_cuda_capture_end(cs, lrc == DCRT_OK, &g, err, sizeof err);
+        }
+        if (g)
+            rt_graph_cache_store(l->graphs, key, nkey, g);
+        else
+            l->graphs_failed = true;
+    }
+    int rc = g ? recorded(rt_cuda_graph_launch(g, stream, err, sizeof err), err)
+               : launch_each(p, pl, l, args, stream);
+    pthread_mutex_unlock(&l->graph_mu);
+    return rc;
+}
+
 int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *tensors,
                   uint64_t workspace, void *stream)
 {
@@ -467,9 +607,11 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     uint64_t *dptr = calloc(nb, sizeof *dptr);
     int64_t *dimv = calloc(nd, sizeof *dimv);
     void **args = calloc(nd + nb, sizeof *args);
+    uint64_t *key = calloc(nd + nb, sizeof *key);
     Loaded *l = NULL;
     bool own = false;
-    int rc = dptr && dimv && args ? dcrt_plan(p, dims, pl) : dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, NULL);
+    int rc = dptr && dimv && args && key ? dcrt_plan(p, dims, pl)
+                                          : dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, NULL);
     for (int i = 0; i < p->nparams && rc == DCRT_OK; i++)
         if (!tensors[i]) {
             snprintf(err, sizeof err, "%s: the pointer to tensor %s is 0", p->name,
@@ -496,22 +638,22 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
         if (p->buffers[i].kind != DCRT_BUF_INLINED)
             args[na++] = &dptr[i];
     }
+    /* several launches go as one graph (a launch hook, as --profile's,
+     * sees each launch instead) */
     void *ud;
-    DcrtLaunchHook h = dcrt_launch_hook(&ud);
-    for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
-        const DcrtLaunch *ln = &pl->launches[i];
-        unsigned grid[3] = {(unsigned)ln->blocks, 1, 1}, block[3] = {(unsigned)ln->threads, 1, 1};
-        rc = recorded(rt_cuda_launch(l->fn[ln->kernel], grid, block,
-                                     (unsigned)p->kernels[ln->kernel].shared_bytes, stream, args,
-                                     err, sizeof err),
-                      err);
-        if (h)
-            h(ud, p, ln, NAN);
+    if (rc == DCRT_OK && pl->nlaunches > 1 && D.graphs && l->graphs && !dcrt_launch_hook(&ud)) {
+        for (int i = 0; i < p->ndims; i++)
+            key[i] = (uint64_t)dims[i];
+        memcpy(key + p->ndims, dptr, (size_t)p->nbuffers * sizeof *key);
+        rc = launch_graph(p, pl, l, args, key, p->ndims + p->nbuffers, stream);
+    } else if (rc == DCRT_OK) {
+        rc = launch_each(p, pl, l, args, stream);
     }
     /* the thread's own workspace is free for the next call only when this
      * one is done */
     if (own && rc == DCRT_OK)
         rc = recorded(rt_cuda_sync(err, sizeof err), err);
+    free(key);
     free(args);
     free(dimv);
     free(dptr);

@@ -236,6 +236,33 @@ int rt_cuda_timer_start(RtCuTimer *t, void *stream, char *err, size_t errlen);
 int rt_cuda_timer_stop(RtCuTimer *t, void *stream, float *ms, char *err, size_t errlen);
 void rt_cuda_timer_destroy(RtCuTimer *t); /* NULL is fine */
 
+/* CUDA graphs (stream capture): a call's launches recorded on a stream of
+ * its own, instantiated, and replayed on any stream with one launch.
+ * rt_cuda_graphs_available is false when the driver lacks the calls
+ * (before CUDA 11.4) or DCRT_CUDA_GRAPHS=0 is set. */
+typedef struct RtCuGraph RtCuGraph; /* a CUgraphExec */
+bool rt_cuda_graphs_available(void);
+/* Starts a capture on a new stream (*stream); every launch on it until
+ * rt_cuda_capture_end is recorded, not run. */
+int rt_cuda_capture_begin(void **stream, char *err, size_t errlen);
+/* Ends the capture begun on stream (and destroys the stream); with ok,
+ * instantiates what it recorded into *g, else discards it (*g = NULL). */
+int rt_cuda_capture_end(void *stream, bool ok, RtCuGraph **g, char *err, size_t errlen);
+int rt_cuda_graph_launch(RtCuGraph *g, void *stream, char *err, size_t errlen);
+void rt_cuda_graph_destroy(RtCuGraph *g); /* NULL is fine */
+
+/* runtime/graphs.c: the graphs of recent calls, by key (a call's dims and
+ * buffer addresses), for dcrt_cuda_run. A key's first lookup records it and
+ * returns NULL with *seen false; later ones set *seen and return the graph
+ * stored for it (NULL until one is). nslots keys are kept, the least
+ * recently used making room (its graph passed to destroy). Not locked: the
+ * owner holds its lock around a lookup and what follows it. */
+typedef struct RtGraphCache RtGraphCache;
+RtGraphCache *rt_graph_cache_new(int nslots, void (*destroy)(void *graph));
+void rt_graph_cache_free(RtGraphCache *c); /* destroys every graph; NULL is fine */
+void *rt_graph_cache_lookup(RtGraphCache *c, const uint64_t *key, int n, bool *seen);
+void rt_graph_cache_store(RtGraphCache *c, const uint64_t *key, int n, void *graph);
+
 /* Runs a GPU program (dcc-generated prog_launch): the plan for dims, the
  * PTX loaded on first use (cached in the object), each launch on stream
  * with the NVPTX kernel ABI. tensors: device pointers (p->params order);

@@ -112,6 +112,19 @@ static const DcrtProgram add_one_prog = {
     .module_cache = &add_one_cache,
 };
 
+/* y += 2 in two launches of add_one_abi: a call dcrt_cuda_run may replay
+ * as a graph */
+static void *add_two_cache;
+static const DcrtKernel add_two_kernels[] = {{"add_one_abi", 1, 128, 0}, {"add_one_abi", 1, 128, 0}};
+static const DcrtVariant add_two_variants[] = {{0, 2}};
+static const DcrtProgram add_two_prog = {
+    .abi = DCRT_ABI_VERSION, .name = "add_two", .ndims = 1, .nbuffers = 1, .nparams = 1,
+    .nkernels = 2, .nvariants = 1, .nstages = 1, .dims = add_one_dims, .buffers = add_one_bufs,
+    .params = add_one_params, .kernels = add_two_kernels, .variants = add_two_variants,
+    .stages = add_one_stages, .size = add_one_size, .ptx = add_one_ptx,
+    .module_cache = &add_two_cache,
+};
+
 /* Whether a GPU is usable; without one, checks the "no GPU" contract. */
 static bool have_gpu(void)
 {
@@ -148,6 +161,7 @@ static bool have_gpu(void)
     dims[0] = 10;
     y = 0;
     assert_int_equal(dcrt_cuda_run(&add_one_prog, dims, &y, 0, NULL), DCRT_ERR_NULL_POINTER);
+    assert_false(rt_cuda_graphs_available());
     return false;
 }
 
@@ -202,6 +216,19 @@ static void run_ptx(void **state)
     assert_int_equal(rt_cuda_copy_to_host(h, d, sizeof h, err, sizeof err), DCRT_OK);
     for (int i = 0; i < N; i++)
         assert_true(h[i] == (float)i + 2);
+
+    /* two launches a call: the second call with the same dims and buffer
+     * captures a graph, later ones replay it; other dims are another key */
+    for (int r = 0; r < 5; r++)
+        assert_int_equal(dcrt_cuda_run(&add_two_prog, dims, &d, 0, NULL), DCRT_OK);
+    int64_t half[1] = {N / 2};
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(dcrt_cuda_run(&add_two_prog, half, &d, 0, NULL), DCRT_OK);
+    assert_int_equal(dcrt_cuda_run(&add_two_prog, dims, &d, 0, NULL), DCRT_OK);
+    assert_int_equal(rt_cuda_copy_to_host(h, d, sizeof h, err, sizeof err), DCRT_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(h[i] == (float)i + 2 + 12 + (i < N / 2 ? 6 : 0));
+    printf("graphs: %s\n", rt_cuda_graphs_available() ? "replayed" : "not available");
     rt_cuda_free(d);
 
     /* bad PTX: rejected, with the JIT's log in the message */
@@ -215,6 +242,63 @@ static void run_ptx(void **state)
     printf("bad PTX: %s\n", err);
 }
 
+/* The graph cache's policy (runtime/graphs.c), with stand-in graphs. */
+static int destroyed;
+static void count_destroy(void *g)
+{
+    (void)g;
+    destroyed++;
+}
+
+static void graph_cache(void **state)
+{
+    (void)state;
+    RtGraphCache *c = rt_graph_cache_new(2, count_destroy);
+    assert_non_null(c);
+    int g1, g2, g3;
+    uint64_t a[3] = {1, 100, 200}, b[3] = {2, 100, 200}, b2[2] = {2, 100}, k3[3] = {3, 0, 0};
+    bool seen = true;
+    /* first call: recorded, nothing to replay */
+    assert_null(rt_graph_cache_lookup(c, a, 3, &seen));
+    assert_false(seen);
+    /* second: seen, still no graph until one is stored */
+    assert_null(rt_graph_cache_lookup(c, a, 3, &seen));
+    assert_true(seen);
+    rt_graph_cache_store(c, a, 3, &g1);
+    assert_ptr_equal(rt_graph_cache_lookup(c, a, 3, &seen), &g1);
+    assert_true(seen);
+    /* another key, and a prefix of it, are different calls; with two
+     * slots the prefix evicts the least recently used key, a, and a's
+     * graph is destroyed */
+    assert_null(rt_graph_cache_lookup(c, b, 3, &seen));
+    assert_false(seen);
+    assert_int_equal(destroyed, 0);
+    assert_null(rt_graph_cache_lookup(c, b2, 2, &seen));
+    assert_false(seen);
+    assert_int_equal(destroyed, 1);
+    /* a again: a first call once more (it evicts b, which had no graph) */
+    assert_null(rt_graph_cache_lookup(c, a, 3, &seen));
+    assert_false(seen);
+    assert_null(rt_graph_cache_lookup(c, a, 3, &seen));
+    assert_true(seen);
+    rt_graph_cache_store(c, a, 3, &g2);
+    assert_null(rt_graph_cache_lookup(c, k3, 3, &seen)); /* evicts b2 */
+    assert_int_equal(destroyed, 1);
+    assert_ptr_equal(rt_graph_cache_lookup(c, a, 3, &seen), &g2);
+    assert_true(seen);
+    /* storing over a graph destroys the old one */
+    assert_null(rt_graph_cache_lookup(c, k3, 3, &seen));
+    assert_true(seen);
+    rt_graph_cache_store(c, k3, 3, &g3);
+    rt_graph_cache_store(c, k3, 3, &g1);
+    assert_int_equal(destroyed, 2);
+    assert_ptr_equal(rt_graph_cache_lookup(c, k3, 3, &seen), &g1);
+    /* freeing destroys the graphs left: a's and k3's */
+    rt_graph_cache_free(c);
+    assert_int_equal(destroyed, 4);
+    rt_graph_cache_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +306,7 @@ int main(void)
         cmocka_unit_test(last_error),
         cmocka_unit_test(no_gpu_is_clean),
         cmocka_unit_test(run_ptx),
+        cmocka_unit_test(graph_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
