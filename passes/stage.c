@@ -417,6 +417,18 @@ static Stmt *find_thread_loop(Stmt *s)
     return NULL;
 }
 
+/* Adds the bytes of a shared buffer the kernel already allocates (the
+ * tile pass's sums across warps) to *ud. */
+static void count_shared(Stmt *s, void *ud)
+{
+    if (s->kind != ST_ALLOC || s->alloc.buf->scope != MS_SHARED)
+        return;
+    int64_t n = 4, d;
+    for (int i = 0; i < s->alloc.buf->rank; i++)
+        n *= ir_is_const(s->alloc.buf->shape[i], &d) ? d : 1;
+    *(int64_t *)ud += n;
+}
+
 static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
 {
     if (!k->mk.stage || !k->ko_loop || k->kc <= 0)
@@ -425,6 +437,10 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
     if (!th)
         return;
     Stager s = {.c = c, .a = a, .k = k, .ti = ti, .thread = th->loop.var};
+    /* the budget is what the block has left */
+    int64_t used = 0;
+    ir_stmt_visit(k->body, count_shared, &used);
+    s.bytes = (int)used;
     for (Stmt *l = th->loop.body; l->kind == ST_LET && s.nlets < MK_MAX_AXES + 1; l = l->let.body) {
         s.letv[s.nlets] = l->let.var;
         s.letval[s.nlets++] = l->let.value;
