@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,7 @@ static struct {
     CUresult (*primary_retain)(CUcontext *, CUdevice);
     CUresult (*ctx_set_current)(CUcontext);
     CUresult (*ctx_sync)(void);
+    CUresult (*stream_sync)(CUstream);
     CUresult (*module_load)(CUmodule *, const void *, unsigned, CUjit_option *, void **);
     CUresult (*module_function)(CUfunction *, CUmodule, const char *);
     CUresult (*module_unload)(CUmodule);
@@ -98,6 +100,7 @@ static struct {
     CUresult (*graph_launch)(CUgraphExec, CUstream);
     CUresult (*graph_exec_destroy)(CUgraphExec);
     CUresult (*graph_destroy)(CUgraph);
+    CUresult (*is_capturing)(CUstream, int *);
     bool graphs; /* every one of those found, and DCRT_CUDA_GRAPHS is not 0 */
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -152,6 +155,7 @@ static int open_driver(void)
     LOAD(primary_retain, "cuDevicePrimaryCtxRetain");
     LOAD(ctx_set_current, "cuCtxSetCurrent");
     LOAD(ctx_sync, "cuCtxSynchronize");
+    LOAD(stream_sync, "cuStreamSynchronize");
     LOAD(module_load, "cuModuleLoadDataEx");
     LOAD(module_function, "cuModuleGetFunction");
     LOAD(module_unload, "cuModuleUnload");
@@ -175,10 +179,11 @@ static int open_driver(void)
     *(void **)(&D.graph_launch) = dlsym(D.lib, "cuGraphLaunch");
     *(void **)(&D.graph_exec_destroy) = dlsym(D.lib, "cuGraphExecDestroy");
     *(void **)(&D.graph_destroy) = dlsym(D.lib, "cuGraphDestroy");
+    *(void **)(&D.is_capturing) = dlsym(D.lib, "cuStreamIsCapturing");
     const char *env = getenv("DCRT_CUDA_GRAPHS");
     D.graphs = D.stream_create && D.stream_destroy && D.capture_begin && D.capture_end &&
                D.graph_instantiate && D.graph_launch && D.graph_exec_destroy && D.graph_destroy &&
-               !(env && strcmp(env, "0") == 0);
+               D.is_capturing && !(env && strcmp(env, "0") == 0);
     CUresult r = D.init(0);
     if ((int)r == ERR_STUB_LIBRARY) {
         snprintf(D.msg, sizeof D.msg,
@@ -319,6 +324,12 @@ int rt_cuda_sync(char *err, size_t errlen)
     return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuCtxSynchronize", err, errlen);
 }
 
+int rt_cuda_stream_sync(void *stream, char *err, size_t errlen)
+{
+    CUresult r = D.stream_sync((CUstream)stream);
+    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuStreamSynchronize", err, errlen);
+}
+
 int rt_cuda_alloc(uint64_t *ptr, size_t bytes, char *err, size_t errlen)
 {
     int rc = rt_cuda_init(err, errlen);
@@ -395,10 +406,34 @@ void rt_cuda_timer_destroy(RtCuTimer *t)
 
 /* ---- graphs ---- */
 
+static _Atomic long graphs_made, graph_launches;
+
 bool rt_cuda_graphs_available(void) { return rt_cuda_init(NULL, 0) == DCRT_OK && D.graphs; }
+
+void rt_cuda_graph_counts(long *made, long *launched)
+{
+    *made = atomic_load(&graphs_made);
+    *launched = atomic_load(&graph_launches);
+}
+
+static int no_graphs(char *err, size_t errlen)
+{
+    if (err)
+        snprintf(err, errlen, "CUDA graphs are not available (a driver before CUDA 11.4, "
+                              "or DCRT_CUDA_GRAPHS=0)");
+    return DCRT_ERR_CUDA;
+}
+
+bool rt_cuda_stream_capturing(void *stream)
+{
+    int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+    return D.graphs && D.is_capturing((CUstream)stream, &status) == CUDA_SUCCESS && status != 0;
+}
 
 int rt_cuda_capture_begin(void **stream, char *err, size_t errlen)
 {
+    if (!rt_cuda_graphs_available())
+        return no_graphs(err, errlen);
     CUstream s = NULL;
     CUresult r = D.stream_create(&s, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS)
@@ -414,6 +449,8 @@ int rt_cuda_capture_begin(void **stream, char *err, size_t errlen)
 int rt_cuda_capture_end(void *stream, bool ok, RtCuGraph **g, char *err, size_t errlen)
 {
     *g = NULL;
+    if (!rt_cuda_graphs_available())
+        return no_graphs(err, errlen);
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
     CUresult r = D.capture_end((CUstream)stream, &graph);
@@ -427,14 +464,21 @@ int rt_cuda_capture_end(void *stream, bool ok, RtCuGraph **g, char *err, size_t 
     D.stream_destroy((CUstream)stream);
     if (r != CUDA_SUCCESS)
         return cu_fail(r, what, err, errlen);
+    if (exec)
+        atomic_fetch_add(&graphs_made, 1);
     *g = (RtCuGraph *)(void *)exec;
     return DCRT_OK;
 }
 
 int rt_cuda_graph_launch(RtCuGraph *g, void *stream, char *err, size_t errlen)
 {
+    if (!rt_cuda_graphs_available())
+        return no_graphs(err, errlen);
     CUresult r = D.graph_launch((CUgraphExec)(void *)g, (CUstream)stream);
-    return r == CUDA_SUCCESS ? DCRT_OK : cu_fail(r, "cuGraphLaunch", err, errlen);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(r, "cuGraphLaunch", err, errlen);
+    atomic_fetch_add(&graph_launches, 1);
+    return DCRT_OK;
 }
 
 void rt_cuda_graph_destroy(RtCuGraph *g)
@@ -638,10 +682,11 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
         if (p->buffers[i].kind != DCRT_BUF_INLINED)
             args[na++] = &dptr[i];
     }
-    /* several launches go as one graph (a launch hook, as --profile's,
-     * sees each launch instead) */
+    /* several launches go as one graph (a launch hook sees each launch
+     * instead, and a caller capturing its own stream captures them) */
     void *ud;
-    if (rc == DCRT_OK && pl->nlaunches > 1 && D.graphs && l->graphs && !dcrt_launch_hook(&ud)) {
+    if (rc == DCRT_OK && pl->nlaunches > 1 && D.graphs && l->graphs && !dcrt_launch_hook(&ud) &&
+        !rt_cuda_stream_capturing(stream)) {
         for (int i = 0; i < p->ndims; i++)
             key[i] = (uint64_t)dims[i];
         memcpy(key + p->ndims, dptr, (size_t)p->nbuffers * sizeof *key);
@@ -652,7 +697,7 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     /* the thread's own workspace is free for the next call only when this
      * one is done */
     if (own && rc == DCRT_OK)
-        rc = recorded(rt_cuda_sync(err, sizeof err), err);
+        rc = recorded(rt_cuda_stream_sync(stream, err, sizeof err), err);
     free(key);
     free(args);
     free(dimv);

@@ -43,7 +43,7 @@
 #    the reduction, split-K, strided 8 x 8 tiles, double-buffered staging),
 #    given with --mk, checked at T = 1, 77 and 200 and timed at 1 and 128;
 # 4. the whole encoder layer (examples/bert_encoder.tex, some 20 launches a
-#    call) at T = 1, 16 and 128, its launches replayed as one CUDA graph
+#    call) at T = 1 and 16, its launches replayed as one CUDA graph
 #    (the default) and launched one by one (DCRT_CUDA_GRAPHS=0), each timed
 #    over 50 calls and then checked against the reference.
 # Exit status: 0 when every check passed, 1 otherwise, 124 on the 5-minute
@@ -167,12 +167,13 @@ strided8x8|threads [16, 16] tile [8, 8] rchunk 8 unroll 2 vec 4 staged strided p
 FORMS
 
 say "4. the encoder layer: CUDA graphs against launches one by one"
-for T in 1 16 128; do
+for T in 1 16; do
     for graphs in 1 0; do
         printf 'encoder T=%-4s graphs=%s ' "$T" "$graphs"
-        if out=$(DCRT_CUDA_GRAPHS=$graphs timeout 60 "$dcc" run examples/bert_encoder.tex \
-                 --target=cuda --set T=$T --bench 50 --check 2>&1); then
-            echo "$out" | grep '^bench'
+        if out=$(DCRT_CUDA_GRAPHS=$graphs timeout 45 "$dcc" run examples/bert_encoder.tex \
+                 --target=cuda --set T=$T --bench 50 --check 2>&1) &&
+            echo "$out" | grep '^bench'; then
+            :
         else
             echo "FAILED: $(echo "$out" | tail -1)"; fails=$((fails + 1))
         fi

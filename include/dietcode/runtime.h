@@ -226,6 +226,9 @@ int rt_cuda_allow_dynamic_shared(RtCuFunction *fn, int bytes, char *err, size_t 
 int rt_cuda_launch(RtCuFunction *fn, const unsigned grid[3], const unsigned block[3],
                    unsigned shared_bytes, void *stream, void **args, char *err, size_t errlen);
 int rt_cuda_sync(char *err, size_t errlen);
+/* Waits for the work queued on stream (not the whole context: a context
+ * sync would break another thread's capture). */
+int rt_cuda_stream_sync(void *stream, char *err, size_t errlen);
 int rt_cuda_alloc(uint64_t *ptr, size_t bytes, char *err, size_t errlen);
 void rt_cuda_free(uint64_t ptr); /* 0 is fine */
 int rt_cuda_copy_to_device(uint64_t dst, const void *src, size_t bytes, char *err, size_t errlen);
@@ -242,8 +245,13 @@ void rt_cuda_timer_destroy(RtCuTimer *t); /* NULL is fine */
  * (before CUDA 11.4) or DCRT_CUDA_GRAPHS=0 is set. */
 typedef struct RtCuGraph RtCuGraph; /* a CUgraphExec */
 bool rt_cuda_graphs_available(void);
+/* Whether the caller is capturing stream into a graph of its own. */
+bool rt_cuda_stream_capturing(void *stream);
+/* Graphs instantiated and graph launches so far in this process. */
+void rt_cuda_graph_counts(long *made, long *launched);
 /* Starts a capture on a new stream (*stream); every launch on it until
- * rt_cuda_capture_end is recorded, not run. */
+ * rt_cuda_capture_end is recorded, not run. The capture and launch calls
+ * fail (DCRT_ERR_CUDA) when graphs are not available. */
 int rt_cuda_capture_begin(void **stream, char *err, size_t errlen);
 /* Ends the capture begun on stream (and destroys the stream); with ok,
  * instantiates what it recorded into *g, else discards it (*g = NULL). */

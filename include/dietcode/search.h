@@ -410,6 +410,7 @@ typedef struct SrchTiming {
     int min_runs, max_runs;
     double budget_ms;
     double spread;
+    int warmups; /* untimed runs first (0: one) */
 } SrchTiming;
 /* One run: its time in *ms; -1 and err on failure. */
 typedef int (*SrchRunOnce)(void *ud, double *ms, char *err, size_t errlen);

@@ -219,6 +219,8 @@ static void run_ptx(void **state)
 
     /* two launches a call: the second call with the same dims and buffer
      * captures a graph, later ones replay it; other dims are another key */
+    long made0, launched0, made, launched;
+    rt_cuda_graph_counts(&made0, &launched0);
     for (int r = 0; r < 5; r++)
         assert_int_equal(dcrt_cuda_run(&add_two_prog, dims, &d, 0, NULL), DCRT_OK);
     int64_t half[1] = {N / 2};
@@ -228,7 +230,16 @@ static void run_ptx(void **state)
     assert_int_equal(rt_cuda_copy_to_host(h, d, sizeof h, err, sizeof err), DCRT_OK);
     for (int i = 0; i < N; i++)
         assert_true(h[i] == (float)i + 2 + 12 + (i < N / 2 ? 6 : 0));
-    printf("graphs: %s\n", rt_cuda_graphs_available() ? "replayed" : "not available");
+    /* one graph per key, captured on its second call and launched from
+     * then on: N's calls 2..6, N / 2's 2..3 */
+    rt_cuda_graph_counts(&made, &launched);
+    if (rt_cuda_graphs_available()) {
+        assert_int_equal(made - made0, 2);
+        assert_int_equal(launched - launched0, 7);
+    } else {
+        assert_int_equal(made - made0, 0);
+        printf("graphs: not available\n");
+    }
     rt_cuda_free(d);
 
     /* bad PTX: rejected, with the JIT's log in the message */
