@@ -3,7 +3,7 @@
  * W[N, K]^T + b, for T = 1, 1 + step, ..., 128.
  *
  *   dense [--mk "threads [...] tile [...] ..." | --records FILE] [--step S] [--reps R]
- *         [--threads N] [--scaling] [SRCDIR]
+ *         [--rounds N] [--threads N] [--scaling] [SRCDIR]
  *
  * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
  * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
@@ -18,7 +18,11 @@
  * median of R timed calls after a warm-up; dcc first, then oneDNN, then
  * OpenBLAS, because the libraries' idle threads spin for a while after a
  * call and would take a core from whatever runs next (after each batch
- * OpenBLAS's threads are stopped and oneDNN's given 20 ms to sleep). OpenBLAS is made to
+ * OpenBLAS's threads are stopped and oneDNN's given 20 ms to sleep). That
+ * sequence runs --rounds times (3) and each cell keeps its best round's
+ * median, the same for every library: on a shared machine a core goes
+ * missing for a few hundred milliseconds now and then, and would
+ * otherwise halve whichever column it lands on. OpenBLAS is made to
  * use the best kernels this CPU has (Debian's build takes recent CPUs for
  * an SSE3 core): SkylakeX with AVX-512, else Haswell.
  *
@@ -174,7 +178,7 @@ int main(int argc, char **argv)
 {
     bench_openblas_coretype(argv);
     const char *mkspec = NULL, *records = NULL, *src = ".";
-    int step = 8, reps = 15, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int step = 8, reps = 15, rounds = 3, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     bool scale = false;
     double scale_logs[2] = {0};
     int scale_count[2] = {0};
@@ -187,23 +191,27 @@ int main(int argc, char **argv)
         else if (i + 1 < argc && strcmp(argv[i], "--records") == 0) records = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
         else if (argv[i][0] != '-') src = argv[i];
         else {
             fprintf(stderr, "usage: dense [--mk SPEC | --records FILE] [--step S] [--reps R] "
-                            "[--threads N] [--scaling] [SRCDIR]\n");
+                            "[--rounds N] [--threads N] [--scaling] [SRCDIR]\n");
             return 2;
         }
     }
-    if (step < 1 || reps < 1 || reps > 64 || threads < 1 || (mkspec && records)) {
-        fprintf(stderr, "dense: bad --step, --reps (1..64) or --threads, or both --mk and --records\n");
+    if (step < 1 || reps < 1 || reps > 64 || rounds < 1 || rounds > 20 || threads < 1 ||
+        (mkspec && records)) {
+        fprintf(stderr, "dense: bad --step, --reps (1..64), --rounds (1..20) or --threads, or both "
+                        "--mk and --records\n");
         return 2;
     }
     set_threads(threads);
     const dnnl_version_t *dv = dnnl_version();
     printf("# dcc (JIT for this CPU; AOT: the object, default micro-kernels) against oneDNN %d.%d.%d\n"
-           "# dnnl_sgemm and OpenBLAS cblas_sgemm (core %s), %d threads each; Y = X W^T + b, FP32\n",
-           dv->major, dv->minor, dv->patch, bench_openblas_core(), threads);
+           "# dnnl_sgemm and OpenBLAS cblas_sgemm (core %s), %d threads each; Y = X W^T + b, FP32\n"
+           "# each cell: the best of %d rounds' medians of %d calls\n",
+           dv->major, dv->minor, dv->patch, bench_openblas_core(), threads, rounds, reps);
     double logs[4] = {0}; /* jit/dnnl, jit/blas, aot/dnnl, aot/blas */
     int count = 0;
     /* the lowest JIT/oneDNN cell: the floor is per (layer, T) */
@@ -278,17 +286,19 @@ int main(int argc, char **argv)
             Ts[nt++] = T;
         double t[4][TMAX + 1];
         void (*runs[4])(void *) = {run_jit, run_aot, run_dnnl, run_blas};
-        for (int r = 0; r < 4; r++)
-            for (int i = 0; i < nt; i++) {
-                if (r == 1 && mkspec) {
-                    t[r][i] = NAN;
-                    continue;
+        for (int round = 0; round < rounds; round++)
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < nt; i++) {
+                    if (r == 1 && mkspec) {
+                        t[r][i] = NAN;
+                        continue;
+                    }
+                    Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
+                    double m = bench_median_ms(reps, runs[r], &c);
+                    t[r][i] = round == 0 || m < t[r][i] ? m : t[r][i];
+                    if (i == nt - 1)
+                        settle(r);
                 }
-                Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
-                t[r][i] = bench_median_ms(reps, runs[r], &c);
-                if (i == nt - 1)
-                    settle(r);
-            }
         for (int i = 0; i < nt; i++) {
             double flop = 2.0 * (double)Ts[i] * (double)n * (double)k, g[4];
             for (int r = 0; r < 4; r++)
