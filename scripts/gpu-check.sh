@@ -45,7 +45,11 @@
 # 4. the whole encoder layer (examples/bert_encoder.tex, some 20 launches a
 #    call) at T = 1 and 16, its launches replayed as one CUDA graph
 #    (the default) and launched one by one (DCRT_CUDA_GRAPHS=0), each timed
-#    over 50 calls and then checked against the reference.
+#    over 50 calls and then checked against the reference;
+# 5. the encoder layer (default kernels, graphs on) against PyTorch eager in
+#    FP32 with TF32 off (bench/gpu/encoder_torch.py, the layer of
+#    bench/encoder.py) at T = 1, 16, 64 and 128, when PYTHON (default
+#    python3) has PyTorch with CUDA; skipped otherwise.
 # Exit status: 0 when every check passed, 1 otherwise, 124 on the 5-minute
 # limit.
 set -u
@@ -179,6 +183,25 @@ for T in 1 16; do
         fi
     done
 done
+
+say "5. the encoder layer against PyTorch eager (FP32, TF32 off)"
+# PyTorch from PYTHON (default python3); without it or without CUDA in it,
+# this section says so and is skipped
+if torch_out=$(timeout 90 "${PYTHON:-python3}" bench/gpu/encoder_torch.py 1 16 64 128 2>&1); then
+    for T in 1 16 64 128; do
+        eager=$(echo "$torch_out" | awk -v t="$T" '$1 == "T" && $2 == t { print $4 }')
+        ms=$(timeout 45 "$dcc" run examples/bert_encoder.tex --target=cuda --set T=$T --bench 50 \
+             2>/dev/null | sed -n 's/^bench: median \([0-9.]*\) ms.*/\1/p')
+        if [ -n "$eager" ] && [ -n "$ms" ]; then
+            echo "encoder T=$T: dcc $ms ms, PyTorch eager $eager ms, eager/dcc" \
+                "$(awk -v a="$eager" -v b="$ms" 'BEGIN { printf "%.2fx", a / b }')"
+        else
+            echo "FAILED: encoder T=$T"; fails=$((fails + 1))
+        fi
+    done
+else
+    echo "skipped: $(echo "$torch_out" | tail -1)"
+fi
 
 say "done: $fails failure(s)"
 [ "$fails" -eq 0 ]
