@@ -101,7 +101,9 @@ static struct {
     CUresult (*graph_exec_destroy)(CUgraphExec);
     CUresult (*graph_destroy)(CUgraph);
     CUresult (*is_capturing)(CUstream, int *);
-    bool graphs; /* every one of those found, and DCRT_CUDA_GRAPHS is not 0 */
+    /* the driver is up, every one of those was found, and
+     * DCRT_CUDA_GRAPHS is not 0 */
+    bool graphs;
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct RtCuModule {
@@ -181,7 +183,7 @@ static int open_driver(void)
     *(void **)(&D.graph_destroy) = dlsym(D.lib, "cuGraphDestroy");
     *(void **)(&D.is_capturing) = dlsym(D.lib, "cuStreamIsCapturing");
     const char *env = getenv("DCRT_CUDA_GRAPHS");
-    D.graphs = D.stream_create && D.stream_destroy && D.capture_begin && D.capture_end &&
+    bool graphs = D.stream_create && D.stream_destroy && D.capture_begin && D.capture_end &&
                D.graph_instantiate && D.graph_launch && D.graph_exec_destroy && D.graph_destroy &&
                D.is_capturing && !(env && strcmp(env, "0") == 0);
     CUresult r = D.init(0);
@@ -202,6 +204,7 @@ static int open_driver(void)
     }
     if ((r = D.primary_retain(&D.ctx, D.dev)) != CUDA_SUCCESS)
         return cu_fail(r, "cuDevicePrimaryCtxRetain", D.msg, sizeof D.msg);
+    D.graphs = graphs; /* only once the driver is up: D.graphs implies it */
     return DCRT_OK;
 }
 
@@ -432,7 +435,7 @@ bool rt_cuda_stream_capturing(void *stream)
 
 int rt_cuda_capture_begin(void **stream, char *err, size_t errlen)
 {
-    if (!rt_cuda_graphs_available())
+    if (!D.graphs)
         return no_graphs(err, errlen);
     CUstream s = NULL;
     CUresult r = D.stream_create(&s, CU_STREAM_NON_BLOCKING);
@@ -449,7 +452,7 @@ int rt_cuda_capture_begin(void **stream, char *err, size_t errlen)
 int rt_cuda_capture_end(void *stream, bool ok, RtCuGraph **g, char *err, size_t errlen)
 {
     *g = NULL;
-    if (!rt_cuda_graphs_available())
+    if (!D.graphs)
         return no_graphs(err, errlen);
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
@@ -472,7 +475,7 @@ int rt_cuda_capture_end(void *stream, bool ok, RtCuGraph **g, char *err, size_t 
 
 int rt_cuda_graph_launch(RtCuGraph *g, void *stream, char *err, size_t errlen)
 {
-    if (!rt_cuda_graphs_available())
+    if (!D.graphs)
         return no_graphs(err, errlen);
     CUresult r = D.graph_launch((CUgraphExec)(void *)g, (CUstream)stream);
     if (r != CUDA_SUCCESS)
@@ -648,14 +651,22 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     if (!pl)
         return DCRT_ERR_OUT_OF_MEMORY;
     size_t nb = (size_t)p->nbuffers + 1, nd = (size_t)p->ndims + 1;
-    uint64_t *dptr = calloc(nb, sizeof *dptr);
+    /* the call's key for its graph (launch_graph): the dims' values, then
+     * every buffer's address (dptr, the buffers' kernel arguments) */
+    uint64_t *key = calloc(nd + nb, sizeof *key);
     int64_t *dimv = calloc(nd, sizeof *dimv);
     void **args = calloc(nd + nb, sizeof *args);
-    uint64_t *key = calloc(nd + nb, sizeof *key);
+    if (!key || !dimv || !args) {
+        free(key);
+        free(dimv);
+        free(args);
+        dcrt_plan_free(pl);
+        return dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, NULL);
+    }
+    uint64_t *dptr = key + p->ndims;
     Loaded *l = NULL;
     bool own = false;
-    int rc = dptr && dimv && args && key ? dcrt_plan(p, dims, pl)
-                                          : dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, NULL);
+    int rc = dcrt_plan(p, dims, pl);
     for (int i = 0; i < p->nparams && rc == DCRT_OK; i++)
         if (!tensors[i]) {
             snprintf(err, sizeof err, "%s: the pointer to tensor %s is 0", p->name,
@@ -672,6 +683,7 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     int na = 0;
     for (int i = 0; i < p->ndims; i++) {
         dimv[i] = dims[i];
+        key[i] = (uint64_t)dims[i];
         args[na++] = &dimv[i];
     }
     for (int i = 0; i < p->nparams; i++)
@@ -687,9 +699,6 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     void *ud;
     if (rc == DCRT_OK && pl->nlaunches > 1 && D.graphs && l->graphs && !dcrt_launch_hook(&ud) &&
         !rt_cuda_stream_capturing(stream)) {
-        for (int i = 0; i < p->ndims; i++)
-            key[i] = (uint64_t)dims[i];
-        memcpy(key + p->ndims, dptr, (size_t)p->nbuffers * sizeof *key);
         rc = launch_graph(p, pl, l, args, key, p->ndims + p->nbuffers, stream);
     } else if (rc == DCRT_OK) {
         rc = launch_each(p, pl, l, args, stream);
@@ -701,7 +710,6 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     free(key);
     free(args);
     free(dimv);
-    free(dptr);
     dcrt_plan_free(pl);
     return rc;
 }

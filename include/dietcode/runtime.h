@@ -251,7 +251,8 @@ bool rt_cuda_stream_capturing(void *stream);
 void rt_cuda_graph_counts(long *made, long *launched);
 /* Starts a capture on a new stream (*stream); every launch on it until
  * rt_cuda_capture_end is recorded, not run. The capture and launch calls
- * fail (DCRT_ERR_CUDA) when graphs are not available. */
+ * fail (DCRT_ERR_CUDA) when graphs are not available, or before
+ * rt_cuda_init has brought the driver up. */
 int rt_cuda_capture_begin(void **stream, char *err, size_t errlen);
 /* Ends the capture begun on stream (and destroys the stream); with ok,
  * instantiates what it recorded into *g, else discards it (*g = NULL). */
