@@ -39,6 +39,13 @@ double bench_median_ms(int reps, void (*run)(void *), void *ctx)
     return bench_median(t, reps);
 }
 
+void bench_round_ms(double *best, int round, int reps, void (*run)(void *), void *ctx)
+{
+    double m = bench_median_ms(reps, run, ctx);
+    if (round == 0 || m < *best)
+        *best = m;
+}
+
 double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmpd);

@@ -11,6 +11,9 @@
 /* The median of reps timed calls of run(ctx) after a warm-up of at least
  * one call and 20 ms. */
 double bench_median_ms(int reps, void (*run)(void *), void *ctx);
+/* One round of a best-of-rounds cell: bench_median_ms's median, kept in
+ * *best when round is the first or the median is lower. */
+void bench_round_ms(double *best, int round, int reps, void (*run)(void *), void *ctx);
 /* The median of v[0..n-1] (n >= 1), sorting v in place. */
 double bench_median(double *v, int n);
 /* Sets OPENBLAS_CORETYPE and re-executes the program when it is not set

@@ -294,8 +294,7 @@ int main(int argc, char **argv)
                         continue;
                     }
                     Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
-                    double m = bench_median_ms(reps, runs[r], &c);
-                    t[r][i] = round == 0 || m < t[r][i] ? m : t[r][i];
+                    bench_round_ms(&t[r][i], round, reps, runs[r], &c);
                     if (i == nt - 1)
                         settle(r);
                 }

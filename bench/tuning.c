@@ -333,20 +333,17 @@ int main(int argc, char **argv)
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < nt; i++) {
             Case a = {joint.cp, Ts[i], bufs}, b = {shape.cp, Ts[i], bufs};
-            double mj = bench_median_ms(reps, run_dcc, &a), ms = bench_median_ms(reps, run_dcc, &b);
-            tj[i] = round == 0 || mj < tj[i] ? mj : tj[i];
-            ts[i] = round == 0 || ms < ts[i] ? ms : ts[i];
+            bench_round_ms(&tj[i], round, reps, run_dcc, &a);
+            bench_round_ms(&ts[i], round, reps, run_dcc, &b);
         }
         for (int i = 0; i < nt; i++) {
             Case c = {NULL, Ts[i], bufs};
-            double m = bench_median_ms(reps, run_dnnl, &c);
-            td[i] = round == 0 || m < td[i] ? m : td[i];
+            bench_round_ms(&td[i], round, reps, run_dnnl, &c);
         }
         usleep(20000);
         for (int i = 0; i < nt; i++) {
             Case c = {NULL, Ts[i], bufs};
-            double m = bench_median_ms(reps, run_blas, &c);
-            tb[i] = round == 0 || m < tb[i] ? m : tb[i];
+            bench_round_ms(&tb[i], round, reps, run_blas, &c);
         }
         bench_openblas_quiet();
     }

@@ -116,6 +116,14 @@ Tensor *ir_buffer(Arena *a, const char *name, MemScope scope, ExprCtx *c, int ra
     return t;
 }
 
+int64_t ir_buffer_words(const Tensor *t)
+{
+    int64_t n = 1, d;
+    for (int i = 0; i < t->rank; i++)
+        n *= ir_is_const(t->shape[i], &d) ? d : 1;
+    return n;
+}
+
 const char *ir_for_kind_name(ForKind fk)
 {
     switch (fk) {

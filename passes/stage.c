@@ -421,12 +421,8 @@ static Stmt *find_thread_loop(Stmt *s)
  * tile pass's sums across warps) to *ud. */
 static void count_shared(Stmt *s, void *ud)
 {
-    if (s->kind != ST_ALLOC || s->alloc.buf->scope != MS_SHARED)
-        return;
-    int64_t n = 4, d;
-    for (int i = 0; i < s->alloc.buf->rank; i++)
-        n *= ir_is_const(s->alloc.buf->shape[i], &d) ? d : 1;
-    *(int64_t *)ud += n;
+    if (s->kind == ST_ALLOC && s->alloc.buf->scope == MS_SHARED)
+        *(int64_t *)ud += 4 * ir_buffer_words(s->alloc.buf);
 }
 
 static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)

@@ -303,9 +303,10 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     memcpy(li, aidx, sizeof(Expr *) * (size_t)na);
     Stmt *fold = NULL;
     if (vred) {
-        Stmt *steps[4];
+        Stmt *steps[MK_MAX_FOLDS];
         int ns = 0;
         for (int h = V / 2; h >= 2; h /= 2) {
+            IR_ASSERT(ns < MK_MAX_FOLDS);
             Var *hl = ir_var(c, "half", VK_LOOP, C(t, h));
             Expr *hi[MK_MAX_AXES + 1];
             memcpy(hi, aidx, sizeof(Expr *) * (size_t)na);

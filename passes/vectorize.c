@@ -8,9 +8,10 @@
  *           the innermost spatial axis, its tile loop r (tile = m * vec) is
  *           split into r = ro * vec + rl with ro unrolled and rl
  *           FK_VECTORIZED; with vectors along the reduction, the lane loop
- *           and the loops of tile's fold by halves are FK_VECTORIZED. Codegen turns vectorized loops into vector
- *           instructions. The chunk's loop ki (a constant trip count n)
- *           with unroll u > 1 becomes ki = kio * u' + kiu with kiu
+ *           and the loops of tile's fold by halves are FK_VECTORIZED.
+ *           Codegen turns vectorized loops into vector instructions. The
+ *           chunk's loop ki (a constant trip count n) with unroll u > 1
+ *           becomes ki = kio * u' + kiu with kiu
  *           FK_UNROLLED, u' the largest divisor of n up to u (the whole
  *           loop unrolled when u' = n).
  */
@@ -73,7 +74,7 @@ static bool is_tile_var(const Kernel *k, const Var *v, int *axis)
 
 static bool is_fold_var(const Kernel *k, const Var *v)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MK_MAX_FOLDS; i++)
         if (v && k->fold[i] == v)
             return true;
     return false;

@@ -352,17 +352,10 @@ static void walk(Walk *w, Stmt *s)
             walk(w, s->ifs.els);
         return;
     case ST_ALLOC:
-        if (s->alloc.buf->scope == MS_SHARED) {
-            int64_t n = 4, d;
-            for (int i = 0; i < s->alloc.buf->rank; i++)
-                n *= ir_is_const(s->alloc.buf->shape[i], &d) ? d : 1;
-            k->shared_bytes += n;
-        } else if (s->alloc.buf->scope == MS_LOCAL) {
-            int64_t n = 1, d;
-            for (int i = 0; i < s->alloc.buf->rank; i++)
-                n *= ir_is_const(s->alloc.buf->shape[i], &d) ? d : 1;
-            k->local_words += n * (w->lane ? w->width : 1);
-        }
+        if (s->alloc.buf->scope == MS_SHARED)
+            k->shared_bytes += 4 * ir_buffer_words(s->alloc.buf);
+        else if (s->alloc.buf->scope == MS_LOCAL)
+            k->local_words += ir_buffer_words(s->alloc.buf) * (w->lane ? w->width : 1);
         walk(w, s->alloc.body);
         return;
     case ST_SEQ:

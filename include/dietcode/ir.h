@@ -180,7 +180,9 @@ struct Stmt {
  * each group column by column, so the blocks running at once share a few
  * column tiles of the operand read along the columns (W) in L2 instead of
  * sweeping all of it row after row. */
-enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024, MK_MAX_VEC = 16 };
+/* MK_MAX_FOLDS: the halving steps of a vector of MK_MAX_VEC lanes along the
+ * reduction (16 -> 8, 4, 2; the last pair is added by the final store) */
+enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024, MK_MAX_VEC = 16, MK_MAX_FOLDS = 3 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
     int threads[MK_MAX_AXES];
@@ -216,7 +218,7 @@ typedef struct Kernel {
     Stmt *ko_loop;      /* the loop over reduction chunks */
     Var *ko, *ki;       /* chunk index; position in the chunk (or its vector part) */
     Var *lane;          /* vector lane along the reduction (MK_VEC_REDUCE) */
-    Var *fold[4];       /* lanes of the steps folding lane's vector by halves */
+    Var *fold[MK_MAX_FOLDS]; /* lanes of the steps folding lane's vector by halves */
     int kc;             /* chunk length; 0 when the reduction is not tiled */
     Expr *kpos;         /* position in the chunk (of ki, rlane, lane), when kc > 0 */
     Var *rlane;         /* the thread's place along the reduction (rthreads > 1) */
@@ -461,6 +463,8 @@ Stmt *ir_seq2(Arena *a, Stmt *x, Stmt *y);
 /* A local or shared buffer of constant shape. */
 Tensor *ir_buffer(Arena *a, const char *name, MemScope scope, ExprCtx *c, int rank,
                   const int64_t *shape);
+/* Its size in f32 words (an extent that is not constant counts as 1). */
+int64_t ir_buffer_words(const Tensor *t);
 const char *ir_for_kind_name(ForKind fk);
 /* Calls f on every statement of s, children before their parent; f may
  * rewrite the statement it is given in place. */
