@@ -10,7 +10,7 @@
 #include <time.h>
 
 static const char *const names[] = {"inline", "lower", "tile", "stage", "pad", "bind",
-                                    "simplify", "vectorize", NULL};
+                                    "simplify", "vectorize", "edge", NULL};
 
 const char *const *pass_names(void) { return names; }
 
@@ -160,7 +160,10 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
     if (!step(&r, "simplify"))
         goto done;
     pass_vectorize(r.lp, ti);
-    step(&r, "vectorize");
+    if (!step(&r, "vectorize"))
+        goto done;
+    pass_edge(r.lp, ti);
+    step(&r, "edge");
 done:
     free(r.last);
     if (r.failed)

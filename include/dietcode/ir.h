@@ -182,7 +182,10 @@ struct Stmt {
  * sweeping all of it row after row. */
 /* MK_MAX_FOLDS: the halving steps of a vector of MK_MAX_VEC lanes along the
  * reduction (16 -> 8, 4, 2; the last pair is added by the final store) */
-enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024, MK_MAX_VEC = 16, MK_MAX_FOLDS = 3 };
+/* MK_MAX_EDGE_TILE: the longest register tile along an axis whose edge
+ * tiles get copies of their own (passes/edge.c: one per shorter length) */
+enum { MK_MAX_AXES = 8, MK_MAX_SPLIT = 64, MK_MAX_RTHREADS = 1024, MK_MAX_VEC = 16, MK_MAX_FOLDS = 3,
+       MK_MAX_EDGE_TILE = 8 };
 typedef enum VecAxis { MK_VEC_SPATIAL, MK_VEC_REDUCE } VecAxis;
 typedef struct MicroKernel {
     int threads[MK_MAX_AXES];
