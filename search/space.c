@@ -350,28 +350,17 @@ static double fit(int64_t e, int64_t b)
     return b <= 0 || e <= 0 ? 1.0 : (double)e / (double)(((e + b - 1) / b) * b);
 }
 
-/* The points a CPU kernel computes along spatial axis a of extent e:
- * whole thread tiles, except along the edge axis (passes/edge.c), where
- * the last tile computes only the points inside. */
-static int64_t cpu_points(const SrchStage *st, const MicroKernel *mk, int a, int64_t e)
-{
-    int64_t t = mk->tile[a] > 0 ? mk->tile[a] : 1;
-    return a == pass_edge_axis(mk, st->t, &st->tg->ti) ? e : (e + t - 1) / t * t;
-}
-
 /* Padding efficiency of mk along spatial axis a of extent e. A GPU block
  * computes its whole tile, so the waste is the block tile's (threads x
  * tile); a CPU thread whose tile lies wholly past the edge skips its work
- * (passes/bind.c), so there only the thread tile's counts, and along the
- * edge axis (passes/edge.c) not even that. */
+ * (passes/bind.c), so there only the thread tile's counts. */
 static double axis_fit(const SrchStage *st, const MicroKernel *mk, int a, int64_t e)
 {
+    int64_t t = mk->tile[a];
     /* a CPU kernel with vectors along the reduction that stages packs its
      * block's whole tile of both operands, past the edge too */
     bool whole = st->tg->ti.kind == PT_GPU || (mk->stage && mk->vaxis == MK_VEC_REDUCE);
-    if (whole)
-        return fit(e, (int64_t)mk->threads[a] * mk->tile[a]);
-    return e > 0 ? (double)e / (double)cpu_points(st, mk, a, e) : 1.0;
+    return fit(e, whole ? (int64_t)mk->threads[a] * t : t);
 }
 
 /* A CPU block of the outer-product family (staged, vectors along the
@@ -392,7 +381,7 @@ static double pack_fit(const SrchStage *st, const MicroKernel *mk, const int64_t
         int64_t t = mk->tile[a], b = (int64_t)mk->threads[a] * t;
         if (t < 1 || b < 1 || ext[a] < 1)
             continue;
-        rows *= (double)cpu_points(st, mk, a, ext[a]) / (double)((ext[a] + b - 1) / b);
+        rows *= (double)((ext[a] + t - 1) / t * t) / (double)((ext[a] + b - 1) / b);
     }
     return rows / (rows + PACK_ROWS);
 }

@@ -119,12 +119,6 @@ void pass_simplify(LoopProgram *lp);
 void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
 /* passes/edge.c */
 void pass_edge(LoopProgram *lp, const TargetInfo *ti);
-/* The axis along which a kernel of mk computing out gets a copy of its
- * compute for each shorter edge tile (-1: none): on the CPU, the axis with
- * the longest register tile (2 .. MK_MAX_EDGE_TILE points, not vector
- * lanes) whose extent may end inside a tile. The cost model counts no
- * padding along it. */
-int pass_edge_axis(const MicroKernel *mk, const Tensor *out, const TargetInfo *ti);
 
 /* passes/target.c */
 /* The target's limits; the CPU's caches are this host's (sysfs). */
