@@ -16,16 +16,16 @@
  *           Every copy keeps the loop kinds, so its register tile is as
  *           unrolled as the whole one, only shorter. The accumulators'
  *           init, the fold of their lanes and the stores stay whole: the
- *           points past left keep the identity, and pad's guards never
- *           store them.
+ *           points past left keep the identity init stored, and pad's
+ *           guards never store them.
  *
  * Local padding computes a whole tile at the edge: at T = 9 with tiles of
  * 5 rows, 10 rows for 9; with the copies, 9. The GPU keeps the padding
  * (its threads run side by side: a short tile would only idle lanes of a
  * warp).
- * breaks:   nothing; the copies share the accumulators and the other
- *           loops' variables (each copy's loops are siblings of the
- *           others').
+ * breaks:   Kernel.ko_loop (NULL: the chunk loop is copied). The copies
+ *           share the accumulators and the other loops' variables (each
+ *           copy's loops are siblings of the others').
  */
 #include "dietcode/passes.h"
 
@@ -144,13 +144,13 @@ static Stmt *versions(const Versions *v, Stmt *s)
  * thread runs them all, the loop within a chunk when staging put the chunk
  * loop around the threads (bind split the thread's work at its barriers).
  * The accumulators' init, the fold and the stores stay whole: the rows
- * past left stay zero and their stores are guarded (pad), a few vector
- * operations, where copies of them would be most of each copy's code.
- * A kernel without the single-reduction form (elementwise, or several
- * reductions a point) gets none: pad's guard already skips the work of a
- * point past the edge there, and copies cost compile time (the whole
- * encoder's object: 5.7 s with them for the reductions, 6.3 s with them
- * for these too, 4.2 s with none). */
+ * past left keep the identity and their stores are guarded (pad), a few
+ * vector operations, where copies of them would be most of each copy's
+ * code. A kernel without the single-reduction form gets none (it has no
+ * ko or ki): an elementwise one's guard already skips a point's work past
+ * the edge, and copies of its tile loops took the whole encoder's object
+ * from 5.7 s to 6.3 s of compile time (4.2 s with no copies at all); one
+ * with several reductions a point keeps computing its padded points. */
 static void version_reduction(const Versions *v, const Kernel *k, Stmt *s, bool in_thread)
 {
     switch (s->kind) {
@@ -195,6 +195,7 @@ static void edge_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
     Versions v = {c, arena, r, k->mk.tile[a],
                   ir_simplify(c, ir_binop(c, EX_SUB, k->out->shape[a], first))};
     version_reduction(&v, k, k->body, false);
+    k->ko_loop = NULL; /* under the versions' if now, and copied */
 }
 
 void pass_edge(LoopProgram *lp, const TargetInfo *ti)

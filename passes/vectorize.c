@@ -13,7 +13,7 @@
  *           chunk's loop ki (a constant trip count n) with unroll u > 1
  *           becomes ki = kio * u' + kiu with kiu
  *           FK_UNROLLED, u' the largest divisor of n up to u (the whole
- *           loop unrolled when u' = n).
+ *           loop unrolled when u' = n); k->ki then names kio.
  */
 #include "dietcode/passes.h"
 
@@ -178,6 +178,7 @@ static void unroll_chunk(Vec *v)
     ir_stmt_map_exprs(s->loop.body, split_expr, &sp);
     Stmt *inner = ir_for(v->a, kiu, FK_UNROLLED, s->loop.body);
     *s = *ir_for(v->a, kio, FK_SERIAL, inner);
+    k->ki = kio; /* the chunk's loop is now kio's (edge copies it) */
 }
 
 void pass_vectorize(LoopProgram *lp, const TargetInfo *ti)

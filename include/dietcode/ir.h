@@ -219,7 +219,8 @@ typedef struct Kernel {
     int nthreads;       /* threads per block (extent of the FK_THREAD loop), 1 if none */
     /* Handles the tile pass leaves for the passes after it (NULL if absent). */
     Stmt *ko_loop;      /* the loop over reduction chunks */
-    Var *ko, *ki;       /* chunk index; position in the chunk (or its vector part) */
+    Var *ko, *ki;       /* chunk index; position in the chunk (or its vector part; after
+                         * vectorize unrolls the chunk by u, the outer loop kio) */
     Var *lane;          /* vector lane along the reduction (MK_VEC_REDUCE) */
     Var *fold[MK_MAX_FOLDS]; /* lanes of the steps folding lane's vector by halves */
     int kc;             /* chunk length; 0 when the reduction is not tiled */
