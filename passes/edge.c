@@ -62,29 +62,12 @@ static Expr *retarget_expr(Expr *e, void *ud)
     return ir_subst(g->c, e, g->from, ir_varref(g->c, g->to));
 }
 
-/* The loops over from become loops over to (retarget_expr does their
- * uses). */
-static void retarget_loops(Stmt *s, const Edge *g)
+/* A loop over from becomes a loop over to (retarget_expr does its uses). */
+static void retarget_loop(Stmt *s, void *ud)
 {
-    switch (s->kind) {
-    case ST_FOR:
-        if (s->loop.var == g->from)
-            s->loop.var = g->to;
-        retarget_loops(s->loop.body, g);
-        return;
-    case ST_LET: retarget_loops(s->let.body, g); return;
-    case ST_ALLOC: retarget_loops(s->alloc.body, g); return;
-    case ST_IF:
-        retarget_loops(s->ifs.then, g);
-        if (s->ifs.els)
-            retarget_loops(s->ifs.els, g);
-        return;
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n; i++)
-            retarget_loops(s->seq.s[i], g);
-        return;
-    case ST_STORE: case ST_BARRIER: return;
-    }
+    const Edge *g = ud;
+    if (s->kind == ST_FOR && s->loop.var == g->from)
+        s->loop.var = g->to;
 }
 
 static bool loops_over(const Stmt *s, void *ud)
@@ -92,27 +75,23 @@ static bool loops_over(const Stmt *s, void *ud)
     return s->kind == ST_FOR && s->loop.var == ud;
 }
 
-/* A store into out under s whose index along axis a uses r, or NULL. */
-static const Stmt *find_out_store(const Stmt *s, const Tensor *out, int a, const Var *r)
+/* The store the kernel's output gets along axis a, its index there using
+ * r (found: set, and the search stops). */
+typedef struct OutStore {
+    const Tensor *out;
+    int a;
+    const Var *r;
+    const Stmt *found;
+} OutStore;
+
+static bool is_out_store(const Stmt *s, void *ud)
 {
-    const Stmt *f = NULL;
-    switch (s->kind) {
-    case ST_STORE:
-        return s->store.buf == out && s->store.n == out->rank &&
-                       ir_expr_uses_var(s->store.idx[a], r) ? s : NULL;
-    case ST_FOR: return find_out_store(s->loop.body, out, a, r);
-    case ST_LET: return find_out_store(s->let.body, out, a, r);
-    case ST_ALLOC: return find_out_store(s->alloc.body, out, a, r);
-    case ST_IF:
-        f = find_out_store(s->ifs.then, out, a, r);
-        return f || !s->ifs.els ? f : find_out_store(s->ifs.els, out, a, r);
-    case ST_SEQ:
-        for (int i = 0; i < s->seq.n && !f; i++)
-            f = find_out_store(s->seq.s[i], out, a, r);
-        return f;
-    case ST_BARRIER: return NULL;
-    }
-    return NULL;
+    OutStore *o = ud;
+    if (s->kind != ST_STORE || s->store.buf != o->out || s->store.n != o->out->rank ||
+        !ir_expr_uses_var(s->store.idx[o->a], o->r))
+        return false;
+    o->found = s;
+    return true;
 }
 
 typedef struct Versions {
@@ -132,7 +111,7 @@ static Stmt *versions(const Versions *v, Stmt *s)
         Stmt *copy = ir_stmt_clone(v->a, s);
         Edge g = {v->c, v->r, ir_var(v->c, v->r->name, VK_LOOP, ir_int(v->c, m))};
         ir_stmt_map_exprs(copy, retarget_expr, &g);
-        retarget_loops(copy, &g);
+        ir_stmt_visit(copy, retarget_loop, &g);
         chain = chain ? ir_if(v->a, ir_binop(v->c, EX_LE, ir_int(v->c, m), v->left), copy, chain)
                       : copy;
     }
@@ -181,9 +160,10 @@ static void edge_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *aren
 {
     int a = k->nspatial == k->out->rank ? edge_axis(&k->mk, k->out, ti) : -1;
     Var *r = a >= 0 ? k->rvar[a] : NULL;
-    const Stmt *st = r ? find_out_store(k->body, k->out, a, r) : NULL;
-    if (!st)
+    OutStore o = {k->out, a, r, NULL};
+    if (!r || !ir_stmt_any(k->body, is_out_store, &o))
         return;
+    const Stmt *st = o.found;
     /* the point along a is first + r: the tile's points are consecutive */
     Expr *idx = st->store.idx[a];
     Expr *first = ir_simplify(c, ir_subst(c, idx, r, ir_int(c, 0)));
