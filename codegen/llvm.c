@@ -1016,6 +1016,83 @@ static void vector_loop(Lower *L, Var *v, int width, Stmt *body)
     L->width = 0;
 }
 
+/* The stride of flat offset f along var x, when a constant. */
+static bool const_stride(Lower *L, Expr *f, Var *x, int64_t *k)
+{
+    ExprCtx *c = L->g->ec;
+    Expr *next = ir_subst(c, f, x, ir_binop(c, EX_ADD, ir_varref(c, x), ir_int(c, 1)));
+    return ir_is_const(ir_simplify(c, ir_binop(c, EX_SUB, next, f)), k);
+}
+
+/* f with x and y replaced by the constants i and j. */
+static Expr *at2(Lower *L, Expr *f, Var *x, int64_t i, Var *y, int64_t j)
+{
+    ExprCtx *c = L->g->ec;
+    return ir_simplify(c, ir_subst(c, ir_subst(c, f, x, ir_int(c, i)), y, ir_int(c, j)));
+}
+
+/* A square transposing copy, `for u in 0..n unrolled: for v in 0..n
+ * vectorized: dst[..] = src[..]`, the store contiguous along v and the
+ * load along u (passes/stage.c packs W[N, K]'s panels as [K][N] so): n
+ * contiguous loads of n elements, one per lane v, transposed in registers
+ * by log2(n) rounds of two-input shuffles (each swaps the off-diagonal
+ * b x b blocks of every 2b x 2b block, b = n/2 .. 1), and n contiguous
+ * stores, instead of n gathers. It reads exactly the elements the gathers
+ * would. false, emitting nothing, for any other loop. */
+static bool transposed_copy(Lower *L, Stmt *s, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    Var *u = s->loop.var, *v;
+    int64_t n, w, su, sv;
+    Stmt *in = s->loop.body, *sto;
+    if (L->lane || guard || !ir_is_const(u->extent, &n) || n < 2 || n > MAX_VEC ||
+        (n & (n - 1)) || in->kind != ST_FOR || in->loop.fk != FK_VECTORIZED)
+        return false;
+    v = in->loop.var;
+    sto = in->loop.body;
+    if (!ir_is_const(v->extent, &w) || w != n || sto->kind != ST_STORE || sto->store.async ||
+        sto->store.atomic || sto->store.value->kind != EX_LOAD)
+        return false;
+    Expr *ld = sto->store.value;
+    const Tensor *dt = sto->store.buf, *srct = ld->load.t;
+    if (ld->load.padded || srct->dtype != DT_F32 || dt->dtype != DT_F32 ||
+        (dt->scope != MS_GLOBAL && local_buf(L, dt)->per_lane) ||
+        (srct->scope != MS_GLOBAL && local_buf(L, srct)->per_lane))
+        return false;
+    Expr *fl = flat_offset(L, srct, ld->load.n, ld->load.idx);
+    Expr *fs = flat_offset(L, dt, sto->store.n, sto->store.idx);
+    if (has_load(fl, false) || has_load(fs, false) || !const_stride(L, fl, u, &su) || su != 1 ||
+        !const_stride(L, fs, v, &sv) || sv != 1)
+        return false;
+    LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)n);
+    LLVMValueRef r[MAX_VEC], src = buffer_ptr(L, srct), dst = buffer_ptr(L, dt);
+    for (int64_t j = 0; j < n; j++) {
+        memo_reset(L);
+        r[j] = LLVMBuildLoad2(g->b, vt, gep(L, src, ex(L, at2(L, fl, u, 0, v, j), NULL)), srct->name);
+        LLVMSetAlignment(r[j], 4);
+    }
+    for (int64_t b = n / 2; b >= 1; b /= 2)
+        for (int64_t j = 0; j < n; j++) {
+            if (j & b)
+                continue;
+            LLVMValueRef lo[MAX_VEC], hi[MAX_VEC];
+            for (int64_t i = 0; i < n; i++) {
+                lo[i] = LLVMConstInt(g->i32, (unsigned long long)((i & b) ? n + i - b : i), 0);
+                hi[i] = LLVMConstInt(g->i32, (unsigned long long)((i & b) ? n + i : i + b), 0);
+            }
+            LLVMValueRef a = r[j], c = r[j + b];
+            r[j] = LLVMBuildShuffleVector(g->b, a, c, LLVMConstVector(lo, (unsigned)n), "");
+            r[j + b] = LLVMBuildShuffleVector(g->b, a, c, LLVMConstVector(hi, (unsigned)n), "");
+        }
+    for (int64_t i = 0; i < n; i++) {
+        memo_reset(L);
+        LLVMValueRef p = gep(L, dst, ex(L, at2(L, fs, u, i, v, 0), NULL));
+        LLVMSetAlignment(LLVMBuildStore(g->b, r[i], p), 4);
+    }
+    memo_reset(L);
+    return true;
+}
+
 static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
 {
     CgFn *g = L->g;
@@ -1050,6 +1127,8 @@ static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
         /* nested or odd widths: lanes one after another */
         /* fall through */
     case FK_UNROLLED:
+        if (s->loop.fk == FK_UNROLLED && transposed_copy(L, s, guard))
+            return;
         if (cst && n <= 4 * MAX_VEC) {
             for (int64_t i = 0; i < n; i++) {
                 bind(L, v, LLVMConstInt(L->ity, (unsigned long long)i, 0));

@@ -32,6 +32,7 @@ typedef struct Staged {
     Expr *ridx[MK_MAX_AXES + 1]; /* of the update's read */
     Expr *value;            /* the element (e, v) of chunk ko, from global memory */
     Var *e, *v;             /* the copy's steps and vector lanes */
+    Var *u;                 /* CPU, transposing: Vc source-contiguous elements a lane (NULL: none) */
     int64_t steps;
     int Vc;
     Expr *guard;            /* the copy's step holds an element (NULL: always) */
@@ -238,15 +239,24 @@ static bool stage_load(Stager *s, Expr *ld)
         if (vw > 1 && ext[walk[0]] % vw == 0)
             Vc = vw;
     }
+    /* CPU, a copy that transposes (the source's contiguous axis is not the
+     * buffer rows' one, as packing a panel of W[N, K] as [K][N]): each
+     * step copies a Vc x Vc square, Vc unrolled lanes along the source's
+     * rows (tp), so codegen reads Vc contiguous rows and transposes them
+     * in registers instead of gathering element by element */
+    int tp = which[dl];
+    bool square = !gpu && Vc > 1 && tp >= 0 && tp != walk[0] && ext[tp] % Vc == 0;
 
     /* the copy: GPU thread Th takes units Th, Th + NT, ... (Vc elements
      * each); on the CPU, where a block's threads run one after another,
      * thread 0 takes them all, in order: a plain nest whose indices are
      * shifts and masks of one counter, its gathers' offsets one constant
      * vector */
-    int64_t NT = gpu ? k->nthreads : 1, units = elems / Vc, steps = (units + NT - 1) / NT;
+    int64_t NT = gpu ? k->nthreads : 1, units = elems / Vc / (square ? Vc : 1);
+    int64_t steps = (units + NT - 1) / NT;
     Var *e = ir_var(c, "e", VK_LOOP, C(s, steps));
     Var *v = ir_var(c, "v", VK_LOOP, C(s, Vc));
+    Var *u = square ? ir_var(c, "u", VK_LOOP, C(s, Vc)) : NULL;
     Expr *flat = gpu ? ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, e), C(s, NT)),
                                 ir_varref(c, s->thread))
                      : ir_varref(c, e);
@@ -254,12 +264,13 @@ static bool stage_load(Stager *s, Expr *ld)
     int64_t below = 1;
     for (int i = 0; i < nw; i++) {
         int part = walk[i];
-        int64_t eu = i == 0 ? ext[part] / Vc : ext[part];
+        Var *lanes = i == 0 && Vc > 1 ? v : square && part == tp ? u : NULL;
+        int64_t eu = lanes ? ext[part] / Vc : ext[part];
         Expr *q = below == 1 ? flat : ir_binop(c, EX_DIV, flat, C(s, below));
         coord[part] = ir_simplify(c, ir_binop(c, EX_MOD, q, C(s, eu)));
-        if (i == 0 && Vc > 1)
+        if (lanes)
             coord[part] = ir_simplify(c, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, coord[part], C(s, Vc)),
-                                                  ir_varref(c, v)));
+                                                  ir_varref(c, lanes)));
         below *= eu;
     }
     Expr *src[MK_MAX_AXES + 8], *dst[MK_MAX_AXES + 1];
@@ -301,7 +312,7 @@ static bool stage_load(Stager *s, Expr *ld)
     int64_t words = elems / row * shape[nd - 1];
 
     Staged *st = &s->st[s->nst++];
-    *st = (Staged){.orig = ld, .nd = nd, .e = e, .v = v, .steps = steps, .Vc = Vc};
+    *st = (Staged){.orig = ld, .nd = nd, .e = e, .v = v, .u = u, .steps = steps, .Vc = Vc};
     snprintf(st->name, sizeof st->name, "%s_s", src_t->name);
     memcpy(st->shape, shape, sizeof(int64_t) * (size_t)nd);
     memcpy(st->dst, dst, sizeof(Expr *) * (size_t)nd);
@@ -384,6 +395,8 @@ static Stmt *copy(Stager *s, const Staged *st, Expr *chunk, Tensor *regs, Expr *
     }
     if (st->Vc > 1)
         body = ir_for(s->a, st->v, FK_VECTORIZED, body);
+    if (st->u)
+        body = ir_for(s->a, st->u, FK_UNROLLED, body);
     if (st->guard)
         body = ir_if(s->a, st->guard, body, NULL);
     /* in registers across the compute: unrolled, so they stay registers */

@@ -367,13 +367,16 @@ static double axis_fit(const SrchStage *st, const MicroKernel *mk, int a, int64_
  * output) first packs a panel of the operand read along the vectors, the
  * whole panel however few of its rows (points along every axis but the
  * last) it computes: the packing costs about as much as computing
- * PACK_ROWS rows against the panel (measured on BERT's dense layers: 16 to
- * 22 rows of K = 768). The efficiency that leaves at ext: computed rows per
- * block over those plus the packing. An approximation where a leading
- * axis is a batch (a panel per batch element). */
+ * PACK_ROWS rows against the panel (measured on BERT's dense layers, one
+ * thread, 6 against 132 rows of 6 x 32 tiles: 6 to 7 rows with K = 768,
+ * 18 with K = 3072, where reading W from memory is most of it; 23 to 99
+ * before the copy transposed in registers instead of gathering). The
+ * efficiency that leaves at ext: computed rows per block over those plus
+ * the packing. An approximation where a leading axis is a batch (a panel
+ * per batch element). */
 static double pack_fit(const SrchStage *st, const MicroKernel *mk, const int64_t *ext)
 {
-    enum { PACK_ROWS = 16 };
+    enum { PACK_ROWS = 8 };
     if (st->tg->ti.kind == PT_GPU || !mk->stage || mk->vaxis != MK_VEC_SPATIAL || st->rank < 2)
         return 1;
     double rows = 1;

@@ -130,11 +130,11 @@ static void test_adapt_padding(void **state)
     ext[0] = 78;
     assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 1.0) < 1e-12);
     /* a block that packs a panel pays for it however few rows it computes:
-     * as much as 16 rows more (78 rows in 2 blocks: 39 a block) */
+     * as much as 8 rows more (78 rows in 2 blocks: 39 a block) */
     mk.stage = true;
-    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 39.0 / (39.0 + 16.0)) < 1e-12);
+    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 39.0 / (39.0 + 8.0)) < 1e-12);
     ext[0] = 1; /* one row: 6 computed, the packing on top */
-    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 1.0 / 6.0 * 6.0 / 22.0) < 1e-12);
+    assert_true(fabs(srch_adapt(&sc, &mk, ext, NULL) - 1.0 / 6.0 * 6.0 / 14.0) < 1e-12);
     /* with vectors along the reduction a packing block packs its whole
      * tile: the block tile's waste */
     MicroKernel dot = {.threads = {8, 1}, .tile = {3, 4}, .rchunk = 64, .unroll = 1, .vec = 16,
