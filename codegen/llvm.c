@@ -1031,6 +1031,37 @@ static Expr *at2(Lower *L, Expr *f, Var *x, int64_t i, Var *y, int64_t j)
     return ir_simplify(c, ir_subst(c, ir_subst(c, f, x, ir_int(c, i)), y, ir_int(c, j)));
 }
 
+/* Whether every index of load ld that interval analysis cannot prove in
+ * range is independent of u: then each row of a transposing copy (v
+ * fixed) is wholly in bounds or wholly out. */
+static bool rows_whole(Lower *L, Expr *ld, Var *u)
+{
+    for (int i = 0; i < ld->load.n; i++)
+        if (ir_expr_uses_var(ld->load.idx[i], u) &&
+            !ir_prove_in_bounds(L->g->ec, ld->load.idx[i], ld->load.t->shape[i], RANGE_OPEN, NULL))
+            return false;
+    return true;
+}
+
+/* Row j (v = j) of a padded load ld is in bounds (i1; NULL: no index
+ * needs a check). */
+static LLVMValueRef row_inbounds(Lower *L, Expr *ld, Var *v, int64_t j)
+{
+    CgFn *g = L->g;
+    const Tensor *t = ld->load.t;
+    LLVMValueRef m = NULL;
+    for (int i = 0; i < ld->load.n; i++) {
+        Expr *idx = ld->load.idx[i];
+        if (ir_prove_in_bounds(g->ec, idx, t->shape[i], RANGE_OPEN, NULL))
+            continue;
+        idx = ir_simplify(g->ec, ir_subst(g->ec, idx, v, ir_int(g->ec, j)));
+        LLVMValueRef c = LLVMBuildICmp(g->b, LLVMIntULT, as_int(L, ex(L, idx, NULL)),
+                                       as_int(L, ex(L, t->shape[i], NULL)), "inb");
+        m = m ? LLVMBuildAnd(g->b, m, c, "") : c;
+    }
+    return m;
+}
+
 /* A square transposing copy, `for u in 0..n unrolled: for v in 0..n
  * vectorized: dst[..] = src[..]`, the store contiguous along v and the
  * load along u (passes/stage.c packs W[N, K]'s panels as [K][N] so): n
@@ -1038,7 +1069,10 @@ static Expr *at2(Lower *L, Expr *f, Var *x, int64_t i, Var *y, int64_t j)
  * by log2(n) rounds of two-input shuffles (each swaps the off-diagonal
  * b x b blocks of every 2b x 2b block, b = n/2 .. 1), and n contiguous
  * stores, instead of n gathers. It reads exactly the elements the gathers
- * would. false, emitting nothing, for any other loop. */
+ * would: a padded load whose unproven indices depend on v alone (W's rows
+ * a dim) loads each row wholly or not at all (a masked load, zeros
+ * outside, parked on element 0). false, emitting nothing, for any other
+ * loop. */
 static bool transposed_copy(Lower *L, Stmt *s, LLVMValueRef guard)
 {
     CgFn *g = L->g;
@@ -1055,7 +1089,7 @@ static bool transposed_copy(Lower *L, Stmt *s, LLVMValueRef guard)
         return false;
     Expr *ld = sto->store.value;
     const Tensor *dt = sto->store.buf, *srct = ld->load.t;
-    if (ld->load.padded || srct->dtype != DT_F32 || dt->dtype != DT_F32 ||
+    if (srct->dtype != DT_F32 || dt->dtype != DT_F32 ||
         (dt->scope != MS_GLOBAL && local_buf(L, dt)->per_lane) ||
         (srct->scope != MS_GLOBAL && local_buf(L, srct)->per_lane))
         return false;
@@ -1064,12 +1098,24 @@ static bool transposed_copy(Lower *L, Stmt *s, LLVMValueRef guard)
     if (has_load(fl, false) || has_load(fs, false) || !const_stride(L, fl, u, &su) || su != 1 ||
         !const_stride(L, fs, v, &sv) || sv != 1)
         return false;
+    if (ld->load.padded && !rows_whole(L, ld, u))
+        return false;
     LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)n);
     LLVMValueRef r[MAX_VEC], src = buffer_ptr(L, srct), dst = buffer_ptr(L, dt);
     for (int64_t j = 0; j < n; j++) {
         memo_reset(L);
-        r[j] = LLVMBuildLoad2(g->b, vt, gep(L, src, ex(L, at2(L, fl, u, 0, v, j), NULL)), srct->name);
-        LLVMSetAlignment(r[j], 4);
+        LLVMValueRef off = ex(L, at2(L, fl, u, 0, v, j), NULL);
+        LLVMValueRef inb = ld->load.padded ? row_inbounds(L, ld, v, j) : NULL;
+        if (!inb) {
+            r[j] = LLVMBuildLoad2(g->b, vt, gep(L, src, off), srct->name);
+            LLVMSetAlignment(r[j], 4);
+            continue;
+        }
+        LLVMValueRef mask = splat_n(L, inb, (unsigned)n);
+        LLVMTypeRef over[2] = {vt, g->ptr};
+        LLVMValueRef args[4] = {gep(L, src, park(L, srct, off, inb)), LLVMConstInt(g->i32, 4, 0),
+                                mask, LLVMConstNull(vt)};
+        r[j] = cg_intrinsic(g, "llvm.masked.load", over, 2, args, 4);
     }
     for (int64_t b = n / 2; b >= 1; b /= 2)
         for (int64_t j = 0; j < n; j++) {
