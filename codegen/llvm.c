@@ -369,6 +369,14 @@ static Expr *flat_offset(Lower *L, const Tensor *t, int n, Expr **idx)
     return ir_simplify(c, f);
 }
 
+/* The stride of flat offset f along var x, when a constant. */
+static bool const_stride(Lower *L, Expr *f, Var *x, int64_t *k)
+{
+    ExprCtx *c = L->g->ec;
+    Expr *next = ir_subst(c, f, x, ir_binop(c, EX_ADD, ir_varref(c, x), ir_int(c, 1)));
+    return ir_is_const(ir_simplify(c, ir_binop(c, EX_SUB, next, f)), k);
+}
+
 typedef enum Access { AC_SCALAR, AC_CONTIG, AC_GATHER } Access;
 
 /* Classifies an access at flat offset f; for AC_CONTIG and AC_SCALAR sets
@@ -382,11 +390,8 @@ static Access classify(Lower *L, Expr *f, Expr **base)
     Expr *inl = inline_vlets(L, f);
     if (has_load(inl, false))
         return AC_GATHER;
-    Expr *lane = ir_varref(c, L->lane);
-    Expr *next = ir_subst(c, inl, L->lane, ir_binop(c, EX_ADD, lane, ir_int(c, 1)));
-    Expr *stride = ir_simplify(c, ir_binop(c, EX_SUB, next, inl));
     int64_t k;
-    if (!ir_is_const(stride, &k) || (k != 0 && k != 1))
+    if (!const_stride(L, inl, L->lane, &k) || (k != 0 && k != 1))
         return AC_GATHER;
     *base = ir_simplify(c, ir_subst(c, inl, L->lane, ir_int(c, 0)));
     return k == 1 ? AC_CONTIG : AC_SCALAR;
@@ -485,6 +490,25 @@ static LLVMValueRef uniform_load(Lower *L, LLVMTypeRef vt, LLVMValueRef ptr, LLV
     return phi;
 }
 
+/* A contiguous vector load of type vt at base + off, lanes masked by mask
+ * (NULL: none; a scalar mask: all lanes or none) and zero where masked. */
+static LLVMValueRef contig_load(Lower *L, const Tensor *t, LLVMTypeRef vt, LLVMValueRef base,
+                                LLVMValueRef off, LLVMValueRef mask)
+{
+    CgFn *g = L->g;
+    if (!mask) {
+        LLVMValueRef v = LLVMBuildLoad2(g->b, vt, gep(L, base, off), t->name);
+        LLVMSetAlignment(v, 4);
+        return v;
+    }
+    if (!is_vec(mask) && g->target->shuffle_xor)
+        return uniform_load(L, vt, gep(L, base, off), mask);
+    LLVMTypeRef over[2] = {vt, g->ptr};
+    LLVMValueRef args[4] = {gep(L, base, park(L, t, off, mask)), LLVMConstInt(g->i32, 4, 0),
+                            splat_n(L, mask, LLVMGetVectorSize(vt)), LLVMConstNull(vt)};
+    return cg_intrinsic(g, "llvm.masked.load", over, 2, args, 4);
+}
+
 static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
 {
     CgFn *g = L->g;
@@ -507,21 +531,9 @@ static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
         LLVMSetAlignment(v, 4);
         return inb ? LLVMBuildSelect(g->b, inb, v, zero, "") : v;
     }
-    case AC_CONTIG: {
-        LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)L->width);
-        LLVMValueRef off = ex(L, f0, NULL);
-        if (!mask) {
-            LLVMValueRef v = LLVMBuildLoad2(g->b, vt, gep(L, base, off), t->name);
-            LLVMSetAlignment(v, 4);
-            return v;
-        }
-        if (!is_vec(mask) && g->target->shuffle_xor)
-            return uniform_load(L, vt, gep(L, base, off), mask);
-        LLVMTypeRef over[2] = {vt, g->ptr};
-        LLVMValueRef args[4] = {gep(L, base, park(L, t, off, mask)), LLVMConstInt(g->i32, 4, 0),
-                                splat(L, mask), LLVMConstNull(vt)};
-        return cg_intrinsic(g, "llvm.masked.load", over, 2, args, 4);
-    }
+    case AC_CONTIG:
+        return contig_load(L, t, LLVMVectorType(g->f32, (unsigned)L->width), base,
+                           ex(L, f0, NULL), mask);
     case AC_GATHER: {
         LLVMValueRef off = splat(L, ex(L, f0, guard));
         if (mask)
@@ -1016,14 +1028,6 @@ static void vector_loop(Lower *L, Var *v, int width, Stmt *body)
     L->width = 0;
 }
 
-/* The stride of flat offset f along var x, when a constant. */
-static bool const_stride(Lower *L, Expr *f, Var *x, int64_t *k)
-{
-    ExprCtx *c = L->g->ec;
-    Expr *next = ir_subst(c, f, x, ir_binop(c, EX_ADD, ir_varref(c, x), ir_int(c, 1)));
-    return ir_is_const(ir_simplify(c, ir_binop(c, EX_SUB, next, f)), k);
-}
-
 /* f with x and y replaced by the constants i and j. */
 static Expr *at2(Lower *L, Expr *f, Var *x, int64_t i, Var *y, int64_t j)
 {
@@ -1043,44 +1047,26 @@ static bool rows_whole(Lower *L, Expr *ld, Var *u)
     return true;
 }
 
-/* Row j (v = j) of a padded load ld is in bounds (i1; NULL: no index
- * needs a check). */
-static LLVMValueRef row_inbounds(Lower *L, Expr *ld, Var *v, int64_t j)
-{
-    CgFn *g = L->g;
-    const Tensor *t = ld->load.t;
-    LLVMValueRef m = NULL;
-    for (int i = 0; i < ld->load.n; i++) {
-        Expr *idx = ld->load.idx[i];
-        if (ir_prove_in_bounds(g->ec, idx, t->shape[i], RANGE_OPEN, NULL))
-            continue;
-        idx = ir_simplify(g->ec, ir_subst(g->ec, idx, v, ir_int(g->ec, j)));
-        LLVMValueRef c = LLVMBuildICmp(g->b, LLVMIntULT, as_int(L, ex(L, idx, NULL)),
-                                       as_int(L, ex(L, t->shape[i], NULL)), "inb");
-        m = m ? LLVMBuildAnd(g->b, m, c, "") : c;
-    }
-    return m;
-}
-
-/* A square transposing copy, `for u in 0..n unrolled: for v in 0..n
- * vectorized: dst[..] = src[..]`, the store contiguous along v and the
- * load along u (passes/stage.c packs W[N, K]'s panels as [K][N] so): n
- * contiguous loads of n elements, one per lane v, transposed in registers
- * by log2(n) rounds of two-input shuffles (each swaps the off-diagonal
- * b x b blocks of every 2b x 2b block, b = n/2 .. 1), and n contiguous
- * stores, instead of n gathers. It reads exactly the elements the gathers
- * would: a padded load whose unproven indices depend on v alone (W's rows
- * a dim) loads each row wholly or not at all (a masked load, zeros
- * outside, parked on element 0). false, emitting nothing, for any other
- * loop. */
-static bool transposed_copy(Lower *L, Stmt *s, LLVMValueRef guard)
+/* A square transposing copy on the CPU, `for u in 0..n unrolled: for v in
+ * 0..n vectorized: dst[..] = src[..]`, the store contiguous along v and
+ * the load along u (passes/stage.c packs W[N, K]'s panels as [K][N] so):
+ * n contiguous loads of n elements, one per lane v, transposed in
+ * registers by log2(n) rounds of two-input shuffles (round b swaps the
+ * off-diagonal b x b blocks of every 2b x 2b block, b = n/2 .. 1), and n
+ * contiguous stores in the order of u, instead of n gathers. It reads
+ * exactly the elements the gathers would: a padded load whose unproven
+ * indices do not use u loads each row wholly or not at all (inbounds at
+ * v = j, u = 0; the indices that use u are proven for every u). Its loads
+ * all come before its stores, so src and dst must differ. false, emitting
+ * nothing, for any other loop. */
+static bool transposed_copy(Lower *L, Stmt *s)
 {
     CgFn *g = L->g;
     Var *u = s->loop.var, *v;
     int64_t n, w, su, sv;
     Stmt *in = s->loop.body, *sto;
-    if (L->lane || guard || !ir_is_const(u->extent, &n) || n < 2 || n > MAX_VEC ||
-        (n & (n - 1)) || in->kind != ST_FOR || in->loop.fk != FK_VECTORIZED)
+    if (L->lane || g->target->shuffle_xor || !ir_is_const(u->extent, &n) || n < 2 ||
+        n > MAX_VEC || (n & (n - 1)) || in->kind != ST_FOR || in->loop.fk != FK_VECTORIZED)
         return false;
     v = in->loop.var;
     sto = in->loop.body;
@@ -1089,47 +1075,42 @@ static bool transposed_copy(Lower *L, Stmt *s, LLVMValueRef guard)
         return false;
     Expr *ld = sto->store.value;
     const Tensor *dt = sto->store.buf, *srct = ld->load.t;
-    if (srct->dtype != DT_F32 || dt->dtype != DT_F32 ||
-        (dt->scope != MS_GLOBAL && local_buf(L, dt)->per_lane) ||
-        (srct->scope != MS_GLOBAL && local_buf(L, srct)->per_lane))
+    if (srct == dt || srct->dtype != DT_F32 || dt->dtype != DT_F32)
         return false;
     Expr *fl = flat_offset(L, srct, ld->load.n, ld->load.idx);
     Expr *fs = flat_offset(L, dt, sto->store.n, sto->store.idx);
     if (has_load(fl, false) || has_load(fs, false) || !const_stride(L, fl, u, &su) || su != 1 ||
-        !const_stride(L, fs, v, &sv) || sv != 1)
-        return false;
-    if (ld->load.padded && !rows_whole(L, ld, u))
+        !const_stride(L, fs, v, &sv) || sv != 1 || (ld->load.padded && !rows_whole(L, ld, u)))
         return false;
     LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)n);
     LLVMValueRef r[MAX_VEC], src = buffer_ptr(L, srct), dst = buffer_ptr(L, dt);
     for (int64_t j = 0; j < n; j++) {
         memo_reset(L);
-        LLVMValueRef off = ex(L, at2(L, fl, u, 0, v, j), NULL);
-        LLVMValueRef inb = ld->load.padded ? row_inbounds(L, ld, v, j) : NULL;
-        if (!inb) {
-            r[j] = LLVMBuildLoad2(g->b, vt, gep(L, src, off), srct->name);
-            LLVMSetAlignment(r[j], 4);
-            continue;
+        LLVMValueRef inb = NULL;
+        if (ld->load.padded) {
+            Expr *idx[MK_MAX_AXES + 8];
+            IR_ASSERT(ld->load.n <= MK_MAX_AXES + 8);
+            for (int i = 0; i < ld->load.n; i++)
+                idx[i] = at2(L, ld->load.idx[i], u, 0, v, j);
+            inb = inbounds(L, srct, ld->load.n, idx, NULL);
         }
-        LLVMValueRef mask = splat_n(L, inb, (unsigned)n);
-        LLVMTypeRef over[2] = {vt, g->ptr};
-        LLVMValueRef args[4] = {gep(L, src, park(L, srct, off, inb)), LLVMConstInt(g->i32, 4, 0),
-                                mask, LLVMConstNull(vt)};
-        r[j] = cg_intrinsic(g, "llvm.masked.load", over, 2, args, 4);
+        r[j] = contig_load(L, srct, vt, src, ex(L, at2(L, fl, u, 0, v, j), NULL), inb);
     }
-    for (int64_t b = n / 2; b >= 1; b /= 2)
+    for (int64_t b = n / 2; b >= 1; b /= 2) {
+        LLVMValueRef lo[MAX_VEC], hi[MAX_VEC];
+        for (int64_t i = 0; i < n; i++) {
+            lo[i] = LLVMConstInt(g->i32, (unsigned long long)((i & b) ? n + i - b : i), 0);
+            hi[i] = LLVMConstInt(g->i32, (unsigned long long)((i & b) ? n + i : i + b), 0);
+        }
+        LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)n), mhi = LLVMConstVector(hi, (unsigned)n);
         for (int64_t j = 0; j < n; j++) {
             if (j & b)
                 continue;
-            LLVMValueRef lo[MAX_VEC], hi[MAX_VEC];
-            for (int64_t i = 0; i < n; i++) {
-                lo[i] = LLVMConstInt(g->i32, (unsigned long long)((i & b) ? n + i - b : i), 0);
-                hi[i] = LLVMConstInt(g->i32, (unsigned long long)((i & b) ? n + i : i + b), 0);
-            }
-            LLVMValueRef a = r[j], c = r[j + b];
-            r[j] = LLVMBuildShuffleVector(g->b, a, c, LLVMConstVector(lo, (unsigned)n), "");
-            r[j + b] = LLVMBuildShuffleVector(g->b, a, c, LLVMConstVector(hi, (unsigned)n), "");
+            LLVMValueRef x = r[j], y = r[j + b];
+            r[j] = LLVMBuildShuffleVector(g->b, x, y, mlo, "");
+            r[j + b] = LLVMBuildShuffleVector(g->b, x, y, mhi, "");
         }
+    }
     for (int64_t i = 0; i < n; i++) {
         memo_reset(L);
         LLVMValueRef p = gep(L, dst, ex(L, at2(L, fs, u, i, v, 0), NULL));
@@ -1173,7 +1154,7 @@ static void loop(Lower *L, Stmt *s, LLVMValueRef guard)
         /* nested or odd widths: lanes one after another */
         /* fall through */
     case FK_UNROLLED:
-        if (s->loop.fk == FK_UNROLLED && transposed_copy(L, s, guard))
+        if (s->loop.fk == FK_UNROLLED && !guard && transposed_copy(L, s))
             return;
         if (cst && n <= 4 * MAX_VEC) {
             for (int64_t i = 0; i < n; i++) {

@@ -96,7 +96,8 @@ static bool is_copy(const Stmt *s)
     case ST_STORE: return s->store.buf->scope == MS_SHARED;
     case ST_IF: return is_copy(s->ifs.then) && (!s->ifs.els || is_copy(s->ifs.els));
     case ST_FOR:
-        return (s->loop.fk == FK_SERIAL || s->loop.fk == FK_VECTORIZED) && is_copy(s->loop.body);
+        return (s->loop.fk == FK_SERIAL || s->loop.fk == FK_UNROLLED ||
+                s->loop.fk == FK_VECTORIZED) && is_copy(s->loop.body);
     default: return false;
     }
 }

@@ -219,8 +219,8 @@ static bool stage_load(Stager *s, Expr *ld)
      * order, 128-bit vectors along its last axis when they are aligned and
      * wholly in or out of bounds, so a warp's loads are coalesced. CPU:
      * the buffer's order, vectors of the target's width along its rows, so
-     * the stores are contiguous (the loads gather when the copy
-     * transposes, as packing a panel of W[N, K] as [K][N] does). */
+     * the stores are contiguous (a copy that transposes, as packing a
+     * panel of W[N, K] as [K][N] does, goes by squares: below). */
     const Tensor *src_t = ld->load.t;
     int dl = rank - 1, Vc = 1;
     int walk[MK_MAX_AXES + 1], nw = 0;
@@ -371,7 +371,7 @@ static void replace_in_store(Stmt *st, void *ud)
 }
 
 /* The copy of staged load st, element by element ([if owner:] for e:
- * [if guard:] for v:): from global memory at chunk `chunk` (NULL: from the registers
+ * [if guard:] [for u unrolled:] for v:): from global memory at chunk `chunk` (NULL: from the registers
  * regs) into the shared buffer (its first index `which` when double
  * buffered; NULL: not double buffered), asynchronously when async_copies,
  * or, with chunk and regs both given, into the registers. */
@@ -395,8 +395,10 @@ static Stmt *copy(Stager *s, const Staged *st, Expr *chunk, Tensor *regs, Expr *
     }
     if (st->Vc > 1)
         body = ir_for(s->a, st->v, FK_VECTORIZED, body);
-    if (st->u)
+    if (st->u) {
+        IR_ASSERT(!regs); /* squares are the CPU's; registers carry the GPU's pipeline */
         body = ir_for(s->a, st->u, FK_UNROLLED, body);
+    }
     if (st->guard)
         body = ir_if(s->a, st->guard, body, NULL);
     /* in registers across the compute: unrolled, so they stay registers */
