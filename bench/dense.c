@@ -1,9 +1,10 @@
 /* bench/dense: dcc's CPU kernels against oneDNN (dnnl_sgemm) and OpenBLAS
  * (cblas_sgemm) on the four dense layers of BERT-base, Y[T, N] = X[T, K]
- * W[N, K]^T + b, for T = 1, 1 + step, ..., 128.
+ * W[N, K]^T + b, for T = 1, step, 2 step, ..., 128 (--tmax: up to TMAX, above
+ * the layers' declared range of 1..128).
  *
- *   dense [--mk "threads [...] tile [...] ..." | --records FILE] [--step S] [--reps R]
- *         [--rounds N] [--threads N] [--scaling] [SRCDIR]
+ *   dense [--mk "threads [...] tile [...] ..." | --records FILE] [--step S] [--tmax TMAX]
+ *         [--reps R] [--rounds N] [--threads N] [--scaling] [SRCDIR]
  *
  * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
  * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
@@ -68,13 +69,13 @@ static const Layer layers[] = {
     {"ffn1", "bench/layers/bert_ffn1.tex", 3072, 768, bert_ffn1_run},
     {"ffn2", "bench/layers/bert_ffn2.tex", 768, 3072, bert_ffn2_run},
 };
-enum { NLAYERS = sizeof layers / sizeof *layers, TMAX = 128 };
+enum { NLAYERS = sizeof layers / sizeof *layers, TMAX_LIMIT = 8192 };
 
-/* T = 1, then every step-th value, always ending at 128. */
-static int64_t next_T(int64_t T, int step)
+/* T = 1, then every step-th value, always ending at tmax. */
+static int64_t next_T(int64_t T, int step, int64_t tmax)
 {
     int64_t n = T == 1 && step > 1 ? step : T + step;
-    return T < TMAX && n > TMAX ? TMAX : n;
+    return T < tmax && n > tmax ? tmax : n;
 }
 
 typedef struct Case {
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
     bench_openblas_coretype(argv);
     const char *mkspec = NULL, *records = NULL, *src = ".";
     int step = 8, reps = 15, rounds = 3, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t tmax = 128;
     bool scale = false;
     double scale_logs[2] = {0};
     int scale_count[2] = {0};
@@ -190,20 +192,21 @@ int main(int argc, char **argv)
         if (i + 1 < argc && strcmp(argv[i], "--mk") == 0) mkspec = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--records") == 0) records = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--tmax") == 0) tmax = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
         else if (argv[i][0] != '-') src = argv[i];
         else {
-            fprintf(stderr, "usage: dense [--mk SPEC | --records FILE] [--step S] [--reps R] "
-                            "[--rounds N] [--threads N] [--scaling] [SRCDIR]\n");
+            fprintf(stderr, "usage: dense [--mk SPEC | --records FILE] [--step S] [--tmax TMAX] "
+                            "[--reps R] [--rounds N] [--threads N] [--scaling] [SRCDIR]\n");
             return 2;
         }
     }
-    if (step < 1 || reps < 1 || reps > 64 || rounds < 1 || rounds > 20 || threads < 1 ||
-        (mkspec && records)) {
-        fprintf(stderr, "dense: bad --step, --reps (1..64), --rounds (1..20) or --threads, or both "
-                        "--mk and --records\n");
+    if (step < 1 || tmax < 1 || tmax > TMAX_LIMIT || reps < 1 || reps > 64 || rounds < 1 ||
+        rounds > 20 || threads < 1 || (mkspec && records)) {
+        fprintf(stderr, "dense: bad --step, --tmax (1..%d), --reps (1..64), --rounds (1..20) or "
+                        "--threads, or both --mk and --records\n", TMAX_LIMIT);
         return 2;
     }
     set_threads(threads);
@@ -254,12 +257,12 @@ int main(int argc, char **argv)
         if (!cp)
             die(l->name, err);
         int64_t n = l->n, k = l->k;
-        float *x = malloc(sizeof(float) * TMAX * (size_t)k), *w = malloc(sizeof(float) * (size_t)(n * k));
-        float *b = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * TMAX * (size_t)n);
-        rt_rng_fill(1, rt_rng_hash("X"), x, (size_t)(TMAX * k));
+        float *x = malloc(sizeof(float) * (size_t)(tmax * k)), *w = malloc(sizeof(float) * (size_t)(n * k));
+        float *b = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)(tmax * n));
+        rt_rng_fill(1, rt_rng_hash("X"), x, (size_t)(tmax * k));
         rt_rng_fill(1, rt_rng_hash("W"), w, (size_t)(n * k));
         rt_rng_fill(1, rt_rng_hash("b"), b, (size_t)n);
-        for (int64_t i = 0; i < TMAX; i++)
+        for (int64_t i = 0; i < tmax; i++)
             memcpy(y + i * n, b, sizeof(float) * (size_t)n);
         float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
         for (int i = 0; i < p->ntensors; i++) {
@@ -280,11 +283,11 @@ int main(int argc, char **argv)
         printf("%s\n%5s %9s %9s %9s %9s %8s %8s %8s %8s   (GFLOP/s)\n", mkspec ? " (JIT only)" : "",
                "T", "dcc JIT", "dcc AOT", "oneDNN", "OpenBLAS", "JIT/dnnl", "JIT/blas", "AOT/dnnl",
                "AOT/blas");
-        int64_t Ts[TMAX + 1];
+        int64_t Ts[TMAX_LIMIT + 1];
         int nt = 0;
-        for (int64_t T = 1; T <= TMAX; T = next_T(T, step))
+        for (int64_t T = 1; T <= tmax; T = next_T(T, step, tmax))
             Ts[nt++] = T;
-        double t[4][TMAX + 1];
+        static double t[4][TMAX_LIMIT + 1];
         void (*runs[4])(void *) = {run_jit, run_aot, run_dnnl, run_blas};
         for (int round = 0; round < rounds; round++)
             for (int r = 0; r < 4; r++)

@@ -329,10 +329,10 @@ int ir_microkernel_cmp(const MicroKernel *a, const MicroKernel *b)
 {
     const int fa[] = {a->rchunk, a->unroll, a->vec, (int)a->vaxis, a->stage, a->split,
                       a->rthreads > 1 ? a->rthreads : 1, a->strided, a->pipeline,
-                      a->raster > 1 ? a->raster : 1, a->atomic};
+                      a->raster > 1 ? a->raster : 1, a->atomic, a->pack};
     const int fb[] = {b->rchunk, b->unroll, b->vec, (int)b->vaxis, b->stage, b->split,
                       b->rthreads > 1 ? b->rthreads : 1, b->strided, b->pipeline,
-                      b->raster > 1 ? b->raster : 1, b->atomic};
+                      b->raster > 1 ? b->raster : 1, b->atomic, b->pack};
     for (int i = 0; i < MK_MAX_AXES; i++) {
         if (a->threads[i] != b->threads[i])
             return a->threads[i] < b->threads[i] ? -1 : 1;

@@ -101,6 +101,8 @@ void ir_print_microkernel(FILE *out, const MicroKernel *mk, int nspatial)
         fputs(" pipelined", out);
     if (mk->raster > 1)
         fprintf(out, " raster %d", mk->raster);
+    if (mk->pack)
+        fputs(" packed", out);
 }
 
 void ir_print_kernel(FILE *out, const Kernel *k)

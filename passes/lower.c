@@ -310,6 +310,134 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     ir_loop_program_add_variant(lp, &mkv, 2, ks, 1, &P);
 }
 
+/* The panel operand of a packed variant: the first load in r's body whose
+ * indices use the last output axis j and r's axes, and nothing else but
+ * dims (a panel of W[N, K] for Y = X W^T: the same for every row). */
+typedef struct Panel {
+    const Var *j;
+    const Expr *r;
+    Expr *load;
+    bool ok; /* scratch of the check of one index */
+} Panel;
+
+static void panel_vars(Expr *e, void *ud)
+{
+    Panel *pn = ud;
+    if (e->kind == EX_LOAD) {
+        pn->ok = false; /* an index read from memory: no fixed panel */
+        return;
+    }
+    if (e->kind != EX_VAR || e->var->kind == VK_DIM || e->var == pn->j)
+        return;
+    bool red = false;
+    for (int i = 0; i < pn->r->red.n; i++)
+        red |= e->var == pn->r->red.axes[i];
+    pn->ok &= red;
+}
+
+static void find_panel(Expr *e, void *ud)
+{
+    Panel *pn = ud;
+    if (pn->load || e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL)
+        return;
+    bool uses_j = false, uses_k = false;
+    pn->ok = true;
+    for (int i = 0; i < e->load.n; i++) {
+        uses_j |= ir_expr_uses_var(e->load.idx[i], pn->j);
+        for (int a = 0; a < pn->r->red.n; a++)
+            uses_k |= ir_expr_uses_var(e->load.idx[i], pn->r->red.axes[a]);
+        ir_expr_visit(e->load.idx[i], panel_vars, pn);
+    }
+    if (uses_j && uses_k && pn->ok)
+        pn->load = e;
+}
+
+/* Variant v of stage t packed (mk.pack): a launch that copies the panels
+ * of the operand read along the vectors, L, into a scratch buffer of
+ * panels NB = threads x tile wide along the last output axis j (zeros past
+ * its end), the reduction's axes in between,
+ *
+ *   P[jb, k..., l] = L?[j := jb * NB + l]
+ *
+ * and the compute launch, which reads P[j / NB, k..., j % NB] instead of L:
+ * each block's panel is one contiguous run of P, read in place chunk by
+ * chunk (passes/stage.c copies nothing). Without such an operand the
+ * variant is the one-launch kernel, staged. */
+static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *r,
+                         const MicroKernel *mk, const char *name, const TargetInfo *ti)
+{
+    ExprCtx *c = l->c;
+    int n = t->rank;
+    Panel pn = {t->axes[n - 1], r, NULL, false};
+    ir_expr_visit(r->red.body, find_panel, &pn);
+    int nk = 0;
+    Var *kax[MK_MAX_AXES];
+    for (int i = 0; pn.load && i < r->red.n; i++) {
+        bool used = false;
+        for (int d = 0; d < pn.load->load.n; d++)
+            used |= ir_expr_uses_var(pn.load->load.idx[d], r->red.axes[i]);
+        if (used && nk == MK_MAX_AXES - 2)
+            pn.load = NULL; /* more axes than a kernel has */
+        else if (used)
+            kax[nk++] = r->red.axes[i];
+    }
+    if (!pn.load) {
+        MicroKernel one = *mk;
+        one.pack = false;
+        Kernel *k = lower_tensor(l, t, body, &one, name, NULL);
+        ir_loop_program_add_variant(lp, &one, 1, &k, 0, NULL);
+        return;
+    }
+    int64_t nb = (int64_t)mk->threads[n - 1] * mk->tile[n - 1];
+    Expr *NB = ir_int(c, nb);
+    int rank = nk + 2;
+    Expr *shape[MK_MAX_AXES];
+    Var **pax = IR_NEWN(l->a, Var *, rank);
+    Expr *pref[MK_MAX_AXES];
+    shape[0] = ir_simplify(c, ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, t->shape[n - 1],
+                                                           ir_int(c, nb - 1)), NB));
+    pax[0] = ir_var(c, "jb", VK_AXIS, shape[0]);
+    for (int i = 0; i < nk; i++) {
+        shape[i + 1] = kax[i]->extent;
+        pax[i + 1] = ir_var(c, kax[i]->name, VK_AXIS, shape[i + 1]);
+    }
+    shape[rank - 1] = NB;
+    pax[rank - 1] = ir_var(c, "l", VK_AXIS, NB);
+    for (int i = 0; i < rank; i++)
+        pref[i] = ir_varref(c, pax[i]);
+    char pname[160];
+    snprintf(pname, sizeof pname, "%s_pack", name);
+    Tensor *P = ir_loop_program_add_scratch(lp, pname, rank, shape);
+    P->axes = pax;
+
+    /* P = L at j = jb * NB + l, the reduction's axes P's, zero past the ends */
+    Var *from[MK_MAX_AXES];
+    Expr *to[MK_MAX_AXES];
+    from[0] = t->axes[n - 1];
+    to[0] = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, pref[0], NB), pref[rank - 1]);
+    for (int i = 0; i < nk; i++) {
+        from[i + 1] = kax[i];
+        to[i + 1] = pref[i + 1];
+    }
+    Expr *pidx[MK_MAX_AXES + 8];
+    for (int d = 0; d < pn.load->load.n; d++)
+        pidx[d] = ir_simplify(c, ir_subst_many(c, pn.load->load.idx[d], nk + 1, from, to));
+    P->body = ir_load(c, pn.load->load.t, pn.load->load.n, pidx, true);
+
+    /* the compute reads P at [j / NB, k..., j % NB] */
+    Expr *jr = ir_varref(c, t->axes[n - 1]), *ridx[MK_MAX_AXES];
+    ridx[0] = ir_binop(c, EX_DIV, jr, NB);
+    for (int i = 0; i < nk; i++)
+        ridx[i + 1] = ir_varref(c, kax[i]);
+    ridx[rank - 1] = ir_binop(c, EX_MOD, jr, NB);
+    Expr *compute = ir_replace(c, body, pn.load, ir_load(c, P, rank, ridx, false));
+
+    MicroKernel mkp = pass_pack_microkernel(P, ti);
+    Kernel *ks[2] = {lower_tensor(l, P, P->body, &mkp, pname, NULL),
+                     lower_tensor(l, t, compute, mk, name, NULL)};
+    ir_loop_program_add_variant(lp, mk, 2, ks, 1, &P);
+}
+
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
                         const StageSchedule *sched, const TargetInfo *ti)
 {
@@ -333,6 +461,11 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
             Expr *r = mk->split > 1 ? ir_outer_reduce(bodies[i]) : NULL;
             if (r && t->rank < MK_MAX_AXES) {
                 lower_split(&l, lp, t, bodies[i], r, mk, name, ti);
+                continue;
+            }
+            r = mk->pack ? ir_outer_reduce(bodies[i]) : NULL;
+            if (r) {
+                lower_packed(&l, lp, t, bodies[i], r, mk, name, ti);
                 continue;
             }
             Kernel *k = lower_tensor(&l, t, bodies[i], mk, name, NULL);

@@ -11,8 +11,9 @@
  * per thread along the innermost axis. A dense layer whose rows are a dim
  * gets a second default for more than DEFAULT_OUTER_ROWS rows, where
  * reading W is no longer the whole cost: the outer-product kernel of 6 x
- * (2 vectors) tiles, 22 row tiles a block sharing one packed panel of W,
- * picked by a one-split tree on that dim. On the GPU a reduction to a scalar
+ * (2 vectors) tiles, 22 row tiles a block sharing one packed panel of W;
+ * and a third above DEFAULT_PACKED_ROWS rows, the same kernel with W's
+ * panels packed by a launch of their own; picked by a tree on that dim. On the GPU a reduction to a scalar
  * or a vector gets a warp along the reduction per output (32 partial sums
  * joined by shuffles: parallel, and more precise than one long sum), a
  * larger output 16 x 16 threads of 4 x 4 points, staged.
@@ -184,6 +185,12 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
         mk->vaxis = MK_VEC_SPATIAL;
     if (mk->vaxis == MK_VEC_SPATIAL && (n == 0 || mk->tile[n - 1] % mk->vec != 0))
         mk->vec = 1;
+    /* a packing launch serves the CPU's outer-product kernel, which reads
+     * its panel by chunks as staged (passes/lower.c) */
+    mk->pack = mk->pack && ti->kind == PT_CPU && n >= 2 && mk->vaxis == MK_VEC_SPATIAL &&
+               mk->vec > 1 && mk->rchunk > 0 && mk->split == 1;
+    if (mk->pack)
+        mk->stage = true;
     if (mk->rchunk == 0)
         mk->stage = false;
     if (!mk->stage || ti->kind != PT_GPU)
@@ -220,6 +227,29 @@ void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const Targe
     /* rchunk 0: the parts in one chunk */
 }
 
+MicroKernel pass_pack_microkernel(const Tensor *P, const TargetInfo *ti)
+{
+    int n = P->rank, vw = ti->vec_width;
+    int64_t nb = 1;
+    ir_is_const(P->shape[n - 1], &nb);
+    MicroKernel mk = pass_unit_microkernel();
+    /* squares of vw x vw: vectors along the panel's rows, vw of its rows
+     * (the source's contiguous axis, for W[N, K]) unrolled, so that codegen
+     * transposes them in registers; a block copies 4 x vw rows of one
+     * panel. A reduction axis shorter than a vector (a convolution's
+     * window) is copied a row at a time. */
+    mk.vec = vw;
+    mk.tile[n - 1] = vw;
+    mk.threads[n - 1] = nb % vw == 0 ? (int)(nb / vw) : 1;
+    int64_t rows;
+    if (n >= 3 && !(ir_is_const(P->shape[n - 2], &rows) && rows < vw)) {
+        mk.tile[n - 2] = vw;
+        mk.threads[n - 2] = 4;
+    }
+    pass_legalize_microkernel(&mk, P, ti);
+    return mk;
+}
+
 /* Reads "[a, b, ...]" into v; returns the count or -1. */
 static int parse_list(const char **s, int *v, int max)
 {
@@ -253,10 +283,10 @@ static int parse_list(const char **s, int *v, int max)
 
 /* The clauses of a micro-kernel's text, each at most once. */
 enum { C_THREADS, C_TILE, C_RCHUNK, C_UNROLL, C_VEC, C_SPLIT, C_RTHREADS, C_RASTER, C_ALONG,
-       C_STAGED, C_STRIDED, C_PIPELINED, C_ATOMIC, NCLAUSES };
+       C_STAGED, C_STRIDED, C_PIPELINED, C_ATOMIC, C_PACKED, NCLAUSES };
 static const char *const clause_names[NCLAUSES] = {
     "threads", "tile", "rchunk", "unroll", "vec", "split", "rthreads", "raster",
-    "along reduction", "staged", "strided", "pipelined", "atomic"};
+    "along reduction", "staged", "strided", "pipelined", "atomic", "packed"};
 
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
 {
@@ -309,6 +339,8 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
             mk->strided = true;
         } else if (c == C_PIPELINED) {
             mk->pipeline = true;
+        } else if (c == C_PACKED) {
+            mk->pack = true;
         } else {
             mk->atomic = true;
         }
@@ -347,8 +379,11 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
 
 /* The rows above which a dense layer's default is the outer-product
  * kernel (bench/dense: the dot-product kernel is ahead up to about 32
- * rows on every BERT layer, behind from 48). */
-enum { DEFAULT_OUTER_ROWS = 32 };
+ * rows on every BERT layer, behind from 48), and above which its panels
+ * are packed by a launch of their own (mk.pack: behind at 128 rows, even
+ * at 384, ahead from 512, where each of four row blocks would pack every
+ * panel again). */
+enum { DEFAULT_OUTER_ROWS = 32, DEFAULT_PACKED_ROWS = 512 };
 
 static void find_reduce(Expr *e, void *ud)
 {
@@ -389,18 +424,25 @@ StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *b
                                     const TargetInfo *ti)
 {
     MicroKernel dot = pass_default_microkernel(p, t, body, ti), outer;
-    bool two = dot.vaxis == MK_VEC_REDUCE && dense_outer(t, body, ti, &outer);
-    MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, two ? 2 : 1);
+    bool dense = dot.vaxis == MK_VEC_REDUCE && dense_outer(t, body, ti, &outer);
+    MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, dense ? 3 : 1);
     mk[0] = dot;
-    if (!two)
+    if (!dense)
         return (StageSchedule){1, mk, NULL};
     mk[1] = outer;
-    DispatchNode *nodes = IR_NEWN(p->arena, DispatchNode, 3);
-    nodes[0] = (DispatchNode){-1, t->shape[t->rank - 2]->var->pos, DEFAULT_OUTER_ROWS, 1, 2};
+    mk[2] = outer;
+    mk[2].pack = true;
+    pass_legalize_microkernel(&mk[2], t, ti);
+    /* rows <= 32: dot products; <= 512: outer products; else packed */
+    int rows = t->shape[t->rank - 2]->var->pos;
+    DispatchNode *nodes = IR_NEWN(p->arena, DispatchNode, 5);
+    nodes[0] = (DispatchNode){-1, rows, DEFAULT_OUTER_ROWS, 1, 2};
     nodes[1] = (DispatchNode){0, 0, 0, 0, 0};
-    nodes[2] = (DispatchNode){1, 0, 0, 0, 0};
+    nodes[2] = (DispatchNode){-1, rows, DEFAULT_PACKED_ROWS, 3, 4};
+    nodes[3] = (DispatchNode){1, 0, 0, 0, 0};
+    nodes[4] = (DispatchNode){2, 0, 0, 0, 0};
     Dispatch *d = IR_NEW(p->arena, Dispatch);
-    d->nnodes = 3;
+    d->nnodes = 5;
     d->nodes = nodes;
-    return (StageSchedule){2, mk, d};
+    return (StageSchedule){3, mk, d};
 }

@@ -11,10 +11,14 @@
  *           of each chunk by all threads together, between two barriers,
  *           reading the source in its own row-major order; the update
  *           reads L_s instead. Other loads (a convolution's halo) stay
- *           global. A pipelined micro-kernel (GPU) has two buffers and one
- *           barrier a chunk: the next chunk goes through registers, or
- *           with ti->async_copy as async stores (cp.async) that the
- *           barrier at the top of the next chunk waits for.
+ *           global, and so does, in a packed CPU variant (mk.pack), a tile
+ *           already laid out as its copy would be (the panel of its
+ *           packing launch: read in place, one barrier a chunk keeping the
+ *           chunk loop outside the threads). A pipelined micro-kernel
+ *           (GPU) has two buffers and one barrier a chunk: the next chunk
+ *           goes through registers, or with ti->async_copy as async
+ *           stores (cp.async) that the barrier at the top of the next
+ *           chunk waits for.
  * breaks:   nothing; the copy's global loads are guarded later by pad.
  */
 #include "dietcode/passes.h"
@@ -55,6 +59,7 @@ typedef struct Stager {
     Expr *kpos;              /* position in the chunk */
     Staged st[MAX_STAGED];
     int nst;
+    bool inplace;            /* CPU: a load left unstaged, already laid out as its copy */
     int bytes;
     Var *thread;
     /* the lets inside the thread loop (t_a, rl: positions from Th) */
@@ -98,6 +103,15 @@ static Expr *offset_of(ExprCtx *c, int nd, const int64_t *shape, Expr *const *id
     Expr *f = idx[0];
     for (int d = 1; d < nd; d++)
         f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, ir_int(c, shape[d])), idx[d]);
+    return ir_simplify(c, f);
+}
+
+/* Row-major word offset of idx in global tensor t. */
+static Expr *tensor_offset(ExprCtx *c, const Tensor *t, Expr *const *idx)
+{
+    Expr *f = idx[0];
+    for (int d = 1; d < t->rank; d++)
+        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, t->shape[d]), idx[d]);
     return ir_simplify(c, f);
 }
 
@@ -311,6 +325,18 @@ static bool stage_load(Stager *s, Expr *ld)
     }
     int64_t words = elems / row * shape[nd - 1];
 
+    /* CPU, a packed variant (mk.pack): a tile that already lies in memory
+     * as its copy would (the panel its packing launch laid out: the
+     * source's offset the copy's plus one for the whole block) is read in
+     * place */
+    if (!gpu && k->mk.pack) {
+        Expr *gap = ir_simplify(c, ir_binop(c, EX_SUB, tensor_offset(c, src_t, src),
+                                            offset_of(c, nd, shape, dst)));
+        if (!ir_expr_uses_var(gap, e) && !ir_expr_uses_var(gap, v) && !(u && ir_expr_uses_var(gap, u))) {
+            s->inplace = true;
+            return false;
+        }
+    }
     Staged *st = &s->st[s->nst++];
     *st = (Staged){.orig = ld, .nd = nd, .e = e, .v = v, .u = u, .steps = steps, .Vc = Vc};
     snprintf(st->name, sizeof st->name, "%s_s", src_t->name);
@@ -486,7 +512,7 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
     s.kpos = k->kpos;
 
     ir_stmt_visit(ki_loop, scan_store, &s);
-    if (s.nst == 0)
+    if (s.nst == 0 && !s.inplace)
         return;
     bool pipe = pipelined(&s);
     Var *ko = k->ko;
@@ -513,7 +539,8 @@ static void stage_kernel(Kernel *k, ExprCtx *c, Arena *a, const TargetInfo *ti)
         items[ni++] = ir_barrier(a);
         for (int i = 0; i < s.nst; i++)
             items[ni++] = copy(&s, &s.st[i], ir_varref(c, ko), NULL, NULL);
-        items[ni++] = ir_barrier(a);
+        if (s.nst) /* else one barrier: the block's threads take each chunk in turn */
+            items[ni++] = ir_barrier(a);
         items[ni++] = ki_loop;
         k->ko_loop->loop.body = ir_seq(a, ni, items);
     } else if (async_copies(&s)) {

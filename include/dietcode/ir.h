@@ -201,6 +201,8 @@ typedef struct MicroKernel {
     bool pipeline;  /* staged through two buffers: the next chunk loads during this one */
     int raster;     /* GPU: rows of blocks per group of the block order (1: none) */
     bool atomic;    /* GPU, split > 1, opt-in: the parts add into the output atomically */
+    bool pack;      /* CPU, staged, vectors along the output: the panels of the operand read
+                     * along them packed into the workspace by a launch of their own */
 } MicroKernel;
 
 /* One kernel: a block loop over a grid of independent blocks. Its grid is

@@ -70,8 +70,9 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
                                      const TargetInfo *ti);
 /* The schedule of a stage without tuning records: the default
  * micro-kernel, or for a CPU dense layer whose rows are a dim that one
- * for few rows and the outer-product kernel for many, with the tree that
- * picks by the rows' dim. In p's arena. */
+ * for few rows, the outer-product kernel for many, and that kernel packed
+ * by a launch of its own for very many, with the tree that picks by the
+ * rows' dim. In p's arena. */
 StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *body,
                                     const TargetInfo *ti);
 /* The outer-product kernel of a rank >= 2 reduction (BLIS): mr rows x 2
@@ -89,19 +90,22 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
  * one part per block) and their combination's (elementwise shaped). */
 void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
                              MicroKernel *partial, MicroKernel *combine);
+/* The micro-kernel of a packed variant's packing launch (mk.pack, passes/
+ * lower.c), elementwise over its panels P[jb, k..., l]. */
+MicroKernel pass_pack_microkernel(const Tensor *P, const TargetInfo *ti);
 /* Whether a split-K of body may add its parts into the output atomically
  * (mk.atomic): its outer reduction is a sum and body is affine in it
  * (passes/lower.c). */
 bool pass_atomic_split_ok(Expr *body);
 /* Reads the form ir_print_microkernel writes: "threads [4, 8] tile [6, 32]
- * rchunk 256 unroll 1 vec 16 [along reduction] [staged] [split 4 [atomic]]". The
+ * rchunk 256 unroll 1 vec 16 [along reduction] [staged] [split 4 [atomic]] ... [packed]". The
  * lists give the spatial axes in order; *nspatial gets their number. */
 bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial);
 
 /* passes/lower.c */
 /* sched[t->id] for every computed, materialised tensor: at least one
  * variant, each one kernel, or two and a scratch buffer when it splits its
- * reduction. */
+ * reduction or packs a panel operand. */
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
                         const StageSchedule *sched, const TargetInfo *ti);
 

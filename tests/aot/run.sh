@@ -5,15 +5,21 @@
 # range, not multiples of any tile) and compares with the reference.
 #   run.sh DCC CC LIBDCRT SRCDIR PROG.tex DEFINE T...
 # $DC_DCC_FLAGS, if set, is passed to dcc (e.g. --records FILE: the object
-# then holds the tuned kernels and their dispatch tree).
+# then holds the tuned kernels and their dispatch tree); $DC_DCC_MK, if set,
+# as one --mk argument (a micro-kernel's text has spaces).
 set -eu
 dcc=$1 cc=$2 lib=$3 src=$4 prog=$5 def=$6
 shift 6
 name=$(basename "$prog" .tex)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# shellcheck disable=SC2086
-"$dcc" "$prog" ${DC_DCC_FLAGS:-} --emit=obj,header -o "$work/$name"
+if [ -n "${DC_DCC_MK:-}" ]; then
+    # shellcheck disable=SC2086
+    "$dcc" "$prog" ${DC_DCC_FLAGS:-} --mk "$DC_DCC_MK" --emit=obj,header -o "$work/$name"
+else
+    # shellcheck disable=SC2086
+    "$dcc" "$prog" ${DC_DCC_FLAGS:-} --emit=obj,header -o "$work/$name"
+fi
 test -s "$work/$name.o" && test -s "$work/$name.h"
 "$cc" ${DC_CLIENT_FLAGS:-} -std=c11 -Wall -Wextra -Werror -D"$def" -I"$work" -I"$src/include" \
     "$src/tests/aot/client.c" "$work/$name.o" "$lib" -lpthread -lm -ldl -o "$work/client"

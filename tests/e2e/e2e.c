@@ -9,7 +9,8 @@
  * defaults, and ragged ones such as 7x5 register tiles with a reduction
  * chunk of 3, staged and not, vectors along the reduction, the reduction
  * split in three launches, on the emulator also with the parts added
- * atomically where the epilogue allows; and the defaults with every elementwise
+ * atomically where the epilogue allows, on the CPU the outer-product kernel
+ * whose panels a launch of their own packs; and the defaults with every elementwise
  * intermediate fused the other way from the cost model's choice, as the
  * tuner's search or --fuse may ask), run on each target through its executor
  * (exec/: the CPU object JIT-compiled, the loop interpreter, the emulator)
@@ -30,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 7, FLIPPED = 5, ATOMIC = 6 };
+enum { MAX_SHAPES = 256, MAX_VALUES = 96, NVARIANTS = 8, FLIPPED = 5, ATOMIC = 6, PACKED = 7 };
 
 typedef struct Shapes {
     int n, ndims;
@@ -172,6 +173,14 @@ static MicroKernel *variant(const TeProgram *p, int v, bool gpu)
             m->vec = 8;
             m->vaxis = MK_VEC_REDUCE;
             m->rthreads = 4;
+        } else if (v == PACKED) { /* CPU only: the outer-product kernel whose panels
+                                     * (3 x 8 wide) a launch of their own packs, 5 x 8
+                                     * tiles in vectors of 4, chunks of 12 */
+            if (n >= 1) { m->tile[n - 1] = 8; m->threads[n - 1] = 3; }
+            if (n >= 2) { m->tile[n - 2] = 5; m->threads[n - 2] = 3; }
+            m->rchunk = 12;
+            m->vec = 4;
+            m->pack = true;
         } else { /* the reduction split three ways, 2x3 tiles, chunks of 5;
                   * on the GPU staged and double-buffered through registers
                   * (lowered as for sm_75, without cp.async); ATOMIC (GPU
@@ -351,7 +360,7 @@ int main(int argc, char **argv)
                 return 1;
             }
         }
-        if (!want_emu)
+        if (!want_emu || v == PACKED)
             continue;
         mks = variant(p, v, true);
         glps[v] = pass_run_pipeline(p, mks, v == 4 || v == ATOMIC ? &gpu_regs : &gpu,
@@ -385,7 +394,7 @@ int main(int argc, char **argv)
             if (want_loops && v != ATOMIC &&
                 (!want_cpu || (work(p, dims) < 200000 && s % 4 == 0)))
                 check_shape(file, "loops", v, p, lps[v], NULL, dims, ref);
-            if (want_emu)
+            if (want_emu && v != PACKED)
                 check_shape(file, "emu", v, p, glps[v], eps[v], dims, ref);
         }
         for (int i = 0; i < p->ntensors; i++)

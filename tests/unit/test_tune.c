@@ -640,6 +640,7 @@ static void test_mk_text(void **state)
         "threads [4] tile [2] staged staged",
         "threads [4] tile [2] vec 4x",
         "threads [4] tile [2] stagedx",
+        "threads [4, 1] tile [6, 32] vec 16 packed packed",
     };
     MicroKernel mk;
     int ns;
@@ -649,6 +650,7 @@ static void test_mk_text(void **state)
         "threads [4] tile [2] rchunk 256 unroll 1 vec 16 along reduction staged",
         "threads [1, 1] tile [1, 1] rchunk 16 unroll 2 vec 1 staged split 2 rthreads 32 pipelined",
         "threads [4, 16] tile[1, 1] rchunk 0",
+        "threads [22, 1] tile [6, 32] rchunk 256 unroll 1 vec 16 staged packed",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         assert_true(pass_parse_microkernel(good[i], &mk, &ns));
