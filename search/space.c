@@ -160,6 +160,16 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
         mk->strided = false;
     if (!st->atomic_ok)
         mk->atomic = false;
+    /* a packing launch pays only where a call has several row blocks, each
+     * of which would pack every panel again (passes/microkernel.c's
+     * default: from four); below, the same kernel packing per block */
+    int64_t row_blocks = 1;
+    for (int a = 0; mk->pack && a < st->rank - 1; a++) {
+        int64_t b = (int64_t)mk->threads[a] * mk->tile[a];
+        row_blocks *= (st->ext_max[a] + b - 1) / b;
+    }
+    if (row_blocks < 4)
+        mk->pack = false;
     if (!st->reduction) {
         mk->rchunk = 0;
         mk->stage = false;
@@ -265,7 +275,7 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
  * 8 x 2 vectors over a packed panel of W, the block's rows (126, 128)
  * within the space's cap, for the large T the dot-product default does
  * not serve well; and the first with its panels packed by a launch of
- * their own, for T of several row blocks. */
+ * their own, where the range spans several row blocks. */
 static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
 {
     int n = st->rank, nt = 0, vw = st->tg->ti.vec_width;
@@ -275,6 +285,8 @@ static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
         MicroKernel mk = pass_outer_microkernel(n, &st->tg->ti, t == 1 ? 8 : 6, t == 1 ? 16 : 21);
         mk.pack = t == 2;
         normalise(st, &mk);
+        if (t == 2 && !mk.pack)
+            break; /* too few row blocks: the first again */
         if (legal(st, &mk))
             out[nt++] = mk;
     }
