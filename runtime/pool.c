@@ -3,10 +3,17 @@
  *
  * One loop runs at a time. rt_pool_run publishes the job (function, context,
  * range, chunk size) under the mutex, bumps a generation counter and wakes
- * the workers; then everyone, the caller included, takes chunks from an
- * atomic counter until the range is exhausted. Dynamic chunking keeps the
- * threads busy when blocks cost different amounts (edge tiles, ragged
- * shapes). A worker joins a job under the mutex, and only while chunks are
+ * the workers; then everyone, the caller included, takes chunks until the
+ * range is exhausted. The range is cut into one slice a thread, each with
+ * an atomic counter: a thread takes the chunks of its own slice first, in
+ * order, then those left in the others' (the same counters, so every chunk
+ * is taken once). Without disturbance each thread runs the same
+ * contiguous run of blocks every call: blocks next to each other share
+ * operands (a dense layer's row blocks share a panel of W), so a thread's
+ * part of W stays in its own L2 from call to call instead of being read by
+ * both threads in turn. Taking the others' chunks keeps the threads busy
+ * when blocks cost different amounts (edge tiles, ragged shapes) or a core
+ * is slow. A worker joins a job under the mutex, and only while chunks are
  * left; the caller returns once every chunk is taken and no worker is in
  * the job. So a worker that wakes late (the machine is busy) costs the
  * caller nothing, and can never run a chunk of a job that has returned.
@@ -28,12 +35,26 @@
 #include <unistd.h>
 
 enum { STACK_BYTES = 16 << 20, CHUNKS_PER_THREAD = 8 };
+
+/* One thread's part of the range: chunks taken from next up to end. A
+ * cache line each, so that the threads' counters do not share one. */
+typedef struct Slice {
+    _Alignas(64) _Atomic int64_t next;
+    int64_t end;
+} Slice;
+
+typedef struct Worker {
+    RtPool *p;
+    int slice; /* its own: 1..nworkers (the caller's is 0) */
+} Worker;
 static const double SPIN_MS = 0.2;
 
 struct RtPool {
     int nthreads; /* caller included */
     int nworkers;
     pthread_t *th;
+    Worker *who;
+    Slice *slices; /* nthreads */
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     pthread_mutex_t run_mu; /* one rt_pool_run at a time */
@@ -43,18 +64,29 @@ struct RtPool {
     void (*fn)(void *ctx, int64_t begin, int64_t end);
     void *ctx;
     int64_t n, chunk;
-    _Atomic int64_t next;
 };
 
-static void work(RtPool *p)
+/* Takes the chunks of slice `own`, then those left in the others'. */
+static void work(RtPool *p, int own)
 {
-    for (;;) {
-        int64_t b = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
-        if (b >= p->n)
-            return;
-        int64_t e = p->n - b < p->chunk ? p->n : b + p->chunk;
-        p->fn(p->ctx, b, e);
+    for (int k = 0; k < p->nthreads; k++) {
+        Slice *sl = &p->slices[(own + k) % p->nthreads];
+        for (;;) {
+            int64_t b = atomic_fetch_add_explicit(&sl->next, p->chunk, memory_order_relaxed);
+            if (b >= sl->end)
+                break;
+            p->fn(p->ctx, b, sl->end - b < p->chunk ? sl->end : b + p->chunk);
+        }
     }
+}
+
+/* Whether a chunk of the job is left. */
+static bool chunks_left(RtPool *p)
+{
+    for (int s = 0; s < p->nthreads; s++)
+        if (atomic_load_explicit(&p->slices[s].next, memory_order_relaxed) < p->slices[s].end)
+            return true;
+    return false;
 }
 
 static inline void cpu_relax(void)
@@ -82,7 +114,8 @@ static void spin_for_work(RtPool *p, uint64_t seen)
 
 static void *worker(void *arg)
 {
-    RtPool *p = arg;
+    Worker *me = arg;
+    RtPool *p = me->p;
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -96,11 +129,11 @@ static void *worker(void *arg)
         if (p->stop)
             break;
         seen = p->gen;
-        if (atomic_load_explicit(&p->next, memory_order_relaxed) >= p->n)
+        if (!chunks_left(p))
             continue; /* nothing left: the job may already have returned */
         p->active++;
         pthread_mutex_unlock(&p->mu);
-        work(p);
+        work(p, me->slice);
         pthread_mutex_lock(&p->mu);
         if (--p->active == 0)
             pthread_cond_signal(&p->done_cv);
@@ -120,20 +153,29 @@ RtPool *rt_pool_new(int nthreads)
         return NULL;
     p->nthreads = nthreads;
     p->th = calloc((size_t)nthreads, sizeof *p->th);
-    if (!p->th) {
+    p->who = calloc((size_t)nthreads, sizeof *p->who);
+    p->slices = aligned_alloc(_Alignof(Slice), sizeof *p->slices * (size_t)nthreads);
+    if (!p->th || !p->who || !p->slices) {
+        free(p->th);
+        free(p->who);
+        free(p->slices);
         free(p);
         return NULL;
+    }
+    for (int s = 0; s < nthreads; s++) {
+        atomic_init(&p->slices[s].next, 0);
+        p->slices[s].end = 0;
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->run_mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
-    atomic_init(&p->next, 0);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, STACK_BYTES);
     for (int i = 0; i < nthreads - 1; i++) {
-        if (pthread_create(&p->th[i], &attr, worker, p) != 0)
+        p->who[i] = (Worker){p, i + 1};
+        if (pthread_create(&p->th[i], &attr, worker, &p->who[i]) != 0)
             break;
         p->nworkers++;
     }
@@ -164,11 +206,14 @@ void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int6
     p->chunk = n / ((int64_t)p->nthreads * CHUNKS_PER_THREAD);
     if (p->chunk < 1)
         p->chunk = 1;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    for (int s = 0; s < p->nthreads; s++) {
+        atomic_store_explicit(&p->slices[s].next, n * s / p->nthreads, memory_order_relaxed);
+        p->slices[s].end = n * (s + 1) / p->nthreads;
+    }
     p->gen++;
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
-    work(p);
+    work(p, 0);
     double until = rt_now_ms() + SPIN_MS;
     for (int i = 1; atomic_load_explicit(&p->active, memory_order_acquire) > 0; i++) {
         cpu_relax();
@@ -197,5 +242,7 @@ void rt_pool_destroy(RtPool *p)
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->run_mu);
     free(p->th);
+    free(p->who);
+    free(p->slices);
     free(p);
 }
