@@ -257,7 +257,8 @@ int main(int argc, char **argv)
         if (!cp)
             die(l->name, err);
         int64_t n = l->n, k = l->k;
-        float *x = malloc(sizeof(float) * (size_t)(tmax * k)), *w = malloc(sizeof(float) * (size_t)(n * k));
+        float *x = malloc(sizeof(float) * (size_t)(tmax * k));
+        float *w = malloc(sizeof(float) * (size_t)(n * k));
         float *b = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)(tmax * n));
         rt_rng_fill(1, rt_rng_hash("X"), x, (size_t)(tmax * k));
         rt_rng_fill(1, rt_rng_hash("W"), w, (size_t)(n * k));

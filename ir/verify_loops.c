@@ -2,8 +2,9 @@
  * in tests. It checks scoping (every variable bound by an enclosing loop or
  * let, or a dim; every shared or local buffer by an enclosing alloc),
  * ranks, types, the shape rules of kernels (one block loop outermost,
- * constant extents for unrolled and vectorized loops) and the stage table
- * (stages cover the kernels in order, valid dispatch trees). */
+ * constant extents for unrolled and vectorized loops), kernels' names
+ * (one each) and the stage table (stages cover the kernels in order,
+ * valid dispatch trees). */
 #include "dietcode/ir.h"
 
 #include <string.h>
@@ -238,6 +239,12 @@ bool ir_verify_loops(const LoopProgram *lp, char *err, size_t errlen)
         return false;
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
+        /* a kernel's name is its symbol in the object: one each */
+        for (int j = 0; j < i; j++)
+            if (strcmp(lp->kernels[j]->name, k->name) == 0) {
+                snprintf(err, errlen, "kernels %d and %d are both named %s", j, i, k->name);
+                return false;
+            }
         Env e;
         memset(&e, 0, sizeof e);
         e.lp = lp;

@@ -43,6 +43,11 @@
  *
  * in whatever order the parts run, so the last bits may differ from run to
  * run. Any other body lowers as above, deterministically.
+ *
+ * A packed variant (mk.pack, CPU) lowers to a packing launch and the
+ * compute launch, with a scratch buffer of W's panels between them
+ * (lower_packed, below). Names of kernels and buffers made here never
+ * repeat a tensor's (unique_name).
  */
 #include "dietcode/passes.h"
 
@@ -153,6 +158,41 @@ static Kernel *lower_tensor(Lower *l, Tensor *t, Expr *body, const MicroKernel *
     return k;
 }
 
+/* base + suffix, or with _2, _3, ... after it, so that no tensor of the
+ * program, no buffer of lp and no kernel made so far has the name: the
+ * kernels of a variant and the buffers they pass between them are named
+ * after the stage, and a program may have a tensor Y_pack of its own. */
+static void unique_name(Lower *l, const LoopProgram *lp, const char *base, const char *suffix,
+                        char *out, size_t n)
+{
+    size_t plen = strlen(l->p->name);
+    for (int k = 1;; k++) {
+        if (k == 1)
+            snprintf(out, n, "%s%s", base, suffix);
+        else
+            snprintf(out, n, "%s%s_%d", base, suffix, k);
+        bool taken = false;
+        for (int i = 0; i < l->p->ntensors && !taken; i++)
+            taken = strcmp(l->p->tensors[i]->name, out) == 0;
+        for (int i = 0; i < lp->nbuffers && !taken; i++)
+            taken = lp->buffers[i] && strcmp(lp->buffers[i]->name, out) == 0;
+        for (int i = 0; i < lp->nkernels && !taken; i++) {
+            const char *kn = lp->kernels[i]->name;
+            taken = strncmp(kn, l->p->name, plen) == 0 && kn[plen] == '_' &&
+                    strcmp(kn + plen + 1, out) == 0;
+        }
+        if (!taken)
+            return;
+    }
+}
+
+/* ceil(e / m) * m, or with whole false ceil(e / m), simplified. */
+static Expr *round_up(ExprCtx *c, Expr *e, int64_t m, bool whole)
+{
+    Expr *q = ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, e, ir_int(c, m - 1)), ir_int(c, m));
+    return ir_simplify(c, whole ? ir_binop(c, EX_MUL, q, ir_int(c, m)) : q);
+}
+
 typedef struct Find {
     const Expr *x;
     bool found;
@@ -261,7 +301,7 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
         pidx[a] = ir_varref(c, pax[a + 1]);
     }
     char pname[160];
-    snprintf(pname, sizeof pname, "%s_part", name);
+    unique_name(l, lp, name, "_part", pname, sizeof pname);
 
     /* P[s, ...] = red[kk: C, k2...](select(s*C + kk < K, body[k1 := s*C + kk], identity)) */
     Var *raxes[MK_MAX_AXES + 8];
@@ -281,7 +321,7 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
         Tensor *P = ir_global_tensor(l->a, pname, n + 1, shape);
         P->axes = pax;
         char iname[160];
-        snprintf(iname, sizeof iname, "%s_init", name);
+        unique_name(l, lp, name, "_init", iname, sizeof iname);
         Kernel *ks[2] = {lower_tensor(l, t, ir_replace(c, body, r, ir_float(c, 0)), &mkc, iname,
                                       NULL),
                          lower_tensor(l, P, ir_subst_many(c, add, n, t->axes, pidx), &mkp, pname,
@@ -310,14 +350,17 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     ir_loop_program_add_variant(lp, &mkv, 2, ks, 1, &P);
 }
 
-/* The panel operand of a packed variant: the first load in r's body whose
- * indices use the last output axis j and r's axes, and nothing else but
- * dims (a panel of W[N, K] for Y = X W^T: the same for every row). */
+/* The panel operand of a packed variant: the first load in r's body one
+ * of whose indices is the last output axis j plus something free of j, no
+ * other index using j, the rest only r's axes and dims (a panel of W[N, K]
+ * for Y = X W^T: the same for every row). Packing it is a relayout of W;
+ * an index such as j / 2 would blow a small W up to N rows. */
 typedef struct Panel {
+    ExprCtx *c;
     const Var *j;
     const Expr *r;
     Expr *load;
-    bool ok; /* scratch of the check of one index */
+    bool ok; /* scratch of the check of one load */
 } Panel;
 
 static void panel_vars(Expr *e, void *ud)
@@ -340,16 +383,51 @@ static void find_panel(Expr *e, void *ud)
     Panel *pn = ud;
     if (pn->load || e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL)
         return;
-    bool uses_j = false, uses_k = false;
+    int uses_j = 0;
+    bool uses_k = false;
     pn->ok = true;
     for (int i = 0; i < e->load.n; i++) {
-        uses_j |= ir_expr_uses_var(e->load.idx[i], pn->j);
+        Expr *x = e->load.idx[i];
+        if (ir_expr_uses_var(x, pn->j)) {
+            uses_j++;
+            Expr *jr = ir_varref(pn->c, (Var *)pn->j);
+            Expr *rest = ir_simplify(pn->c, ir_binop(pn->c, EX_SUB, x, jr));
+            pn->ok &= !ir_expr_uses_var(rest, pn->j);
+        }
         for (int a = 0; a < pn->r->red.n; a++)
-            uses_k |= ir_expr_uses_var(e->load.idx[i], pn->r->red.axes[a]);
-        ir_expr_visit(e->load.idx[i], panel_vars, pn);
+            uses_k |= ir_expr_uses_var(x, pn->r->red.axes[a]);
+        ir_expr_visit(x, panel_vars, pn);
     }
-    if (uses_j && uses_k && pn->ok)
+    if (uses_j == 1 && uses_k && pn->ok)
         pn->load = e;
+}
+
+/* The panel operand of t's body, whose outer reduction is r, and the
+ * reduction axes it uses (kax, at most MK_MAX_AXES - 2), or NULL. */
+static Expr *panel_operand(ExprCtx *c, const Tensor *t, const Expr *r, Var **kax, int *nk)
+{
+    if (t->rank < 2 || !r)
+        return NULL;
+    Panel pn = {c, t->axes[t->rank - 1], r, NULL, false};
+    ir_expr_visit(r->red.body, find_panel, &pn);
+    *nk = 0;
+    for (int i = 0; pn.load && i < r->red.n; i++) {
+        bool used = false;
+        for (int d = 0; d < pn.load->load.n; d++)
+            used |= ir_expr_uses_var(pn.load->load.idx[d], r->red.axes[i]);
+        if (used && *nk == MK_MAX_AXES - 2)
+            return NULL; /* more axes than a kernel has */
+        if (used)
+            kax[(*nk)++] = r->red.axes[i];
+    }
+    return pn.load;
+}
+
+bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body)
+{
+    Var *kax[MK_MAX_AXES];
+    int nk;
+    return panel_operand(c, t, ir_outer_reduce(body), kax, &nk) != NULL;
 }
 
 /* Variant v of stage t packed (mk.pack): a launch that copies the panels
@@ -367,21 +445,10 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
                          const MicroKernel *mk, const char *name, const TargetInfo *ti)
 {
     ExprCtx *c = l->c;
-    int n = t->rank;
-    Panel pn = {t->axes[n - 1], r, NULL, false};
-    ir_expr_visit(r->red.body, find_panel, &pn);
-    int nk = 0;
+    int n = t->rank, nk = 0;
     Var *kax[MK_MAX_AXES];
-    for (int i = 0; pn.load && i < r->red.n; i++) {
-        bool used = false;
-        for (int d = 0; d < pn.load->load.n; d++)
-            used |= ir_expr_uses_var(pn.load->load.idx[d], r->red.axes[i]);
-        if (used && nk == MK_MAX_AXES - 2)
-            pn.load = NULL; /* more axes than a kernel has */
-        else if (used)
-            kax[nk++] = r->red.axes[i];
-    }
-    if (!pn.load) {
+    Expr *L = panel_operand(c, t, r, kax, &nk);
+    if (!L) {
         MicroKernel one = *mk;
         one.pack = false;
         Kernel *k = lower_tensor(l, t, body, &one, name, NULL);
@@ -394,19 +461,24 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     Expr *shape[MK_MAX_AXES];
     Var **pax = IR_NEWN(l->a, Var *, rank);
     Expr *pref[MK_MAX_AXES];
-    shape[0] = ir_simplify(c, ir_binop(c, EX_DIV, ir_binop(c, EX_ADD, t->shape[n - 1],
-                                                           ir_int(c, nb - 1)), NB));
-    pax[0] = ir_var(c, "jb", VK_AXIS, shape[0]);
+    shape[0] = round_up(c, t->shape[n - 1], nb, false);
     for (int i = 0; i < nk; i++) {
-        shape[i + 1] = kax[i]->extent;
+        /* a one-axis reduction in whole chunks (zeros past its end), so
+         * that the compute's reads in the last chunk need no guard */
+        bool chunked = r->red.n == 1 && mk->rchunk > 1;
+        shape[i + 1] = chunked ? round_up(c, kax[i]->extent, mk->rchunk, true) : kax[i]->extent;
         pax[i + 1] = ir_var(c, kax[i]->name, VK_AXIS, shape[i + 1]);
     }
     shape[rank - 1] = NB;
-    pax[rank - 1] = ir_var(c, "l", VK_AXIS, NB);
+    char an[2][80];
+    snprintf(an[0], sizeof an[0], "%sb", t->axes[n - 1]->name);
+    snprintf(an[1], sizeof an[1], "%sl", t->axes[n - 1]->name);
+    pax[0] = ir_var(c, an[0], VK_AXIS, shape[0]);
+    pax[rank - 1] = ir_var(c, an[1], VK_AXIS, NB);
     for (int i = 0; i < rank; i++)
         pref[i] = ir_varref(c, pax[i]);
     char pname[160];
-    snprintf(pname, sizeof pname, "%s_pack", name);
+    unique_name(l, lp, name, "_pack", pname, sizeof pname);
     Tensor *P = ir_loop_program_add_scratch(lp, pname, rank, shape);
     P->axes = pax;
 
@@ -420,9 +492,10 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
         to[i + 1] = pref[i + 1];
     }
     Expr *pidx[MK_MAX_AXES + 8];
-    for (int d = 0; d < pn.load->load.n; d++)
-        pidx[d] = ir_simplify(c, ir_subst_many(c, pn.load->load.idx[d], nk + 1, from, to));
-    P->body = ir_load(c, pn.load->load.t, pn.load->load.n, pidx, true);
+    IR_ASSERT(L->load.n <= MK_MAX_AXES + 8);
+    for (int d = 0; d < L->load.n; d++)
+        pidx[d] = ir_simplify(c, ir_subst_many(c, L->load.idx[d], nk + 1, from, to));
+    P->body = ir_load(c, L->load.t, L->load.n, pidx, true);
 
     /* the compute reads P at [j / NB, k..., j % NB] */
     Expr *jr = ir_varref(c, t->axes[n - 1]), *ridx[MK_MAX_AXES];
@@ -430,7 +503,7 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     for (int i = 0; i < nk; i++)
         ridx[i + 1] = ir_varref(c, kax[i]);
     ridx[rank - 1] = ir_binop(c, EX_MOD, jr, NB);
-    Expr *compute = ir_replace(c, body, pn.load, ir_load(c, P, rank, ridx, false));
+    Expr *compute = ir_replace(c, body, L, ir_load(c, P, rank, ridx, false));
 
     MicroKernel mkp = pass_pack_microkernel(P, ti);
     Kernel *ks[2] = {lower_tensor(l, P, P->body, &mkp, pname, NULL),
@@ -453,9 +526,10 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
         ir_loop_program_add_stage(lp, t, st->dispatch);
         for (int v = 0; v < st->nvariants; v++) {
             const MicroKernel *mk = &st->variants[v];
-            char name[128];
+            char name[128], suffix[16];
+            snprintf(suffix, sizeof suffix, "_v%d", v);
             if (v)
-                snprintf(name, sizeof name, "%s_v%d", t->name, v);
+                unique_name(&l, lp, t->name, suffix, name, sizeof name);
             else
                 snprintf(name, sizeof name, "%s", t->name);
             Expr *r = mk->split > 1 ? ir_outer_reduce(bodies[i]) : NULL;

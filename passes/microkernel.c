@@ -12,11 +12,12 @@
  * gets a second default for more than DEFAULT_OUTER_ROWS rows, where
  * reading W is no longer the whole cost: the outer-product kernel of 6 x
  * (2 vectors) tiles, 22 row tiles a block sharing one packed panel of W;
- * and a third above DEFAULT_PACKED_ROWS rows, the same kernel with W's
- * panels packed by a launch of their own; picked by a tree on that dim. On the GPU a reduction to a scalar
- * or a vector gets a warp along the reduction per output (32 partial sums
- * joined by shuffles: parallel, and more precise than one long sum), a
- * larger output 16 x 16 threads of 4 x 4 points, staged.
+ * and above PASS_PACK_MIN_ROW_BLOCKS - 1 row blocks, the same kernel with
+ * W's panels packed by a launch of their own; picked by a tree on that
+ * dim. On the GPU a reduction to a scalar or a vector gets a warp along
+ * the reduction per output (32 partial sums joined by shuffles: parallel,
+ * and more precise than one long sum), a larger output 16 x 16 threads of
+ * 4 x 4 points, staged.
  */
 #include "dietcode/passes.h"
 
@@ -379,11 +380,8 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
 
 /* The rows above which a dense layer's default is the outer-product
  * kernel (bench/dense: the dot-product kernel is ahead up to about 32
- * rows on every BERT layer, behind from 48), and above which its panels
- * are packed by a launch of their own (mk.pack: behind at 128 rows, even
- * at 384, ahead from 512, where each of four row blocks would pack every
- * panel again). */
-enum { DEFAULT_OUTER_ROWS = 32, DEFAULT_PACKED_ROWS = 512 };
+ * rows on every BERT layer, behind from 48). */
+enum { DEFAULT_OUTER_ROWS = 32 };
 
 static void find_reduce(Expr *e, void *ud)
 {
@@ -425,24 +423,31 @@ StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *b
 {
     MicroKernel dot = pass_default_microkernel(p, t, body, ti), outer;
     bool dense = dot.vaxis == MK_VEC_REDUCE && dense_outer(t, body, ti, &outer);
-    MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, dense ? 3 : 1);
+    bool packed = dense && pass_pack_ok(p->ctx, t, (Expr *)body);
+    int nv = packed ? 3 : dense ? 2 : 1;
+    MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, nv);
     mk[0] = dot;
     if (!dense)
         return (StageSchedule){1, mk, NULL};
     mk[1] = outer;
-    mk[2] = outer;
-    mk[2].pack = true;
-    pass_legalize_microkernel(&mk[2], t, ti);
-    /* rows <= 32: dot products; <= 512: outer products; else packed */
+    /* rows <= 32: dot products; then outer products; from a few row
+     * blocks on, outer products over panels packed by a launch */
     int rows = t->shape[t->rank - 2]->var->pos;
+    int64_t block_rows = (int64_t)outer.threads[t->rank - 2] * outer.tile[t->rank - 2];
     DispatchNode *nodes = IR_NEWN(p->arena, DispatchNode, 5);
     nodes[0] = (DispatchNode){-1, rows, DEFAULT_OUTER_ROWS, 1, 2};
     nodes[1] = (DispatchNode){0, 0, 0, 0, 0};
-    nodes[2] = (DispatchNode){-1, rows, DEFAULT_PACKED_ROWS, 3, 4};
-    nodes[3] = (DispatchNode){1, 0, 0, 0, 0};
-    nodes[4] = (DispatchNode){2, 0, 0, 0, 0};
+    nodes[2] = (DispatchNode){1, 0, 0, 0, 0};
+    if (packed) {
+        mk[2] = outer;
+        mk[2].pack = true;
+        pass_legalize_microkernel(&mk[2], t, ti);
+        nodes[2] = (DispatchNode){-1, rows, (PASS_PACK_MIN_ROW_BLOCKS - 1) * block_rows, 3, 4};
+        nodes[3] = (DispatchNode){1, 0, 0, 0, 0};
+        nodes[4] = (DispatchNode){2, 0, 0, 0, 0};
+    }
     Dispatch *d = IR_NEW(p->arena, Dispatch);
-    d->nnodes = 5;
+    d->nnodes = packed ? 5 : 3;
     d->nodes = nodes;
-    return (StageSchedule){3, mk, d};
+    return (StageSchedule){nv, mk, d};
 }

@@ -225,7 +225,9 @@ static bool stage_load(Stager *s, Expr *ld)
         elems *= ext[part];
     }
     int nbuf = pipelined(s) ? 2 : 1;
-    if (nd == 0 || s->bytes + elems * 4 * nbuf > s->ti->shared_bytes)
+    /* a tile read in place (below) needs no room */
+    bool fits = s->bytes + elems * 4 * nbuf <= s->ti->shared_bytes;
+    if (nd == 0 || (gpu && !fits))
         return false;
 
     /* The order the copy walks the tile in, fastest part first, and its
@@ -332,11 +334,14 @@ static bool stage_load(Stager *s, Expr *ld)
     if (!gpu && k->mk.pack) {
         Expr *gap = ir_simplify(c, ir_binop(c, EX_SUB, tensor_offset(c, src_t, src),
                                             offset_of(c, nd, shape, dst)));
-        if (!ir_expr_uses_var(gap, e) && !ir_expr_uses_var(gap, v) && !(u && ir_expr_uses_var(gap, u))) {
+        if (!ir_expr_uses_var(gap, e) && !ir_expr_uses_var(gap, v) &&
+            !(u && ir_expr_uses_var(gap, u))) {
             s->inplace = true;
             return false;
         }
     }
+    if (!fits)
+        return false;
     Staged *st = &s->st[s->nst++];
     *st = (Staged){.orig = ld, .nd = nd, .e = e, .v = v, .u = u, .steps = steps, .Vc = Vc};
     snprintf(st->name, sizeof st->name, "%s_s", src_t->name);

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 enum { STACK_BYTES = 16 << 20, CHUNKS_PER_THREAD = 8 };
+static const double SPIN_MS = 0.2;
 
 /* One thread's part of the range: chunks taken from next up to end. A
  * cache line each, so that the threads' counters do not share one. */
@@ -47,7 +48,6 @@ typedef struct Worker {
     RtPool *p;
     int slice; /* its own: 1..nworkers (the caller's is 0) */
 } Worker;
-static const double SPIN_MS = 0.2;
 
 struct RtPool {
     int nthreads; /* caller included */
@@ -63,8 +63,14 @@ struct RtPool {
     _Atomic int active; /* workers inside the current job (changed under mu) */
     void (*fn)(void *ctx, int64_t begin, int64_t end);
     void *ctx;
-    int64_t n, chunk;
+    int64_t chunk;
 };
+
+/* Where slice s of nt over 0..n-1 starts: n * s / nt, without overflow. */
+static int64_t slice_start(int64_t n, int s, int nt)
+{
+    return n / nt * s + n % nt * s / nt;
+}
 
 /* Takes the chunks of slice `own`, then those left in the others'. */
 static void work(RtPool *p, int own)
@@ -202,13 +208,13 @@ void rt_pool_run(RtPool *p, int64_t n, void (*fn)(void *ctx, int64_t begin, int6
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
-    p->n = n;
     p->chunk = n / ((int64_t)p->nthreads * CHUNKS_PER_THREAD);
     if (p->chunk < 1)
         p->chunk = 1;
     for (int s = 0; s < p->nthreads; s++) {
-        atomic_store_explicit(&p->slices[s].next, n * s / p->nthreads, memory_order_relaxed);
-        p->slices[s].end = n * (s + 1) / p->nthreads;
+        atomic_store_explicit(&p->slices[s].next, slice_start(n, s, p->nthreads),
+                              memory_order_relaxed);
+        p->slices[s].end = slice_start(n, s + 1, p->nthreads);
     }
     p->gen++;
     pthread_cond_broadcast(&p->work_cv);

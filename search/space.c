@@ -160,15 +160,15 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
         mk->strided = false;
     if (!st->atomic_ok)
         mk->atomic = false;
-    /* a packing launch pays only where a call has several row blocks, each
-     * of which would pack every panel again (passes/microkernel.c's
-     * default: from four); below, the same kernel packing per block */
+    /* a packing launch exists only for a panel operand, and pays only
+     * where a call has several row blocks, each of which would pack every
+     * panel again; elsewhere the same kernel packs per block */
     int64_t row_blocks = 1;
     for (int a = 0; mk->pack && a < st->rank - 1; a++) {
         int64_t b = (int64_t)mk->threads[a] * mk->tile[a];
         row_blocks *= (st->ext_max[a] + b - 1) / b;
     }
-    if (row_blocks < 4)
+    if (!st->pack_ok || !st->reduction || row_blocks < PASS_PACK_MIN_ROW_BLOCKS)
         mk->pack = false;
     if (!st->reduction) {
         mk->rchunk = 0;

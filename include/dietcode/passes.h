@@ -90,6 +90,15 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
  * one part per block) and their combination's (elementwise shaped). */
 void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
                              MicroKernel *partial, MicroKernel *combine);
+/* A packing launch of its own (mk.pack) pays where a call has at least
+ * this many row blocks, each of which would otherwise pack every panel
+ * again (bench/README.md: behind at one row block, even at three, ahead
+ * from four): the default schedule's threshold and the search's. */
+enum { PASS_PACK_MIN_ROW_BLOCKS = 4 };
+/* Whether a packed variant of t (mk.pack) would have a packing launch: its
+ * body's outer reduction reads a panel operand (passes/lower.c; else the
+ * variant is the staged one-launch kernel). */
+bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body);
 /* The micro-kernel of a packed variant's packing launch (mk.pack, passes/
  * lower.c), elementwise over its panels P[jb, k..., l]. */
 MicroKernel pass_pack_microkernel(const Tensor *P, const TargetInfo *ti);

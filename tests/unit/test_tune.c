@@ -105,6 +105,70 @@ static void test_space(void **state)
     prog_free(&g);
 }
 
+/* The packing launch (mk.pack) is drawn and mutated to only where the
+ * tuning shapes span four row blocks or more of the kernel (at T = 40
+ * only kernels of short row blocks), templated where they span four of
+ * the template's 126 rows, and only for a stage with a panel operand; the
+ * default schedule of such a dense layer ends in it. */
+static void test_space_pack(void **state)
+{
+    (void)state;
+    Prog g = compile("dim T in 1..2048\n"
+                     "input X[T, 768] f32\n"
+                     "input W[256, 768] f32\n"
+                     "output Y[i: T, j: 256] = sum[k: 768](X[i, k] * W[j, k])\n");
+    SrchTarget cpu = srch_target_cpu();
+    for (int wide = 0; wide < 2; wide++) {
+        SrchStage st = stage_of(g.p, "Y", &cpu);
+        st.pack_ok = pass_pack_ok(g.p->ctx, st.t, (Expr *)st.body);
+        assert_true(st.pack_ok);
+        int64_t dims[1] = {wide ? 2048 : 40};
+        srch_stage_extents(&st, dims, st.ext_max);
+        uint64_t rng = 7;
+        int packed = 0;
+        for (int i = 0; i < 400; i++) {
+            MicroKernel mk = srch_space_sample(&st, &rng);
+            MicroKernel m2 = srch_space_mutate(&st, &mk, st.ext_max, &rng);
+            packed += mk.pack + m2.pack;
+            for (int k = 0; k < 2; k++) {
+                const MicroKernel *m = k ? &m2 : &mk;
+                int64_t rows = (int64_t)m->threads[0] * m->tile[0];
+                int64_t blocks = (st.ext_max[0] + rows - 1) / rows;
+                assert_true(!m->pack || blocks >= PASS_PACK_MIN_ROW_BLOCKS);
+            }
+            if (mk.pack) {
+                MicroKernel again = mk;
+                assert_true(srch_space_adopt(&st, &again));
+                assert_memory_equal(&mk, &again, sizeof mk);
+                double a = srch_adapt(&st, &mk, st.ext_max, NULL);
+                assert_true(a > 0 && a <= 1.0);
+            }
+        }
+        assert_true(wide ? packed > 20 : packed < 20);
+        MicroKernel tmpl[8];
+        int nt = srch_space_templates(&st, tmpl, 8), tpacked = 0;
+        assert_int_equal(nt, wide ? 3 : 0); /* at T = 40, 126 rows are too many */
+        for (int i = 0; i < nt; i++)
+            tpacked += tmpl[i].pack;
+        assert_int_equal(tpacked, wide ? 1 : 0);
+        /* without a panel operand, never */
+        st.pack_ok = false;
+        for (int i = 0; i < 100; i++)
+            assert_false(srch_space_sample(&st, &rng).pack);
+    }
+    /* the default schedule: dot products, outer products, then packed */
+    Expr *bodies[8];
+    bool mat[8];
+    pass_inline(g.p, bodies, mat);
+    const Tensor *y = ir_te_find(g.p, "Y");
+    TargetInfo ti = pass_target_info(PT_CPU);
+    StageSchedule ds = pass_default_schedule(g.p, y, bodies[y->id], &ti);
+    assert_int_equal(ds.nvariants, 3);
+    assert_false(ds.variants[1].pack);
+    assert_true(ds.variants[2].pack);
+    prog_free(&g);
+}
+
 /* Padding waste: a GPU block computes its whole block tile; a CPU thread
  * whose tile lies wholly past the edge skips its work, so on the CPU only
  * the thread tile's padding counts (passes/bind.c). */
@@ -670,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_fuse),
         cmocka_unit_test(test_space),
+        cmocka_unit_test(test_space_pack),
         cmocka_unit_test(test_adapt_padding),
         cmocka_unit_test(test_mk_text),
         cmocka_unit_test(test_cache_blocking),
