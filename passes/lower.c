@@ -433,9 +433,10 @@ bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body)
 /* Variant v of stage t packed (mk.pack): a launch that copies the panels
  * of the operand read along the vectors, L, into a scratch buffer of
  * panels NB = threads x tile wide along the last output axis j (zeros past
- * its end), the reduction's axes in between,
+ * its end), the reduction's axes in between (a one-axis reduction rounded
+ * up to whole chunks, zeros past its end),
  *
- *   P[jb, k..., l] = L?[j := jb * NB + l]
+ *   P[jb, k..., jl] = L?[j := jb * NB + jl]
  *
  * and the compute launch, which reads P[j / NB, k..., j % NB] instead of L:
  * each block's panel is one contiguous run of P, read in place chunk by
@@ -462,10 +463,10 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     Var **pax = IR_NEWN(l->a, Var *, rank);
     Expr *pref[MK_MAX_AXES];
     shape[0] = round_up(c, t->shape[n - 1], nb, false);
+    /* a one-axis reduction in whole chunks, so that the compute's reads in
+     * the last chunk need no guard */
+    bool chunked = r->red.n == 1 && mk->rchunk > 1;
     for (int i = 0; i < nk; i++) {
-        /* a one-axis reduction in whole chunks (zeros past its end), so
-         * that the compute's reads in the last chunk need no guard */
-        bool chunked = r->red.n == 1 && mk->rchunk > 1;
         shape[i + 1] = chunked ? round_up(c, kax[i]->extent, mk->rchunk, true) : kax[i]->extent;
         pax[i + 1] = ir_var(c, kax[i]->name, VK_AXIS, shape[i + 1]);
     }
@@ -482,7 +483,7 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     Tensor *P = ir_loop_program_add_scratch(lp, pname, rank, shape);
     P->axes = pax;
 
-    /* P = L at j = jb * NB + l, the reduction's axes P's, zero past the ends */
+    /* P = L at j = jb * NB + jl, the reduction's axes P's, zero past the ends */
     Var *from[MK_MAX_AXES];
     Expr *to[MK_MAX_AXES];
     from[0] = t->axes[n - 1];
