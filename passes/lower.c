@@ -430,7 +430,9 @@ bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body)
     return panel_operand(c, t, ir_outer_reduce(body), kax, &nk) != NULL;
 }
 
-/* Variant v of stage t packed (mk.pack): a launch that copies the panels
+/* Variant v of stage t packed (mk.pack), or false when its body has no
+ * panel operand (the caller lowers it as the one-launch kernel, staged): a
+ * launch that copies the panels
  * of the operand read along the vectors, L, into a scratch buffer of
  * panels NB = threads x tile wide along the last output axis j (zeros past
  * its end), the reduction's axes in between (a one-axis reduction rounded
@@ -440,22 +442,16 @@ bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body)
  *
  * and the compute launch, which reads P[j / NB, k..., j % NB] instead of L:
  * each block's panel is one contiguous run of P, read in place chunk by
- * chunk (passes/stage.c copies nothing). Without such an operand the
- * variant is the one-launch kernel, staged. */
-static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *r,
+ * chunk (passes/stage.c copies nothing). */
+static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *r,
                          const MicroKernel *mk, const char *name, const TargetInfo *ti)
 {
     ExprCtx *c = l->c;
     int n = t->rank, nk = 0;
     Var *kax[MK_MAX_AXES];
     Expr *L = panel_operand(c, t, r, kax, &nk);
-    if (!L) {
-        MicroKernel one = *mk;
-        one.pack = false;
-        Kernel *k = lower_tensor(l, t, body, &one, name, NULL);
-        ir_loop_program_add_variant(lp, &one, 1, &k, 0, NULL);
-        return;
-    }
+    if (!L)
+        return false;
     int64_t nb = (int64_t)mk->threads[n - 1] * mk->tile[n - 1];
     Expr *NB = ir_int(c, nb);
     int rank = nk + 2;
@@ -510,6 +506,7 @@ static void lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     Kernel *ks[2] = {lower_tensor(l, P, P->body, &mkp, pname, NULL),
                      lower_tensor(l, t, compute, mk, name, NULL)};
     ir_loop_program_add_variant(lp, mk, 2, ks, 1, &P);
+    return true;
 }
 
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
@@ -539,12 +536,12 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
                 continue;
             }
             r = mk->pack ? ir_outer_reduce(bodies[i]) : NULL;
-            if (r) {
-                lower_packed(&l, lp, t, bodies[i], r, mk, name, ti);
+            if (r && lower_packed(&l, lp, t, bodies[i], r, mk, name, ti))
                 continue;
-            }
-            Kernel *k = lower_tensor(&l, t, bodies[i], mk, name, NULL);
-            ir_loop_program_add_variant(lp, mk, 1, &k, 0, NULL);
+            MicroKernel one = *mk;
+            one.pack = false; /* no packing launch */
+            Kernel *k = lower_tensor(&l, t, bodies[i], &one, name, NULL);
+            ir_loop_program_add_variant(lp, &one, 1, &k, 0, NULL);
         }
     }
     return lp;

@@ -97,22 +97,23 @@ static bool pipelined(const Stager *s) { return s->ti->kind == PT_GPU && s->k->m
  * registers. */
 static bool async_copies(const Stager *s) { return pipelined(s) && s->ti->async_copy; }
 
-/* Row-major word offset of idx in a buffer of the given shape. */
-static Expr *offset_of(ExprCtx *c, int nd, const int64_t *shape, Expr *const *idx)
+/* Row-major word offset of idx in a buffer of nd dims of extents dims. */
+static Expr *row_major(ExprCtx *c, int nd, Expr *const *dims, Expr *const *idx)
 {
     Expr *f = idx[0];
     for (int d = 1; d < nd; d++)
-        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, ir_int(c, shape[d])), idx[d]);
+        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, dims[d]), idx[d]);
     return ir_simplify(c, f);
 }
 
-/* Row-major word offset of idx in global tensor t. */
-static Expr *tensor_offset(ExprCtx *c, const Tensor *t, Expr *const *idx)
+/* The same in a buffer of constant shape. */
+static Expr *offset_of(ExprCtx *c, int nd, const int64_t *shape, Expr *const *idx)
 {
-    Expr *f = idx[0];
-    for (int d = 1; d < t->rank; d++)
-        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, t->shape[d]), idx[d]);
-    return ir_simplify(c, f);
+    Expr *dims[MK_MAX_AXES + 2];
+    IR_ASSERT(nd <= MK_MAX_AXES + 2);
+    for (int d = 0; d < nd; d++)
+        dims[d] = ir_int(c, shape[d]);
+    return row_major(c, nd, dims, idx);
 }
 
 /* Wavefronts a warp spends on one staged buffer per chunk, laid out with
@@ -332,7 +333,7 @@ static bool stage_load(Stager *s, Expr *ld)
      * source's offset the copy's plus one for the whole block) is read in
      * place */
     if (!gpu && k->mk.pack) {
-        Expr *gap = ir_simplify(c, ir_binop(c, EX_SUB, tensor_offset(c, src_t, src),
+        Expr *gap = ir_simplify(c, ir_binop(c, EX_SUB, row_major(c, rank, src_t->shape, src),
                                             offset_of(c, nd, shape, dst)));
         if (!ir_expr_uses_var(gap, e) && !ir_expr_uses_var(gap, v) &&
             !(u && ir_expr_uses_var(gap, u))) {

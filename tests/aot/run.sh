@@ -13,13 +13,8 @@ shift 6
 name=$(basename "$prog" .tex)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [ -n "${DC_DCC_MK:-}" ]; then
-    # shellcheck disable=SC2086
-    "$dcc" "$prog" ${DC_DCC_FLAGS:-} --mk "$DC_DCC_MK" --emit=obj,header -o "$work/$name"
-else
-    # shellcheck disable=SC2086
-    "$dcc" "$prog" ${DC_DCC_FLAGS:-} --emit=obj,header -o "$work/$name"
-fi
+# shellcheck disable=SC2086
+"$dcc" "$prog" ${DC_DCC_FLAGS:-} ${DC_DCC_MK:+--mk "$DC_DCC_MK"} --emit=obj,header -o "$work/$name"
 test -s "$work/$name.o" && test -s "$work/$name.h"
 "$cc" ${DC_CLIENT_FLAGS:-} -std=c11 -Wall -Wextra -Werror -D"$def" -I"$work" -I"$src/include" \
     "$src/tests/aot/client.c" "$work/$name.o" "$lib" -lpthread -lm -ldl -o "$work/client"
