@@ -28,12 +28,20 @@ install: build
 demo: build
 	@scripts/demo.sh $(BUILD)/dcc
 
+# The four BERT-base dense layers, defaults and then tuned (JIT and object,
+# against oneDNN and OpenBLAS); about 2 minutes on 2 cores after the build.
+BENCH_LAYERS = examples/bert_qkv.tex bench/layers/bert_attn_out.tex \
+               bench/layers/bert_ffn1.tex bench/layers/bert_ffn2.tex
 bench: deps
 	@scripts/install-deps.sh --bench
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target dcc bench_dense bench_tuning bench_aot
 	$(BUILD)/bench/bench_aot $(CURDIR)
 	$(BUILD)/bench/bench_dense --step 8 --reps 15 $(CURDIR)
+	@rm -f $(BUILD)/bench/tuned.jsonl
+	@for f in $(BENCH_LAYERS); do \
+	  $(BUILD)/dcc tune $$f --trials 32 --records $(BUILD)/bench/tuned.jsonl || exit 1; done
+	$(BUILD)/bench/bench_dense --records $(BUILD)/bench/tuned.jsonl --step 8 --reps 15 $(CURDIR)
 
 # DietCode's claim: joint tuning against per-shape tuning and OpenBLAS (BERT
 # QKV, T = 1..128, CPU); about 10 minutes on 2 cores.

@@ -8,11 +8,15 @@
  *
  * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
  * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
- * `dcc run` does; with --mk, that micro-kernel), and as the object
- * `dcc --emit=obj` wrote at build time (default micro-kernels, the default
- * instruction sets), linked in. --records FILE: the JIT runs the kernels
- * and dispatch trees tuned into FILE (`dcc tune LAYER --records=FILE` for
- * each of the four layers; a layer without records there is an error). The libraries compute the same GEMM with
+ * `dcc run` does; with --mk, that micro-kernel, and no AOT column), and as
+ * an object: the one `dcc --emit=obj` wrote at build time (default
+ * micro-kernels, the default instruction sets), linked in. --records FILE:
+ * both run the kernels and dispatch trees tuned into FILE (`dcc tune LAYER
+ * --records=FILE` for each of the four layers; a layer without records
+ * there is an error), the object being the one `dcc LAYER --records=FILE
+ * --emit=obj` writes now, linked as a shared object and loaded (its
+ * output checked against the JIT's at T = 1 and the last T before any
+ * timing). The libraries compute the same GEMM with
  * beta = 1 into a Y that holds the broadcast bias, so they add the bias in
  * the GEMM as dcc's kernel does (the timed calls keep accumulating into Y,
  * which changes the values, not the work). Same buffers, same threads, the
@@ -60,7 +64,7 @@ typedef int (*RunFn)(int64_t T, const float *X, const float *W, const float *b, 
 typedef struct Layer {
     const char *name, *path;
     int64_t n, k;
-    RunFn aot;
+    RunFn aot; /* the default object, linked in */
 } Layer;
 
 static const Layer layers[] = {
@@ -81,6 +85,7 @@ static int64_t next_T(int64_t T, int step, int64_t tmax)
 typedef struct Case {
     const Layer *l;
     ExCpu *cp;
+    const BenchObject *obj; /* --records: the tuned object, else NULL */
     float **bufs; /* by the program's tensor ids */
     const float *x, *w, *b;
     float *y;
@@ -104,7 +109,9 @@ static void run_jit(void *ctx)
 static void run_aot(void *ctx)
 {
     Case *c = ctx;
-    if (c->l->aot(c->T, c->x, c->w, c->b, c->y, NULL) != DCRT_OK)
+    if (c->obj)
+        bench_object_run(c->obj, &c->T, c->bufs);
+    else if (c->l->aot(c->T, c->x, c->w, c->b, c->y, NULL) != DCRT_OK)
         die(c->l->name, dcrt_last_error());
 }
 
@@ -142,7 +149,7 @@ static void set_threads(int n)
 }
 
 /* --scaling: N-thread over 1-thread times at small T, alternating. */
-static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, const float *w,
+static void scaling(const Layer *l, ExCpu *cp, const BenchObject *obj, float **bufs, const float *x, const float *w,
                     const float *b, float *y, int reps, int threads, double *logsum, int *count)
 {
     static const int64_t Ts[] = {1, 2, 4, 8, 16};
@@ -156,7 +163,7 @@ static void scaling(const Layer *l, ExCpu *cp, float **bufs, const float *x, con
             for (int side = 0; side < 2; side++) {
                 set_threads(side == 0 ? 1 : threads);
                 for (int r = 0; r < 4; r++) {
-                    Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
+                    Case c = {l, cp, obj, bufs, x, w, b, y, Ts[i]};
                     t[side][r][round] = bench_median_ms(reps, runs[r], &c);
                     settle(r);
                 }
@@ -211,16 +218,19 @@ int main(int argc, char **argv)
     }
     set_threads(threads);
     const dnnl_version_t *dv = dnnl_version();
-    printf("# dcc (JIT for this CPU; AOT: the object, default micro-kernels) against oneDNN %d.%d.%d\n"
+    printf("# dcc (JIT for this CPU; AOT: %s) against oneDNN %d.%d.%d\n"
            "# dnnl_sgemm and OpenBLAS cblas_sgemm (core %s), %d threads each; Y = X W^T + b, FP32\n"
            "# each cell: the best of %d rounds' medians of %d calls\n",
+           records ? "the tuned object dcc --records writes, linked as a shared object"
+                   : "the object of the default micro-kernels, linked in",
            dv->major, dv->minor, dv->patch, bench_openblas_core(), threads, rounds, reps);
     double logs[4] = {0}; /* jit/dnnl, jit/blas, aot/dnnl, aot/blas */
     int count = 0;
-    /* the lowest JIT/oneDNN cell: the floor is per (layer, T) */
-    double low = INFINITY;
-    const char *low_layer = "";
-    int64_t low_T = 0;
+    /* the lowest JIT and AOT cells against oneDNN: the issue's floor is per
+     * (layer, T) */
+    double low[2] = {INFINITY, INFINITY};
+    const char *low_layer[2] = {"", ""};
+    int64_t low_T[2] = {0, 0};
     for (int li = 0; li < NLAYERS; li++) {
         const Layer *l = &layers[li];
         char path[1024], err[512];
@@ -266,10 +276,16 @@ int main(int argc, char **argv)
         for (int64_t i = 0; i < tmax; i++)
             memcpy(y + i * n, b, sizeof(float) * (size_t)n);
         float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+        int out = 0;
         for (int i = 0; i < p->ntensors; i++) {
             const char *tn = p->tensors[i]->name;
             bufs[i] = strcmp(tn, "X") == 0 ? x : strcmp(tn, "W") == 0 ? w : strcmp(tn, "b") == 0 ? b : y;
+            out = bufs[i] == y ? i : out;
         }
+        BenchObject *obj = records ? bench_object(p, path, records) : NULL;
+        int64_t check_T[2] = {1, tmax};
+        for (int i = 0; obj && i < 2; i++)
+            bench_object_check(obj, cp, &check_T[i], bufs, out, (size_t)(check_T[i] * n));
         printf("\n%s: T x %lld by %lld x %lld, micro-kernel ", l->name, (long long)k, (long long)k,
                (long long)n);
         ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
@@ -278,7 +294,7 @@ int main(int argc, char **argv)
             printf(" and %d more, dispatched by T", st->nvariants - 1);
         if (scale) {
             printf("\n");
-            scaling(l, cp, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
+            scaling(l, cp, obj, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
             goto next;
         }
         printf("%s\n%5s %9s %9s %9s %9s %8s %8s %8s %8s   (GFLOP/s)\n", mkspec ? " (JIT only)" : "",
@@ -297,7 +313,7 @@ int main(int argc, char **argv)
                         t[r][i] = NAN;
                         continue;
                     }
-                    Case c = {l, cp, bufs, x, w, b, y, Ts[i]};
+                    Case c = {l, cp, obj, bufs, x, w, b, y, Ts[i]};
                     bench_round_ms(&t[r][i], round, reps, runs[r], &c);
                     if (i == nt - 1)
                         settle(r);
@@ -308,11 +324,12 @@ int main(int argc, char **argv)
                 g[r] = flop / t[r][i] / 1e6;
             printf("%5lld %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %8.2f\n", (long long)Ts[i], g[0],
                    g[1], g[2], g[3], g[0] / g[2], g[0] / g[3], g[1] / g[2], g[1] / g[3]);
-            if (g[0] / g[2] < low) {
-                low = g[0] / g[2];
-                low_layer = l->name;
-                low_T = Ts[i];
-            }
+            for (int r = 0; r < 2; r++)
+                if (g[r] / g[2] < low[r]) {
+                    low[r] = g[r] / g[2];
+                    low_layer[r] = l->name;
+                    low_T[r] = Ts[i];
+                }
             logs[0] += log(g[0] / g[2]);
             logs[1] += log(g[0] / g[3]);
             logs[2] += log(g[1] / g[2]);
@@ -327,6 +344,7 @@ int main(int argc, char **argv)
         free(b);
         free(y);
         ex_cpu_destroy(cp);
+        bench_object_close(obj);
         fe_unload(&u);
     }
     if (scale) {
@@ -338,6 +356,11 @@ int main(int argc, char **argv)
            exp(logs[0] / count), exp(logs[1] / count));
     if (!mkspec)
         printf("; AOT %.2fx oneDNN, %.2fx OpenBLAS", exp(logs[2] / count), exp(logs[3] / count));
-    printf("\nlowest JIT cell: %.2fx oneDNN (%s, T = %lld)\n", low, low_layer, (long long)low_T);
+    printf("\nlowest JIT cell: %.2fx oneDNN (%s, T = %lld)", low[0], low_layer[0],
+           (long long)low_T[0]);
+    if (!mkspec)
+        printf("; lowest AOT cell: %.2fx oneDNN (%s, T = %lld)", low[1], low_layer[1],
+               (long long)low_T[1]);
+    printf("\n");
     return 0;
 }

@@ -6,13 +6,16 @@
  *              measured selection at every T and the dispatch tree;
  *   per-shape  a search of N trials for each T on its own (the Ansor way).
  * Then the dispatched kernels of both (JIT-compiled for this CPU, as `dcc
- * run` does; bench/aot shows the object runs as fast), oneDNN (dnnl_sgemm)
+ * run` does), the joint search's as an object too (`dcc --records
+ * --emit=obj`, linked as a shared object and loaded; its output checked
+ * against the JIT's at T = 1 and 128 first), oneDNN (dnnl_sgemm)
  * and OpenBLAS (cblas_sgemm), each of the two with the bias copied into Y
  * and beta = 1, same threads, are timed side by side at every T (dcc
  * first, then oneDNN, then OpenBLAS: the libraries' idle threads spin for
  * a while after a call). Prints the tuning times, the geometric-mean
  * latencies and the ratios: tuning time per-shape / joint, latency joint /
- * per-shape, and each against oneDNN and OpenBLAS.
+ * per-shape, and each (the joint one JIT and AOT) against oneDNN and
+ * OpenBLAS.
  *
  *   tuning [--trials N] [--step S] [--reps R] [--keep DIR] [--seeds A,B | --warm] [SRCDIR]
  *
@@ -73,7 +76,10 @@ typedef struct Case {
     ExCpu *cp;
     int64_t T;
     float **bufs; /* X W b Y */
+    const BenchObject *obj;
 } Case;
+
+enum { OUT_Y = 3 }; /* Y's tensor id in bert_qkv.tex, as in bufs */
 
 static void run_dcc(void *ctx)
 {
@@ -84,6 +90,12 @@ static void run_dcc(void *ctx)
         fprintf(stderr, "tuning: %s\n", err);
         exit(1);
     }
+}
+
+static void run_obj(void *ctx)
+{
+    Case *c = ctx;
+    bench_object_run(c->obj, &c->T, c->bufs);
 }
 
 static void run_blas(void *ctx)
@@ -158,7 +170,7 @@ static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, con
         for (int round = 0; round < 3; round++)
             for (int j = 0; j < 3; j++) {
                 int k = (j + round + i) % 3; /* each first in turn */
-                Case c = {t[k].cp, Ts[i], bufs};
+                Case c = {t[k].cp, Ts[i], bufs, NULL};
                 r[k][round] = bench_median_ms(reps, run_dcc, &c);
             }
         for (int k = 0; k < 3; k++) {
@@ -210,7 +222,7 @@ static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *ra
         /* the two in turns, round by round */
         double ra[3], rb[3];
         for (int r = 0; r < 3; r++) {
-            Case a = {t[0].cp, Ts[i], bufs}, b = {t[1].cp, Ts[i], bufs};
+            Case a = {t[0].cp, Ts[i], bufs, NULL}, b = {t[1].cp, Ts[i], bufs, NULL};
             if ((r + i) % 2) {
                 ra[r] = bench_median_ms(reps, run_dcc, &a);
                 rb[r] = bench_median_ms(reps, run_dcc, &b);
@@ -329,20 +341,25 @@ int main(int argc, char **argv)
     enum { ROUNDS = 3 };
     float *bufs[4];
     dense_bufs(bufs, 2304, 768);
-    double tj[130], ts[130], tb[130], td[130];
+    BenchObject *obj = bench_object(g.p, path, rec_joint);
+    int64_t check_T[2] = {1, 128};
+    for (int i = 0; i < 2; i++)
+        bench_object_check(obj, joint.cp, &check_T[i], bufs, OUT_Y, (size_t)check_T[i] * 2304);
+    double tj[130], to[130], ts[130], tb[130], td[130];
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < nt; i++) {
-            Case a = {joint.cp, Ts[i], bufs}, b = {shape.cp, Ts[i], bufs};
+            Case a = {joint.cp, Ts[i], bufs, obj}, b = {shape.cp, Ts[i], bufs, NULL};
             bench_round_ms(&tj[i], round, reps, run_dcc, &a);
+            bench_round_ms(&to[i], round, reps, run_obj, &a);
             bench_round_ms(&ts[i], round, reps, run_dcc, &b);
         }
         for (int i = 0; i < nt; i++) {
-            Case c = {NULL, Ts[i], bufs};
+            Case c = {NULL, Ts[i], bufs, NULL};
             bench_round_ms(&td[i], round, reps, run_dnnl, &c);
         }
         usleep(20000);
         for (int i = 0; i < nt; i++) {
-            Case c = {NULL, Ts[i], bufs};
+            Case c = {NULL, Ts[i], bufs, NULL};
             bench_round_ms(&tb[i], round, reps, run_blas, &c);
         }
         bench_openblas_quiet();
@@ -351,35 +368,40 @@ int main(int argc, char **argv)
            getenv("OPENBLAS_CORETYPE"));
     const dnnl_version_t *dv = dnnl_version();
     printf("oneDNN %d.%d.%d\n", dv->major, dv->minor, dv->patch);
-    printf("%5s %10s %10s %10s %10s %9s\n", "T", "joint ms", "shape ms", "oneDNN ms", "BLAS ms",
-           "dnnl/joint");
-    double lj = 0, ls = 0, lb = 0, ld = 0, worst = INFINITY;
-    int tworst = 0;
+    printf("%5s %10s %10s %10s %10s %10s %9s %9s\n", "T", "joint ms", "joint AOT", "shape ms",
+           "oneDNN ms", "BLAS ms", "dnnl/jit", "dnnl/aot");
+    double lj = 0, lo = 0, ls = 0, lb = 0, ld = 0, worst[2] = {INFINITY, INFINITY};
+    int tworst[2] = {0, 0};
     for (int i = 0; i < nt; i++) {
         if (nt <= 40 || i % 8 == 0 || i == nt - 1)
-            printf("%5lld %10.4f %10.4f %10.4f %10.4f %9.2f\n", (long long)Ts[i], tj[i], ts[i], td[i],
-                   tb[i], td[i] / tj[i]);
+            printf("%5lld %10.4f %10.4f %10.4f %10.4f %10.4f %9.2f %9.2f\n", (long long)Ts[i], tj[i],
+                   to[i], ts[i], td[i], tb[i], td[i] / tj[i], td[i] / to[i]);
         lj += log(tj[i]);
+        lo += log(to[i]);
         ls += log(ts[i]);
         lb += log(tb[i]);
         ld += log(td[i]);
-        if (td[i] / tj[i] < worst)
-            worst = td[i] / tj[i], tworst = (int)Ts[i];
+        double r[2] = {td[i] / tj[i], td[i] / to[i]};
+        for (int k = 0; k < 2; k++)
+            if (r[k] < worst[k])
+                worst[k] = r[k], tworst[k] = (int)Ts[i];
     }
-    lj = exp(lj / nt), ls = exp(ls / nt), lb = exp(lb / nt), ld = exp(ld / nt);
-    printf("\ngeometric-mean latency: joint %.4f ms, per-shape %.4f ms, oneDNN %.4f ms, OpenBLAS "
-           "%.4f ms\n", lj, ls, ld, lb);
-    printf("speed against oneDNN (oneDNN / dcc):   joint %.2fx (worst %.2fx at T = %d), per-shape "
-           "%.2fx\n", ld / lj, worst, tworst, ld / ls);
+    lj = exp(lj / nt), lo = exp(lo / nt), ls = exp(ls / nt), lb = exp(lb / nt), ld = exp(ld / nt);
+    printf("\ngeometric-mean latency: joint %.4f ms (AOT %.4f ms), per-shape %.4f ms, oneDNN %.4f "
+           "ms, OpenBLAS %.4f ms\n", lj, lo, ls, ld, lb);
+    printf("speed against oneDNN (oneDNN / dcc):   joint %.2fx (worst %.2fx at T = %d), AOT %.2fx "
+           "(worst %.2fx at T = %d), per-shape %.2fx\n", ld / lj, worst[0], tworst[0], ld / lo,
+           worst[1], tworst[1], ld / ls);
     printf("tuning time, per-shape / joint:        %6.1fx  (target >= 64x over all 128 T)\n",
            shape.seconds / joint.seconds);
     printf("latency, joint / per-shape:            %6.3fx  (target <= 1.05x)\n", lj / ls);
-    printf("speed against OpenBLAS (BLAS / dcc):   joint %.2fx, per-shape %.2fx  (target >= 1.0x)\n",
-           lb / lj, lb / ls);
+    printf("speed against OpenBLAS (BLAS / dcc):   joint %.2fx, AOT %.2fx, per-shape %.2fx  "
+           "(target >= 1.0x)\n", lb / lj, lb / lo, lb / ls);
     for (int i = 0; i < 4; i++)
         free(bufs[i]);
     ex_cpu_destroy(joint.cp);
     ex_cpu_destroy(shape.cp);
+    bench_object_close(obj);
     if (!keep) {
         unlink(rec_joint);
         unlink(rec_shape);
