@@ -4,17 +4,9 @@
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
-#include <dlfcn.h>
-#include <errno.h>
-#include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 extern char *openblas_get_corename(void);
 extern void openblas_set_num_threads(int);
@@ -136,101 +128,4 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
     }
     free(sched);
     return t;
-}
-
-/* ---- the AOT object of tuned kernels ---- */
-
-typedef int (*RunPacked)(const int64_t *dims, void *const *tensors, void *workspace);
-
-struct BenchObject {
-    void *handle;
-    RunPacked run;
-    int nparams;
-    int *params; /* tensor ids in the entry's order */
-};
-
-static void object_fail(const char *what, const char *why)
-{
-    fprintf(stderr, "bench: the tuned object: %s: %s\n", what, why);
-    exit(1);
-}
-
-/* Runs argv (argv[0] a path) to completion; exits unless it succeeds. */
-static void spawn(char *const argv[])
-{
-    pid_t pid;
-    int status = 0;
-    if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0 ||
-        waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        object_fail(argv[0], "failed");
-}
-
-BenchObject *bench_object(const TeProgram *p, const char *tex, const char *records)
-{
-    char dir[] = "/tmp/dc_bench_object_XXXXXX", obj[64], so[64];
-    if (!mkdtemp(dir))
-        object_fail("mkdtemp", strerror(errno));
-    snprintf(obj, sizeof obj, "%s/tuned.o", dir);
-    snprintf(so, sizeof so, "%s/tuned.so", dir);
-    char *dcc[] = {DC_BENCH_DCC, (char *)tex, "--records", (char *)records, "--emit=obj", "-o",
-                   obj, NULL};
-    /* -Bsymbolic: the object's own names stay its own where the benchmark
-     * links a default object of the same program (NAME_run ...) */
-    char *cc[] = {DC_BENCH_CC, "-shared", "-Wl,-Bsymbolic", "-o", so, obj, NULL};
-    spawn(dcc);
-    spawn(cc);
-    BenchObject *o = calloc(1, sizeof *o);
-    if (!o)
-        object_fail("calloc", "out of memory");
-    o->handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    unlink(obj);
-    unlink(so);
-    rmdir(dir);
-    if (!o->handle)
-        object_fail("dlopen", dlerror());
-    size_t len = strlen(p->name) + sizeof "_run_packed";
-    char *sym = malloc(len);
-    snprintf(sym, len, "%s_run_packed", p->name);
-    o->run = (RunPacked)(uintptr_t)dlsym(o->handle, sym);
-    if (!o->run)
-        object_fail(sym, "not in the object");
-    free(sym);
-    o->params = ex_entry_params(p, &o->nparams);
-    return o;
-}
-
-void bench_object_run(const BenchObject *o, const int64_t *dims, float *const *tensors)
-{
-    void *args[o->nparams + 1];
-    for (int i = 0; i < o->nparams; i++)
-        args[i] = tensors[o->params[i]];
-    if (o->run(dims, args, NULL) != DCRT_OK)
-        object_fail("run", dcrt_last_error());
-}
-
-void bench_object_check(const BenchObject *o, ExCpu *cp, const int64_t *dims,
-                        float *const *tensors, int out, size_t len)
-{
-    char err[256];
-    float *jit = malloc(len * sizeof *jit);
-    if (!jit)
-        object_fail("check", "out of memory");
-    if (ex_cpu_run(cp, dims, tensors, NULL, err, sizeof err) != 0)
-        object_fail("the JIT", err);
-    memcpy(jit, tensors[out], len * sizeof *jit);
-    memset(tensors[out], 0, len * sizeof *jit);
-    bench_object_run(o, dims, tensors);
-    for (size_t i = 0; i < len; i++)
-        if (!(fabsf(tensors[out][i] - jit[i]) <= 1e-4f * (1 + fabsf(jit[i]))))
-            object_fail("check", "its output differs from the JIT's");
-    free(jit);
-}
-
-void bench_object_close(BenchObject *o)
-{
-    if (!o)
-        return;
-    dlclose(o->handle);
-    free(o->params);
-    free(o);
 }

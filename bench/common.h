@@ -43,23 +43,4 @@ typedef struct BenchTuned {
 } BenchTuned;
 BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o);
 
-/* The AOT object of tuned kernels, as a user gets it: `dcc TEX --records
- * RECORDS --emit=obj` (the instruction sets dcc ships for records tuned on
- * this CPU: this CPU's and x86-64-v2), linked by the C compiler as a shared
- * object and loaded with dlopen. Its calls into libdcrt resolve against
- * the runtime linked into the benchmark (which exports its symbols), so the
- * object, the JIT and the default objects share one pool. Exits with a
- * message on failure. */
-typedef struct BenchObject BenchObject;
-BenchObject *bench_object(const TeProgram *p, const char *tex, const char *records);
-/* One call of its NAME_run_packed (tensors by the program's tensor ids,
- * libdcrt's workspace); exits with a message on failure. */
-void bench_object_run(const BenchObject *o, const int64_t *dims, float *const *tensors);
-/* Exits with a message unless the object's output out (len floats, tensor
- * id out) is the JIT's cp at dims, to 1e-4 relative (same kernels, maybe
- * another instruction set): the benchmark times the kernels it names. */
-void bench_object_check(const BenchObject *o, ExCpu *cp, const int64_t *dims,
-                        float *const *tensors, int out, size_t len);
-void bench_object_close(BenchObject *o); /* NULL is fine */
-
 #endif

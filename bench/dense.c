@@ -6,30 +6,29 @@
  *   dense [--mk "threads [...] tile [...] ..." | --records FILE] [--step S] [--tmax TMAX]
  *         [--reps R] [--rounds N] [--threads N] [--scaling] [SRCDIR]
  *
- * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR: the
- * source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
- * `dcc run` does; with --mk, that micro-kernel, and no AOT column), and as
- * an object: the one `dcc --emit=obj` wrote at build time (default
- * micro-kernels, the default instruction sets), linked in. --records FILE:
- * both run the kernels and dispatch trees tuned into FILE (`dcc tune LAYER
- * --records=FILE` for each of the four layers; a layer without records
+ * The layers are examples/bert_qkv.tex and the three in bench/layers (SRCDIR:
+ * the source tree, default "."). dcc runs twice: JIT-compiled for this CPU (as
+ * `dcc run` does; with --mk, that micro-kernel, and the table's AOT columns
+ * left empty), and as an object: the one `dcc --emit=obj` wrote at build time
+ * (default micro-kernels, the default instruction sets), linked in. --records
+ * FILE: both run the kernels and dispatch trees tuned into FILE (`dcc tune
+ * LAYER --records=FILE` for each of the four layers; a layer without records
  * there is an error), the object being the one `dcc LAYER --records=FILE
- * --emit=obj` writes now, linked as a shared object and loaded (its
- * output checked against the JIT's at T = 1 and the last T before any
- * timing). The libraries compute the same GEMM with
- * beta = 1 into a Y that holds the broadcast bias, so they add the bias in
- * the GEMM as dcc's kernel does (the timed calls keep accumulating into Y,
- * which changes the values, not the work). Same buffers, same threads, the
- * median of R timed calls after a warm-up; dcc first, then oneDNN, then
- * OpenBLAS, because the libraries' idle threads spin for a while after a
- * call and would take a core from whatever runs next (after each batch
- * OpenBLAS's threads are stopped and oneDNN's given 20 ms to sleep). That
- * sequence runs --rounds times (3) and each cell keeps its best round's
- * median, the same for every library: on a shared machine a core goes
- * missing for a few hundred milliseconds now and then, and would
- * otherwise halve whichever column it lands on. OpenBLAS is made to
- * use the best kernels this CPU has (Debian's build takes recent CPUs for
- * an SSE3 core): SkylakeX with AVX-512, else Haswell.
+ * --emit=obj` writes now, linked as a shared object and loaded
+ * (bench/object.c; its launches and output checked against the JIT's at every
+ * T before any timing). The libraries compute the same GEMM with beta = 1 into
+ * a Y that holds the broadcast bias, so they add the bias in the GEMM as dcc's
+ * kernel does (the timed calls keep accumulating into Y, which changes the
+ * values, not the work). Same buffers, same threads, the median of R timed
+ * calls after a warm-up; dcc first, then oneDNN, then OpenBLAS, because the
+ * libraries' idle threads spin for a while after a call and would take a core
+ * from whatever runs next (after each batch OpenBLAS's threads are stopped and
+ * oneDNN's given 20 ms to sleep). That sequence runs --rounds times (3) and
+ * each cell keeps its best round's median, the same for every library: on a
+ * shared machine a core goes missing for a few hundred milliseconds now and
+ * then, and would otherwise halve whichever column it lands on. OpenBLAS is
+ * made to use the best kernels this CPU has (Debian's build takes recent CPUs
+ * for an SSE3 core): SkylakeX with AVX-512, else Haswell.
  *
  * Prints GFLOP/s per T and the geometric means of dcc / oneDNN and dcc /
  * OpenBLAS, JIT and AOT. With --scaling instead, for T = 1, 2, 4, 8, 16:
@@ -49,6 +48,7 @@
 #include "bert_ffn2.h"
 #include "bert_qkv.h"
 #include "common.h"
+#include "object.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -85,7 +85,7 @@ static int64_t next_T(int64_t T, int step, int64_t tmax)
 typedef struct Case {
     const Layer *l;
     ExCpu *cp;
-    const BenchObject *obj; /* --records: the tuned object, else NULL */
+    ExCpu *obj; /* --records: the tuned object's entry, else NULL */
     float **bufs; /* by the program's tensor ids */
     const float *x, *w, *b;
     float *y;
@@ -98,19 +98,24 @@ static void die(const char *what, const char *msg)
     exit(1);
 }
 
+static void run_entry(Case *c, ExCpu *cp)
+{
+    char err[256];
+    if (ex_cpu_run(cp, &c->T, c->bufs, NULL, err, sizeof err) != 0)
+        die(c->l->name, err);
+}
+
 static void run_jit(void *ctx)
 {
     Case *c = ctx;
-    char err[256];
-    if (ex_cpu_run(c->cp, &c->T, c->bufs, NULL, err, sizeof err) != 0)
-        die(c->l->name, err);
+    run_entry(c, c->cp);
 }
 
 static void run_aot(void *ctx)
 {
     Case *c = ctx;
     if (c->obj)
-        bench_object_run(c->obj, &c->T, c->bufs);
+        run_entry(c, c->obj);
     else if (c->l->aot(c->T, c->x, c->w, c->b, c->y, NULL) != DCRT_OK)
         die(c->l->name, dcrt_last_error());
 }
@@ -149,7 +154,7 @@ static void set_threads(int n)
 }
 
 /* --scaling: N-thread over 1-thread times at small T, alternating. */
-static void scaling(const Layer *l, ExCpu *cp, const BenchObject *obj, float **bufs, const float *x, const float *w,
+static void scaling(const Layer *l, ExCpu *cp, ExCpu *obj, float **bufs, const float *x, const float *w,
                     const float *b, float *y, int reps, int threads, double *logsum, int *count)
 {
     static const int64_t Ts[] = {1, 2, 4, 8, 16};
@@ -280,12 +285,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < p->ntensors; i++) {
             const char *tn = p->tensors[i]->name;
             bufs[i] = strcmp(tn, "X") == 0 ? x : strcmp(tn, "W") == 0 ? w : strcmp(tn, "b") == 0 ? b : y;
-            out = bufs[i] == y ? i : out;
+            out = p->tensors[i]->kind == TK_OUTPUT ? i : out;
         }
         BenchObject *obj = records ? bench_object(p, path, records) : NULL;
-        int64_t check_T[2] = {1, tmax};
-        for (int i = 0; obj && i < 2; i++)
-            bench_object_check(obj, cp, &check_T[i], bufs, out, (size_t)(check_T[i] * n));
         printf("\n%s: T x %lld by %lld x %lld, micro-kernel ", l->name, (long long)k, (long long)k,
                (long long)n);
         ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
@@ -294,7 +296,7 @@ int main(int argc, char **argv)
             printf(" and %d more, dispatched by T", st->nvariants - 1);
         if (scale) {
             printf("\n");
-            scaling(l, cp, obj, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
+            scaling(l, cp, obj ? obj->cp : NULL, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
             goto next;
         }
         printf("%s\n%5s %9s %9s %9s %9s %8s %8s %8s %8s   (GFLOP/s)\n", mkspec ? " (JIT only)" : "",
@@ -304,6 +306,8 @@ int main(int argc, char **argv)
         int nt = 0;
         for (int64_t T = 1; T <= tmax; T = next_T(T, step, tmax))
             Ts[nt++] = T;
+        for (int i = 0; obj && i < nt; i++)
+            bench_object_check(obj, cp, &Ts[i], bufs, out, (size_t)(Ts[i] * n));
         static double t[4][TMAX_LIMIT + 1];
         void (*runs[4])(void *) = {run_jit, run_aot, run_dnnl, run_blas};
         for (int round = 0; round < rounds; round++)
@@ -313,7 +317,7 @@ int main(int argc, char **argv)
                         t[r][i] = NAN;
                         continue;
                     }
-                    Case c = {l, cp, obj, bufs, x, w, b, y, Ts[i]};
+                    Case c = {l, cp, obj ? obj->cp : NULL, bufs, x, w, b, y, Ts[i]};
                     bench_round_ms(&t[r][i], round, reps, runs[r], &c);
                     if (i == nt - 1)
                         settle(r);

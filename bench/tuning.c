@@ -7,8 +7,8 @@
  *   per-shape  a search of N trials for each T on its own (the Ansor way).
  * Then the dispatched kernels of both (JIT-compiled for this CPU, as `dcc
  * run` does), the joint search's as an object too (`dcc --records
- * --emit=obj`, linked as a shared object and loaded; its output checked
- * against the JIT's at T = 1 and 128 first), oneDNN (dnnl_sgemm)
+ * --emit=obj`, linked as a shared object and loaded; its launches and
+ * output checked against the JIT's at every T first), oneDNN (dnnl_sgemm)
  * and OpenBLAS (cblas_sgemm), each of the two with the bias copied into Y
  * and beta = 1, same threads, are timed side by side at every T (dcc
  * first, then oneDNN, then OpenBLAS: the libraries' idle threads spin for
@@ -34,6 +34,7 @@
 #include "dietcode/search.h"
 
 #include "common.h"
+#include "object.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -76,10 +77,7 @@ typedef struct Case {
     ExCpu *cp;
     int64_t T;
     float **bufs; /* X W b Y */
-    const BenchObject *obj;
 } Case;
-
-enum { OUT_Y = 3 }; /* Y's tensor id in bert_qkv.tex, as in bufs */
 
 static void run_dcc(void *ctx)
 {
@@ -90,12 +88,6 @@ static void run_dcc(void *ctx)
         fprintf(stderr, "tuning: %s\n", err);
         exit(1);
     }
-}
-
-static void run_obj(void *ctx)
-{
-    Case *c = ctx;
-    bench_object_run(c->obj, &c->T, c->bufs);
 }
 
 static void run_blas(void *ctx)
@@ -170,7 +162,7 @@ static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, con
         for (int round = 0; round < 3; round++)
             for (int j = 0; j < 3; j++) {
                 int k = (j + round + i) % 3; /* each first in turn */
-                Case c = {t[k].cp, Ts[i], bufs, NULL};
+                Case c = {t[k].cp, Ts[i], bufs};
                 r[k][round] = bench_median_ms(reps, run_dcc, &c);
             }
         for (int k = 0; k < 3; k++) {
@@ -222,7 +214,7 @@ static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *ra
         /* the two in turns, round by round */
         double ra[3], rb[3];
         for (int r = 0; r < 3; r++) {
-            Case a = {t[0].cp, Ts[i], bufs, NULL}, b = {t[1].cp, Ts[i], bufs, NULL};
+            Case a = {t[0].cp, Ts[i], bufs}, b = {t[1].cp, Ts[i], bufs};
             if ((r + i) % 2) {
                 ra[r] = bench_median_ms(reps, run_dcc, &a);
                 rb[r] = bench_median_ms(reps, run_dcc, &b);
@@ -342,24 +334,27 @@ int main(int argc, char **argv)
     float *bufs[4];
     dense_bufs(bufs, 2304, 768);
     BenchObject *obj = bench_object(g.p, path, rec_joint);
-    int64_t check_T[2] = {1, 128};
-    for (int i = 0; i < 2; i++)
-        bench_object_check(obj, joint.cp, &check_T[i], bufs, OUT_Y, (size_t)check_T[i] * 2304);
+    int out = 0;
+    for (int i = 0; i < g.p->ntensors; i++)
+        out = g.p->tensors[i]->kind == TK_OUTPUT ? i : out;
+    for (int i = 0; i < nt; i++)
+        bench_object_check(obj, joint.cp, &Ts[i], bufs, out, (size_t)Ts[i] * 2304);
     double tj[130], to[130], ts[130], tb[130], td[130];
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < nt; i++) {
-            Case a = {joint.cp, Ts[i], bufs, obj}, b = {shape.cp, Ts[i], bufs, NULL};
+            Case a = {joint.cp, Ts[i], bufs}, o = {obj->cp, Ts[i], bufs};
+            Case b = {shape.cp, Ts[i], bufs};
             bench_round_ms(&tj[i], round, reps, run_dcc, &a);
-            bench_round_ms(&to[i], round, reps, run_obj, &a);
+            bench_round_ms(&to[i], round, reps, run_dcc, &o);
             bench_round_ms(&ts[i], round, reps, run_dcc, &b);
         }
         for (int i = 0; i < nt; i++) {
-            Case c = {NULL, Ts[i], bufs, NULL};
+            Case c = {NULL, Ts[i], bufs};
             bench_round_ms(&td[i], round, reps, run_dnnl, &c);
         }
         usleep(20000);
         for (int i = 0; i < nt; i++) {
-            Case c = {NULL, Ts[i], bufs, NULL};
+            Case c = {NULL, Ts[i], bufs};
             bench_round_ms(&tb[i], round, reps, run_blas, &c);
         }
         bench_openblas_quiet();

@@ -9,14 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int (*RunPacked)(const int64_t *dims, void *const *tensors, void *workspace);
-
 struct ExCpu {
-    CgJitCode *code;
-    RunPacked run;
+    CgJitCode *code; /* NULL: an entry of code loaded elsewhere */
+    ExRunPacked run;
     int nparams;
     int *params; /* tensor ids in the entry's order */
 };
+
+ExCpu *ex_cpu_entry(const TeProgram *te, ExRunPacked run)
+{
+    ExCpu *x = calloc(1, sizeof *x);
+    if (!x)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    x->run = run;
+    x->params = ex_entry_params(te, &x->nparams);
+    return x;
+}
 
 ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
 {
@@ -26,12 +34,8 @@ ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
     CgJitCode *code = ex_jit_host(lp, o, "_run_packed", &entry, err, errlen);
     if (!code)
         return NULL;
-    ExCpu *x = calloc(1, sizeof *x);
-    if (!x)
-        ir_panic(__FILE__, __LINE__, "out of memory");
+    ExCpu *x = ex_cpu_entry(lp->te, (ExRunPacked)(uintptr_t)entry);
     x->code = code;
-    x->run = (RunPacked)(uintptr_t)entry;
-    x->params = ex_entry_params(lp->te, &x->nparams);
     return x;
 }
 

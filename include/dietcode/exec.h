@@ -99,6 +99,11 @@ typedef struct ExCpu ExCpu;
 /* The object of lp for this CPU (codegen/host.c, kernels for the host's
  * instruction set), JIT-compiled. */
 ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen);
+/* The entry NAME_run_packed of te's CPU object loaded by other means (a
+ * shared object, dlopen'd), run as ex_cpu_run runs the JIT's; destroying it
+ * leaves that code alone. */
+typedef int (*ExRunPacked)(const int64_t *dims, void *const *tensors, void *workspace);
+ExCpu *ex_cpu_entry(const TeProgram *te, ExRunPacked run);
 /* One call of NAME_run_packed; workspace NULL: libdcrt's per thread. */
 int ex_cpu_run(ExCpu *x, const int64_t *dims, float *const *tensors, void *workspace, char *err,
                size_t errlen);
