@@ -354,7 +354,8 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial)
     return true;
 }
 
-MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles)
+MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles,
+                                   int64_t k)
 {
     int vw = ti->vec_width;
     /* a target described by hand, without caches: the typical ones */
@@ -370,6 +371,10 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
     mk.rchunk = 4 * vw;
     while (mk.rchunk < 64 * vw && (int64_t)mk.rchunk * 2 * 2 * vw * 4 <= l1)
         mk.rchunk *= 2;
+    if (k > 0) {
+        int64_t chunks = (k + mk.rchunk - 1) / mk.rchunk, chunk = (k + chunks - 1) / chunks;
+        mk.rchunk = (int)((chunk + vw - 1) / vw * vw);
+    }
     /* the rows: row_tiles x mr rows of the other operand, KC long, in half
      * of L2 */
     int64_t fit = l2 / 2 / ((int64_t)mr * mk.rchunk * 4);
@@ -413,7 +418,7 @@ static bool dense_outer(const Tensor *t, const Expr *body, const TargetInfo *ti,
     }
     if (K < 64)
         return false;
-    *mk = pass_outer_microkernel(n, ti, 6, 22);
+    *mk = pass_outer_microkernel(n, ti, 6, 22, red->red.n == 1 ? K : 0);
     pass_legalize_microkernel(mk, t, ti);
     return true;
 }

@@ -81,8 +81,13 @@ StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *b
  * for ti's caches: the chunk (KC) the longest of 4 to 64 vectors, in
  * powers of two, whose panel (KC x 2 vectors) fits the L1 data cache;
  * the rows a block reads of the other operand (row tiles x mr x KC) in
- * half of L2. Not legalised. */
-MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles);
+ * half of L2. k > 0: the length of a one-axis reduction, cut into the
+ * fewest chunks of at most KC, evened out and rounded up to whole vectors
+ * (a packed panel runs to whole chunks: K = 300 in chunks of 256 would
+ * pack and multiply 212 zeros a row, in two of 160 it is 20). Not
+ * legalised. */
+MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles,
+                                   int64_t k);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
 /* The micro-kernels of a variant of t that splits its reduction (mk.split

@@ -212,8 +212,9 @@ static void test_adapt_padding(void **state)
 
 /* The outer-product kernel's blockings follow the caches: the chunk's
  * panel (KC x 2 vectors) in L1, the block's rows (row tiles x MR x KC) in
- * half of L2; and the host's caches are read (positive, L1 < L2 <= L3 on
- * any machine this runs on). */
+ * half of L2; a one-axis reduction's length evens its chunks out; and
+ * the host's caches are read (positive, L1 < L2 <= L3 on any machine this
+ * runs on). */
 static void test_cache_blocking(void **state)
 {
     (void)state;
@@ -236,12 +237,23 @@ static void test_cache_blocking(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         ti.cache[0] = cases[i].l1;
         ti.cache[1] = cases[i].l2;
-        MicroKernel mk = pass_outer_microkernel(2, &ti, 6, 22);
+        MicroKernel mk = pass_outer_microkernel(2, &ti, 6, 22, 0);
         assert_int_equal(mk.rchunk, cases[i].kc);
         assert_int_equal(mk.threads[0], cases[i].rows);
         assert_int_equal(mk.tile[0], 6);
         assert_int_equal(mk.tile[1], 32);
         assert_true(mk.stage);
+    }
+    /* a reduction of length k in the fewest chunks of at most 256 (32 KiB
+     * of L1), evened out, whole vectors of 16 */
+    static const int64_t ks[][2] = {{768, 256}, {3072, 256}, {256, 256}, {200, 208},
+                                    {300, 160}, {257, 144}, {1, 16}, {513, 176}};
+    ti.cache[0] = 32 << 10;
+    ti.cache[1] = 1 << 20;
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
+        MicroKernel mk = pass_outer_microkernel(2, &ti, 6, 22, ks[i][0]);
+        assert_int_equal(mk.rchunk, ks[i][1]);
+        assert_int_equal(mk.threads[0], 22);
     }
 }
 
