@@ -154,8 +154,9 @@ static void set_threads(int n)
 }
 
 /* --scaling: N-thread over 1-thread times at small T, alternating. */
-static void scaling(const Layer *l, ExCpu *cp, ExCpu *obj, float **bufs, const float *x, const float *w,
-                    const float *b, float *y, int reps, int threads, double *logsum, int *count)
+static void scaling(const Layer *l, ExCpu *cp, ExCpu *obj, float **bufs, const float *x,
+                    const float *w, const float *b, float *y, int reps, int threads,
+                    double *logsum, int *count)
 {
     static const int64_t Ts[] = {1, 2, 4, 8, 16};
     enum { NT = sizeof Ts / sizeof *Ts, ROUNDS = 3 };
@@ -281,13 +282,12 @@ int main(int argc, char **argv)
         for (int64_t i = 0; i < tmax; i++)
             memcpy(y + i * n, b, sizeof(float) * (size_t)n);
         float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
-        int out = 0;
         for (int i = 0; i < p->ntensors; i++) {
             const char *tn = p->tensors[i]->name;
             bufs[i] = strcmp(tn, "X") == 0 ? x : strcmp(tn, "W") == 0 ? w : strcmp(tn, "b") == 0 ? b : y;
-            out = p->tensors[i]->kind == TK_OUTPUT ? i : out;
         }
         BenchObject *obj = records ? bench_object(p, path, records) : NULL;
+        ExCpu *aot = obj ? obj->cp : NULL;
         printf("\n%s: T x %lld by %lld x %lld, micro-kernel ", l->name, (long long)k, (long long)k,
                (long long)n);
         ir_print_microkernel(stdout, &lp->kernels[0]->mk, 2);
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
             printf(" and %d more, dispatched by T", st->nvariants - 1);
         if (scale) {
             printf("\n");
-            scaling(l, cp, obj ? obj->cp : NULL, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
+            scaling(l, cp, aot, bufs, x, w, b, y, reps, threads, scale_logs, scale_count);
             goto next;
         }
         printf("%s\n%5s %9s %9s %9s %9s %8s %8s %8s %8s   (GFLOP/s)\n", mkspec ? " (JIT only)" : "",
@@ -307,7 +307,7 @@ int main(int argc, char **argv)
         for (int64_t T = 1; T <= tmax; T = next_T(T, step, tmax))
             Ts[nt++] = T;
         for (int i = 0; obj && i < nt; i++)
-            bench_object_check(obj, cp, &Ts[i], bufs, out, (size_t)(Ts[i] * n));
+            bench_object_check(obj, cp, &Ts[i], bufs, (size_t)(Ts[i] * n));
         static double t[4][TMAX_LIMIT + 1];
         void (*runs[4])(void *) = {run_jit, run_aot, run_dnnl, run_blas};
         for (int round = 0; round < rounds; round++)
@@ -317,7 +317,7 @@ int main(int argc, char **argv)
                         t[r][i] = NAN;
                         continue;
                     }
-                    Case c = {l, cp, obj ? obj->cp : NULL, bufs, x, w, b, y, Ts[i]};
+                    Case c = {l, cp, aot, bufs, x, w, b, y, Ts[i]};
                     bench_round_ms(&t[r][i], round, reps, runs[r], &c);
                     if (i == nt - 1)
                         settle(r);

@@ -1,6 +1,7 @@
 /* bench/object.c: see object.h. */
 #include "object.h"
 
+#include "dietcode/codegen.h"
 #include "dietcode/runtime.h"
 
 #include <dlfcn.h>
@@ -65,16 +66,18 @@ BenchObject *bench_object(const TeProgram *p, const char *tex, const char *recor
     rmdir(dir);
     if (!handle)
         fail(tex, why);
-    char sym[512];
-    snprintf(sym, sizeof sym, "%s_run_packed", p->name);
+    char *sym = cg_symbol(p->name, "_run_packed"); /* as codegen/host.c names it */
     void *run = dlsym(handle, sym);
     if (!run)
         fail(sym, "not in the object");
+    free(sym);
     BenchObject *o = calloc(1, sizeof *o);
     if (!o)
         fail(tex, "out of memory");
     o->handle = handle;
     o->cp = ex_cpu_entry(p, (ExRunPacked)(uintptr_t)run);
+    for (int i = 0; i < p->ntensors; i++)
+        o->out = p->tensors[i]->kind == TK_OUTPUT ? i : o->out;
     return o;
 }
 
@@ -109,8 +112,9 @@ static void run_recorded(ExCpu *cp, const int64_t *dims, float *const *tensors, 
 }
 
 void bench_object_check(const BenchObject *o, ExCpu *jit, const int64_t *dims,
-                        float *const *tensors, int out, size_t len)
+                        float *const *tensors, size_t len)
 {
+    const int out = o->out;
     float *want = malloc(len * sizeof *want);
     Launches *l = malloc(2 * sizeof *l);
     if (!want || !l)

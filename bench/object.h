@@ -18,14 +18,15 @@
 typedef struct BenchObject {
     void *handle;
     ExCpu *cp;
+    int out; /* the program's output (its last, where it has several) */
 } BenchObject;
 BenchObject *bench_object(const TeProgram *p, const char *tex, const char *records);
 /* Exits with a message unless, at dims, o launches what the JIT jit
  * launches (kernel names and grids, seen by libdcrt's launch hook) and
- * writes the JIT's output out (tensor id; len floats, overwritten), to
+ * writes the JIT's output o->out (its first len floats, overwritten), to
  * 1e-4 relative: a benchmark then times the kernels and dispatch it says. */
 void bench_object_check(const BenchObject *o, ExCpu *jit, const int64_t *dims,
-                        float *const *tensors, int out, size_t len);
+                        float *const *tensors, size_t len);
 void bench_object_close(BenchObject *o); /* NULL is fine */
 
 #endif

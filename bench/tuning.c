@@ -334,11 +334,8 @@ int main(int argc, char **argv)
     float *bufs[4];
     dense_bufs(bufs, 2304, 768);
     BenchObject *obj = bench_object(g.p, path, rec_joint);
-    int out = 0;
-    for (int i = 0; i < g.p->ntensors; i++)
-        out = g.p->tensors[i]->kind == TK_OUTPUT ? i : out;
     for (int i = 0; i < nt; i++)
-        bench_object_check(obj, joint.cp, &Ts[i], bufs, out, (size_t)Ts[i] * 2304);
+        bench_object_check(obj, joint.cp, &Ts[i], bufs, (size_t)Ts[i] * 2304);
     double tj[130], to[130], ts[130], tb[130], td[130];
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < nt; i++) {

@@ -383,6 +383,12 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
     return mk;
 }
 
+int64_t pass_chunked_length(const Expr *red)
+{
+    int64_t k;
+    return red && red->red.n == 1 && ir_is_const(red->red.axes[0]->extent, &k) ? k : 0;
+}
+
 /* The rows above which a dense layer's default is the outer-product
  * kernel (bench/dense: the dot-product kernel is ahead up to about 32
  * rows on every BERT layer, behind from 48). */
@@ -418,7 +424,7 @@ static bool dense_outer(const Tensor *t, const Expr *body, const TargetInfo *ti,
     }
     if (K < 64)
         return false;
-    *mk = pass_outer_microkernel(n, ti, 6, 22, red->red.n == 1 ? K : 0);
+    *mk = pass_outer_microkernel(n, ti, 6, 22, pass_chunked_length(red));
     pass_legalize_microkernel(mk, t, ti);
     return true;
 }

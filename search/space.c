@@ -281,11 +281,7 @@ static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
     int n = st->rank, nt = 0, vw = st->tg->ti.vec_width;
     if (!st->reduction || n < 2 || vw < 2)
         return 0;
-    /* a one-axis reduction of constant length: its chunks evened out */
-    const Expr *r = ir_outer_reduce((Expr *)st->body);
-    int64_t k = 0;
-    if (!r || r->red.n != 1 || !ir_is_const(r->red.axes[0]->extent, &k))
-        k = 0;
+    int64_t k = pass_chunked_length(ir_outer_reduce((Expr *)st->body));
     for (int t = 0; t < 3 && nt < max; t++) {
         MicroKernel mk = pass_outer_microkernel(n, &st->tg->ti, t == 1 ? 8 : 6, t == 1 ? 16 : 21, k);
         mk.pack = t == 2;

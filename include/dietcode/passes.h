@@ -88,6 +88,10 @@ StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *b
  * legalised. */
 MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int row_tiles,
                                    int64_t k);
+/* The k of pass_outer_microkernel for the reduction red: its length when
+ * it has one axis of constant extent (the reductions passes/lower.c cuts
+ * into chunks), else 0; NULL: 0. */
+int64_t pass_chunked_length(const Expr *red);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
 /* The micro-kernels of a variant of t that splits its reduction (mk.split
