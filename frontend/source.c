@@ -1,6 +1,7 @@
 /* Reading .tex files and naming programs. A source is read whole into the
  * arena; the lexer and every diagnostic point into it. */
 #include "dietcode/frontend.h"
+#include "dietcode/runtime.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,13 +13,11 @@ enum { MAX_SOURCE = 16 << 20 };
 int fe_read_source(Arena *a, const char *path, Source *out, char *err, size_t errlen)
 {
     struct stat st;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = rt_open_read(path, err, errlen); /* the rule for files read */
+    if (!f)
         return -1;
-    }
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
+    if (fstat(fileno(f), &st) != 0) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         fclose(f);
         return -1;
     }

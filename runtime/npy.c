@@ -253,10 +253,8 @@ static bool read_all(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) 
 static int read_npy(FILE *f, const Err *e, RtArray *out, char **hbuf)
 {
     struct stat st;
-    if (fstat(fileno(f), &st) < 0)
+    if (fstat(fileno(f), &st) < 0) /* a regular file: rt_open_read */
         return fail(e, "%s", strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return fail(e, "not a regular file");
     int64_t size = st.st_size;
     unsigned char pre[12];
     size_t got = fread(pre, 1, 10, f);
@@ -318,9 +316,9 @@ int rt_npy_read(const char *path, RtArray *out, char *err, size_t errlen)
 {
     Err e = {path, err, errlen};
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
+    FILE *f = rt_open_read(path, err, errlen);
     if (!f)
-        return fail(&e, "cannot open: %s", strerror(errno));
+        return -1;
     char *hbuf = NULL;
     int rc = read_npy(f, &e, out, &hbuf);
     free(hbuf);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "dietcode/passes.h"
+#include "dietcode/runtime.h"
 #include "dietcode/search.h"
 
 
@@ -630,26 +631,15 @@ static SrchRecords *load(const char *path, int n, const char *const *workloads, 
     r->fd = -1;
     table_grow(r);
 
-    /* O_NONBLOCK so a FIFO cannot hang the open; only regular files are read. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno != ENOENT) {
-        srch_seterr(err, errlen, "%s: cannot open records: %s", path, strerror(errno));
+    /* the rule for files read (a FIFO cannot hang the open); none yet is
+     * an empty records file when appending, and an error when reading */
+    char why[1024];
+    FILE *f = rt_open_read(path, why, sizeof why);
+    if (!f && (errno != ENOENT || !append)) {
+        srch_seterr(err, errlen, "records file %s", why);
         goto fail;
     }
-    if (fd >= 0) {
-        struct stat st;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            srch_seterr(err, errlen, "%s: records file is not a regular file", path);
-            close(fd);
-            goto fail;
-        }
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        FILE *f = fdopen(fd, "rb");
-        if (!f) {
-            srch_seterr(err, errlen, "%s: cannot read records: %s", path, strerror(errno));
-            close(fd);
-            goto fail;
-        }
+    if (f) {
         bool ok = read_all(r, f);
         int e = errno;
         fclose(f);

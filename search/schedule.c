@@ -386,11 +386,6 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
                                void (*warn)(void *ud, const char *msg), void *warn_ud, char *err,
                                size_t errlen)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        srch_seterr(err, errlen, "%s: cannot read the records file", path);
-        return -1;
-    }
     SrchRecords *r = srch_records_read(path, 0, NULL, err, errlen);
     if (!r)
         return -1;

@@ -1239,16 +1239,12 @@ static int by_served(const void *a, const void *b)
 static bool load_warm(Tuner *tu, char *err, size_t errlen)
 {
     const SrchTuneOpts *o = tu->o;
-    struct stat sb;
-    bool found = stat(o->warm_start, &sb) == 0;
-    if (!found || S_ISDIR(sb.st_mode)) { /* an absent file is a mistake, not a cold start */
-        srch_seterr(err, errlen, "--warm-start %s: %s", o->warm_start,
-                    found ? "a directory, not a records file" : strerror(errno));
+    char why[1024]; /* an absent file is a mistake, not a cold start */
+    SrchRecords *r = srch_records_read(o->warm_start, 0, NULL, why, sizeof why);
+    if (!r) {
+        srch_seterr(err, errlen, "--warm-start: %s", why);
         return false;
     }
-    SrchRecords *r = srch_records_read(o->warm_start, 0, NULL, err, errlen);
-    if (!r)
-        return false;
     if (o->warn)
         for (int i = 0; i < srch_records_nwarnings(r); i++)
             o->warn(o->progress_ud, srch_records_warning(r, i)->msg);
@@ -1504,26 +1500,23 @@ int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nran
     return pts;
 }
 
-/* The whole of a small file, NUL-terminated; NULL with errno set (EFBIG
- * beyond max bytes). */
-static char *read_small_file(const char *path, long max)
+/* The whole of a small file, NUL-terminated; NULL with a message in err. */
+static char *read_small_file(const char *path, long max, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = rt_open_read(path, err, errlen); /* the rule for files read */
     if (!f)
         return NULL;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
-        return NULL;
-    }
     char *buf = malloc((size_t)max + 1);
     size_t n = buf ? fread(buf, 1, (size_t)max + 1, f) : 0;
-    int bad = !buf ? ENOMEM : ferror(f) ? EIO : n > (size_t)max ? EFBIG : 0;
+    int bad = !buf ? ENOMEM : ferror(f) ? EIO : 0;
+    bool big = !bad && n > (size_t)max;
     fclose(f);
-    if (bad) {
+    if (bad || big) {
         free(buf);
-        errno = bad;
+        if (big)
+            srch_seterr(err, errlen, "%s: cannot read: larger than %ld MiB", path, max >> 20);
+        else
+            srch_seterr(err, errlen, "%s: cannot read: %s", path, strerror(bad));
         return NULL;
     }
     buf[n] = 0;
@@ -1539,14 +1532,9 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
         srch_seterr(err, errlen, "too many dims to tune (%d, at most %d)", nd, SRCH_MAX_DIMS);
         return NULL;
     }
-    char *text = read_small_file(path, MAX_BYTES);
-    if (!text) {
-        srch_seterr(err, errlen, "%s: cannot read: %s", path,
-                    errno == EFBIG    ? "larger than 16 MiB"
-                    : errno == EINVAL ? "not a regular file"
-                                      : strerror(errno));
+    char *text = read_small_file(path, MAX_BYTES, err, errlen);
+    if (!text)
         return NULL;
-    }
     cJSON *root = cJSON_ParseWithOpts(text, NULL, 1); /* nothing after the array */
     free(text);
     int count = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : 0;

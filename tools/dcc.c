@@ -1509,9 +1509,6 @@ static int cmd_report(int argc, char **argv)
     const char *records = a.val[O_RECORDS];
     if (!records)
         usage_error("dcc report needs --records FILE");
-    struct stat sb;
-    if (stat(records, &sb) != 0 || !S_ISREG(sb.st_mode))
-        fail("%s: cannot read the records file", records);
     char err[1024];
     SrchRecords *r = srch_records_read(records, 0, NULL, err, sizeof err);
     if (!r)

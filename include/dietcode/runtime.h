@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dietcode/abi.h"
 
@@ -45,6 +46,13 @@ void rt_array_free(RtArray *a); /* frees data, zeroes *a; NULL is fine */
 /* Product of the shape (1 for rank 0); -1 if the rank or a dimension is out
  * of range or the byte size would overflow int64_t. */
 int64_t rt_array_numel(const RtArray *a);
+
+/* runtime/infile.c: files read (programs, .npy inputs, records, shapes).
+ * Opens path for reading if it is a regular file: a FIFO, device, socket or
+ * directory is refused at once (opened with O_NONBLOCK, so nothing can hang
+ * the open). NULL with errno kept (ENOENT for a missing file) and a
+ * one-line message starting with path in err (err may be NULL). */
+FILE *rt_open_read(const char *path, char *err, size_t errlen);
 
 /* runtime/outfile.c: output files written all or nothing.
  *

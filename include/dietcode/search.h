@@ -127,7 +127,9 @@ typedef struct SrchTree SrchTree;
 SrchRecords *srch_records_open(const char *path, int n, const char *const *workloads, char *err,
                                size_t errlen);
 /* The same, read only: the file is not created or opened for writing (a
- * records file another user owns can be compiled with); appending fails. */
+ * records file another user owns can be compiled with); appending fails.
+ * A file that does not exist is an error (saying so), as is one that is
+ * not a regular file. */
 SrchRecords *srch_records_read(const char *path, int n, const char *const *workloads, char *err,
                                size_t errlen);
 /* Appends one measurement (also visible to srch_records_find at once).

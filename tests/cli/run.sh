@@ -245,7 +245,7 @@ expect 1 "no tensor named" -- "$dcc" prog.tex --emit=loops --mk Q='threads [1, 8
 expect 2 "--output NAME=PATH.npy" -- "$dcc" run prog.tex --set T=1 -o x
 grep -q "needs a value" err.txt && bad "run -o x still says '-o needs a value'"
 expect 2 "not a dcc command" -- "$dcc" reprot --records=x
-expect 1 "x: cannot read the records file" -- "$dcc" report --records=x
+expect 1 "x: cannot open: No such file" -- "$dcc" report --records=x
 expect 0 "" -- "$dcc" run nan.tex --set T=5
 grep -q "every element is NaN" out.txt || bad "all-NaN summary: $(cat out.txt)"
 grep -q "inf" out.txt && bad "all-NaN summary mentions inf: $(cat out.txt)"
@@ -305,6 +305,17 @@ int main(void)
 EOF
 "$cc" -std=c11 -Wall -Werror ${DC_CLIENT_FLAGS:-} client.c cpu_prog.o "$dcrt" -lpthread -lm -ldl -o client 2>err.txt &&
     ./client >/dev/null || bad "a client passing const inputs does not build or run: $(cat err.txt)"
+
+# ---- 13. files read: only regular files, and a FIFO never hangs ----
+mkfifo rfifo
+for cmd in "rfifo --emit=te" "run rfifo --set T=2" "run prog.tex --set T=2 --input X=rfifo" \
+    "run prog.tex --set T=2 --records rfifo" "tune prog.tex --shapes-file rfifo --records r13.jsonl" \
+    "tune prog.tex --warm-start rfifo --records r13.jsonl" "report --records rfifo -o r13.svg"; do
+    # shellcheck disable=SC2086 # the words of cmd are its arguments
+    expect 1 "rfifo: not a regular file (it is a FIFO)" -- timeout 10 "$dcc" $cmd
+done
+expect 1 "adir: not a regular file (it is a directory)" -- "$dcc" adir --emit=te
+expect 1 "nosuch.jsonl: cannot open: No such file" -- "$dcc" run prog.tex --set T=2 --records nosuch.jsonl
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)"

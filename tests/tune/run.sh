@@ -236,7 +236,7 @@ PY
     "$dcc" tune "$ex/gelu_mlp.tex" --target=model --trials 6 --records "$tmp/w3.jsonl" \
         --warm-start "$tmp/absent.jsonl" >/dev/null 2>"$tmp/w.err"
     st=$?
-    [ $st -eq 1 ] && grep -q "warm-start .*absent.jsonl: No such file" "$tmp/w.err" &&
+    [ $st -eq 1 ] && grep -q "warm-start: .*absent.jsonl: .*No such file" "$tmp/w.err" &&
         [ ! -e "$tmp/w3.jsonl" ] && ok "a missing warm-start file: status 1, nothing written" ||
         bad "missing warm-start file: status $st, $(cat "$tmp/w.err")"
     # a renamed copy of the program keeps its records (the fingerprint is

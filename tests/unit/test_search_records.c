@@ -599,12 +599,13 @@ static void test_bad_appends_and_opens(void **state)
     assert_null(srch_records_open(missing, 1, &wl, err2, sizeof err2));
     assert_null(strchr(err2, '\n'));
 
-    /* read only: nothing created, the records there, appending refused */
+    /* read only: an absent file an error with its reason, nothing created,
+     * the records there, appending refused */
     char absent[4300];
     snprintf(absent, sizeof absent, "%s/absent.jsonl", scratch);
     SrchRecords *ro = srch_records_read(absent, 0, NULL, err2, sizeof err2);
-    assert_non_null(ro);
-    srch_records_close(ro);
+    assert_null(ro);
+    assert_non_null(strstr(err2, "No such file or directory"));
     assert_int_not_equal(stat(absent, &st), 0);
     r = open_ok("wl1");
     x = make_rec(MK1, 1, 2, t, 1, RK_TRIAL, 0, v);
