@@ -392,6 +392,8 @@ const CgTarget *cg_target_cpu(void)
 
 const CgTarget *cg_target_cpu_arch(const char *arch, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(arch, err, errlen))
+        return NULL;
     const CgTarget *h = cg_target_cpu();
     if (strcmp(arch, "native") == 0)
         return h;
@@ -419,6 +421,8 @@ const CgTarget *cg_target_cpu_arch(const char *arch, char *err, size_t errlen)
 
 int cg_cpu_arch_list(const char *list, const CgTarget **out, int max, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(list, err, errlen) || !IR_ARG_OK(out, err, errlen))
+        return -1;
     int n = 0;
     const char *p = list;
     for (;;) {

@@ -389,6 +389,8 @@ static void entries(Host *h, const LoopProgram *lp, const DcrtProgram *p, LLVMVa
 CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen)
 {
     const char *sym = o->symbol ? o->symbol : lp->te->name;
+    if (cg_symbol_prefix_check(sym, err, errlen) != 0)
+        return NULL;
     const CgTarget *host = cg_target_cpu_arch("x86-64", err, errlen);
     if (!o->ptx && o->nisas < 1) {
         snprintf(err, errlen, "internal error: a CPU object needs an instruction set");
@@ -459,17 +461,97 @@ static void comment_lines(FILE *f, const char *s)
     fputc('\n', f);
 }
 
-/* "int64_t T, int64_t N" and the tensors after them, as the entry takes them. */
-static void signature(FILE *f, const TeProgram *te, bool gpu, bool dims_only)
+/* ---- the header ---- */
+
+/* Whether a header may not use s as a parameter's name: a C11, C23 or C++
+ * keyword (or alternative token), a name the header itself uses (the
+ * workspace and stream parameters, its types, its macros), one that
+ * <stddef.h> or <stdint.h> define (their types and limit macros), or an
+ * identifier reserved to the implementation (_X, and in C++ any with __). */
+static bool reserved_name(const char *s)
+{
+    static const char *const words[] = {
+        /* C11 */
+        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+        "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+        "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch",
+        "typedef", "union", "unsigned", "void", "volatile", "while",
+        /* C23 */
+        "alignas", "alignof", "bool", "constexpr", "false", "nullptr", "static_assert",
+        "thread_local", "true", "typeof", "typeof_unqual",
+        /* C++ */
+        "and", "and_eq", "asm", "bitand", "bitor", "catch", "char8_t", "char16_t", "char32_t",
+        "class", "co_await", "co_return", "co_yield", "compl", "concept", "const_cast",
+        "consteval", "constinit", "decltype", "delete", "dynamic_cast", "explicit", "export",
+        "friend", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "operator", "or",
+        "or_eq", "private", "protected", "public", "reinterpret_cast", "requires",
+        "static_cast", "template", "this", "throw", "try", "typeid", "typename", "using",
+        "virtual", "wchar_t", "xor", "xor_eq",
+        /* the header's own, and what its includes define */
+        "workspace", "stream", "dims", "tensors", "NULL", "offsetof", "size_t", "ptrdiff_t",
+        "max_align_t", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "int8_t", "int16_t",
+        "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (strcmp(s, words[i]) == 0)
+            return true;
+    size_t n = strlen(s);
+    bool ends_t = n > 2 && strcmp(s + n - 2, "_t") == 0;
+    return (s[0] == '_' && s[1] >= 'A' && s[1] <= 'Z') || strstr(s, "__") ||
+           strncmp(s, "DCRT_", 5) == 0 ||
+           (n > 4 && (strcmp(s + n - 4, "_MAX") == 0 || strcmp(s + n - 4, "_MIN") == 0)) ||
+           (n > 2 && strcmp(s + n - 2, "_C") == 0) || /* INT64_C(x) and the like */
+           (ends_t && (strncmp(s, "int_", 4) == 0 || strncmp(s, "uint_", 5) == 0)); /* int_least8_t */
+}
+
+/* The parameters' names in the header, dims then inputs then outputs as
+ * the entry takes them: each the program's own name where reserved_name
+ * allows it and no other parameter has it, else the first free one of
+ * NAME_, NAME_2, NAME_3, ... (argK, argK_2, ... for the K-th parameter
+ * where NAME itself has a __ or ends in _): tensors int and int_ are int_2
+ * and int_. Names are arena-allocated. */
+static const char **param_names(Arena *a, const TeProgram *te, int *n)
+{
+    const char **names = IR_NEWN(a, const char *, te->ndims + te->ntensors);
+    *n = 0;
+    for (int i = 0; i < te->ndims; i++)
+        names[(*n)++] = te->dims[i]->name;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < te->ntensors; i++)
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+                names[(*n)++] = te->tensors[i]->name;
+    for (int i = 0; i < *n; i++) {
+        const char *own = names[i];
+        size_t len = strlen(own);
+        bool plain = !strstr(own, "__") && own[len - 1] != '_';
+        const char *base = plain ? own : ir_arena_printf(a, "arg%d", i + 1);
+        for (int k = 0;; k++) {
+            const char *c = k == 0 ? own : k == 1 ? ir_arena_printf(a, "%s_", base)
+                                                  : ir_arena_printf(a, "%s_%d", base, k);
+            bool taken = reserved_name(c);
+            for (int j = 0; !taken && j < *n; j++)
+                taken = j != i && strcmp(c, names[j]) == 0;
+            if (!taken) {
+                names[i] = c;
+                break;
+            }
+        }
+    }
+    return names;
+}
+
+/* "int64_t T, int64_t N" and the tensors after them, as the entry takes
+ * them, with names from param_names. */
+static void signature(FILE *f, const TeProgram *te, const char **names, bool gpu, bool dims_only)
 {
     bool first = true;
+    int k = 0;
     for (int i = 0; i < te->ndims; i++, first = false)
-        fprintf(f, "%sint64_t %s", first ? "" : ", ", te->dims[i]->name);
+        fprintf(f, "%sint64_t %s", first ? "" : ", ", names[k++]);
     for (int pass = 0; pass < 2 && !dims_only; pass++)
         for (int i = 0; i < te->ntensors; i++)
             if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
                 fprintf(f, "%s%s%s", first ? "" : ", ",
-                        gpu ? "uint64_t " : pass ? "float *" : "const float *", te->tensors[i]->name);
+                        gpu ? "uint64_t " : pass ? "float *" : "const float *", names[k++]);
                 first = false;
             }
     if (!dims_only)
@@ -483,6 +565,8 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
     const TeProgram *te = lp->te;
     const char *prog = o->symbol ? o->symbol : te->name;
     bool gpu = o->ptx != NULL;
+    if (cg_symbol_prefix_check(prog, err, errlen) != 0)
+        return NULL;
     char *te_text = NULL, *buf = NULL;
     size_t te_len = 0, len = 0;
     FILE *m = open_memstream(&te_text, &te_len);
@@ -565,13 +649,17 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
           "/* The calling thread's last failure in detail (\"\" before any). */\n"
           "const char *dcrt_last_error(void);\n\n", f);
     fprintf(f, "int %s_%s(", prog, gpu ? "launch" : "run");
-    signature(f, te, gpu, false);
+    Arena *a = ir_arena_new();
+    int nnames;
+    const char **names = param_names(a, te, &nnames);
+    signature(f, te, names, gpu, false);
     fprintf(f, ");\nint %s_%s_packed(const int64_t *dims, %s, %s);\n", prog, gpu ? "launch" : "run",
             gpu ? "const uint64_t *tensors" : "void *const *tensors",
             gpu ? "uint64_t workspace, void *stream" : "void *workspace");
     fprintf(f, "size_t %s_workspace_size(", prog);
-    signature(f, te, gpu, true);
+    signature(f, te, names, gpu, true);
     fputs(");\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", f);
+    ir_arena_destroy(a);
     free(te_text);
     if (fclose(f) != 0) {
         free(buf);

@@ -126,6 +126,8 @@ static LLVMOrcLLJITRef jit_locked(char *err, size_t errlen)
 
 CgJitCode *cg_jit_add(CgModule *m, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(m, err, errlen))
+        return NULL;
     pthread_mutex_lock(&G.mu);
     LLVMOrcLLJITRef jit = jit_locked(err, errlen);
     pthread_mutex_unlock(&G.mu);
@@ -154,6 +156,8 @@ CgJitCode *cg_jit_add(CgModule *m, char *err, size_t errlen)
 
 void *cg_jit_lookup(CgJitCode *c, const char *name, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(c, err, errlen) || !IR_ARG_OK(name, err, errlen))
+        return NULL;
     LLVMOrcExecutorAddress addr = 0;
     LLVMErrorRef e = LLVMOrcLLJITLookup(c->jit, &addr, name);
     if (e) {

@@ -9,8 +9,10 @@
  * Types: booleans are i1, integers i64 (the interpreter's semantics: wrapping
  * + - *, floor division and modulo, x / 0 = 0), or i32 in a kernel of a
  * target with index32 when codegen/index.c proves every integer of the
- * kernel fits, floats f32. Float + - * carry
- * the `contract` flag so LLVM forms FMAs; nothing else is relaxed.
+ * kernel fits, floats f32. No float operation carries a fast-math flag:
+ * each rounds on its own, and an fma node (the language's contraction,
+ * made by ir_contract and ir_accumulate) is llvm.fma, rounded once on
+ * every target, so no result depends on what LLVM chooses to fuse.
  *
  * Vectorised loops are lowered Halide-style rather than as loops: the loop
  * variable becomes the vector <0, 1, ..., V-1> and every expression that
@@ -710,13 +712,6 @@ static LLVMValueRef fmath(Lower *L, CgMath f, LLVMValueRef a, LLVMValueRef b)
     return L->g->target->math(L->g, f, a, b);
 }
 
-static LLVMValueRef contract(LLVMValueRef v)
-{
-    if (LLVMIsAInstruction(v))
-        LLVMSetFastMathFlags(v, LLVMFastMathAllowContract);
-    return v;
-}
-
 /* Floor division or modulo as ir/semantics.c defines them: x / 0 = x % 0
  * = 0, x / -1 = -x (wrapping), x % -1 = 0; never an sdiv that traps. */
 static LLVMValueRef idivmod(Lower *L, LLVMValueRef a, LLVMValueRef b, Expr *be, bool mod)
@@ -787,9 +782,9 @@ static LLVMValueRef float_op(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef 
     if (b)
         bcast(L, &a, &b);
     switch (k) {
-    case EX_ADD: return contract(LLVMBuildFAdd(B, a, b, ""));
-    case EX_SUB: return contract(LLVMBuildFSub(B, a, b, ""));
-    case EX_MUL: return contract(LLVMBuildFMul(B, a, b, ""));
+    case EX_ADD: return LLVMBuildFAdd(B, a, b, "");
+    case EX_SUB: return LLVMBuildFSub(B, a, b, "");
+    case EX_MUL: return LLVMBuildFMul(B, a, b, "");
     case EX_DIV: return LLVMBuildFDiv(B, a, b, "");
     case EX_MOD: { /* x - y * floor(x / y), rounded at every step */
         LLVMValueRef q = fmath(L, CG_FLOOR, LLVMBuildFDiv(B, a, b, ""), NULL);
@@ -937,6 +932,15 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         return compare(L, e->kind, ex(L, e->op.a, guard), ex(L, e->op.b, guard));
     case EX_SHFL_XOR: return shuffle(L, e, to_f32(L, ex(L, e->op.a, guard)));
+    case EX_FMA: {
+        LLVMValueRef x[3] = {to_f32(L, ex(L, e->op.a, guard)), to_f32(L, ex(L, e->op.b, guard)),
+                             to_f32(L, ex(L, e->op.c, guard))};
+        bcast(L, &x[0], &x[1]);
+        bcast(L, &x[1], &x[2]);
+        bcast(L, &x[0], &x[2]);
+        LLVMTypeRef t = LLVMTypeOf(x[0]);
+        return cg_intrinsic(g, "llvm.fma", &t, 1, x, 3);
+    }
     default: break;
     }
     LLVMValueRef a = ex(L, e->op.a, guard);

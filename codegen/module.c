@@ -55,6 +55,8 @@ LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errl
 
 CgModule *cg_module_create(const CgTarget *t, const char *name, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(t, err, errlen) || !IR_ARG_OK(name, err, errlen))
+        return NULL;
     CgModule *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
@@ -102,6 +104,8 @@ static int diag_failed(CgModule *m, char *err, size_t errlen)
 
 int cg_module_verify(CgModule *m, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(m, err, errlen))
+        return -1;
     char *msg = NULL;
     int bad = LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg);
     if (bad) {
@@ -132,6 +136,8 @@ static int run_passes(CgModule *m, const char *passes, bool unroll, char *err, s
 
 int cg_module_run_passes(CgModule *m, const char *passes, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(m, err, errlen) || !IR_ARG_OK(passes, err, errlen))
+        return -1;
     return run_passes(m, passes, true, err, errlen);
 }
 
@@ -156,6 +162,8 @@ static char *dup_text(const char *p, size_t n, char *err, size_t errlen)
 
 char *cg_module_print(CgModule *m, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(m, err, errlen))
+        return NULL;
     char *txt = LLVMPrintModuleToString(m->mod);
     char *out = dup_text(txt, strlen(txt), err, errlen);
     LLVMDisposeMessage(txt);
@@ -164,6 +172,8 @@ char *cg_module_print(CgModule *m, char *err, size_t errlen)
 
 char *cg_module_emit(CgModule *m, bool object, size_t *len, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(m, err, errlen) || !IR_ARG_OK(len, err, errlen))
+        return NULL;
     char *msg = NULL, *out = NULL;
     LLVMMemoryBufferRef buf = NULL;
     if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, object ? LLVMObjectFile : LLVMAssemblyFile,
@@ -182,6 +192,8 @@ char *cg_module_emit(CgModule *m, bool object, size_t *len, char *err, size_t er
 CgModule *cg_kernels_module(const LoopProgram *lp, const CgTarget *t, const char *prefix,
                             bool optimize, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen))
+        return NULL;
     CgModule *m = cg_module_create(t, lp->te->name, err, errlen);
     if (!m)
         return NULL;
@@ -196,6 +208,21 @@ CgModule *cg_kernels_module(const LoopProgram *lp, const CgTarget *t, const char
         return NULL;
     }
     return m;
+}
+
+int cg_symbol_prefix_check(const char *prog, char *err, size_t errlen)
+{
+    static const char *const runtime[] = {"dcrt", "rt"}; /* libdcrt's prefixes */
+    for (size_t i = 0; i < sizeof runtime / sizeof *runtime; i++) {
+        size_t n = strlen(runtime[i]);
+        if (strncmp(prog, runtime[i], n) == 0 && (prog[n] == 0 || prog[n] == '_')) {
+            snprintf(err, errlen,
+                     "the program name '%s' is reserved: its entry points (%s_run, ...) could be "
+                     "libdcrt's own symbols (dcrt_*, rt_*); rename the file", prog, prog);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 char *cg_symbol(const char *prefix, const char *name)

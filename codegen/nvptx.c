@@ -462,6 +462,8 @@ static void nvptx_init(void)
 
 bool cg_nvptx_arch_valid(const char *arch)
 {
+    if (!arch)
+        return false;
     for (int i = 0; i < NARCHS; i++)
         if (strcmp(arch, archs[i]) == 0)
             return true;

@@ -62,6 +62,8 @@ static void spans(const LoopProgram *lp, DcrtBuffer *bufs)
 
 CgTable *cg_table_new(const LoopProgram *lp)
 {
+    if (!lp)
+        return NULL;
     const TeProgram *te = lp->te;
     int nvariants = 0, nnodes = 0, nextents = 0;
     for (int s = 0; s < lp->nstages; s++) {

@@ -18,6 +18,8 @@ struct ExCpu {
 
 ExCpu *ex_cpu_entry(const TeProgram *te, ExRunPacked run)
 {
+    if (!te || !run)
+        return NULL;
     ExCpu *x = calloc(1, sizeof *x);
     if (!x)
         ir_panic(__FILE__, __LINE__, "out of memory");
@@ -28,6 +30,8 @@ ExCpu *ex_cpu_entry(const TeProgram *te, ExRunPacked run)
 
 ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen))
+        return NULL;
     const CgTarget *isa = cg_target_cpu();
     CgHostOpts o = {.nisas = 1, .isas = &isa};
     void *entry = NULL;
@@ -42,6 +46,8 @@ ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
 int ex_cpu_run(ExCpu *x, const int64_t *dims, float *const *tensors, void *workspace, char *err,
                size_t errlen)
 {
+    if (!IR_ARG_OK(x, err, errlen) || !IR_ARG_OK(tensors, err, errlen))
+        return -1;
     void *args[x->nparams + 1];
     for (int i = 0; i < x->nparams; i++)
         args[i] = tensors[x->params[i]];

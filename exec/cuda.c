@@ -20,6 +20,8 @@ struct ExCuda {
 ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
                         size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen))
+        return NULL;
     char *ptx = cg_emit_ptx(lp, arch, libdevice, err, errlen);
     if (!ptx)
         return NULL;
@@ -41,6 +43,8 @@ ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice,
 int ex_cuda_run(ExCuda *x, const int64_t *dims, const uint64_t *tensors, uint64_t workspace,
                 void *stream, float *ms, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(x, err, errlen) || !IR_ARG_OK(tensors, err, errlen))
+        return -1;
     uint64_t args[x->nparams + 1];
     for (int i = 0; i < x->nparams; i++)
         args[i] = tensors[x->params[i]];

@@ -26,6 +26,8 @@ struct ExEmu {
 
 ExEmu *ex_emu_compile(const LoopProgram *lp, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen))
+        return NULL;
     ex_jit_runtime();
     ExEmu *x = calloc(1, sizeof *x);
     if (!x || !(x->k = calloc((size_t)lp->nkernels + 1, sizeof *x->k)))
@@ -132,6 +134,8 @@ static int launch(ExEmu *x, RtPool *pool, const DcrtLaunch *l, const int64_t *di
 int ex_emu_run(ExEmu *x, RtPool *pool, const int64_t *dims, float *const *tensors, char *err,
                size_t errlen)
 {
+    if (!IR_ARG_OK(x, err, errlen))
+        return -1;
     ExCall c;
     int rc = ex_call_begin(x->prog, dims, tensors, &c, err, errlen);
     for (int i = 0; rc == 0 && i < c.plan->nlaunches; i++)

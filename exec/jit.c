@@ -26,6 +26,9 @@ void ex_jit_runtime(void) { pthread_once(&once, define); }
 CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *suffix, void **entry,
                        char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen) || !IR_ARG_OK(suffix, err, errlen) ||
+        !IR_ARG_OK(entry, err, errlen))
+        return NULL;
     ex_jit_runtime();
     char *prefix = cg_jit_prefix();
     char *sym = cg_symbol(prefix, lp->te->name);

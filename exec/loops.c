@@ -9,6 +9,8 @@
 int ex_loops_run(const LoopProgram *lp, const int64_t *dims, float *const *tensors, char *err,
                  size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen))
+        return -1;
     ExProgram *x = ex_program_new(lp);
     ExCall c;
     int rc = ex_call_begin(x, dims, tensors, &c, err, errlen);

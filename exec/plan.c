@@ -26,6 +26,8 @@ static int64_t eval_size(const void *ctx, int32_t which, const int64_t *dims, in
 
 ExProgram *ex_program_new(const LoopProgram *lp)
 {
+    if (!lp)
+        return NULL;
     ExProgram *x = calloc(1, sizeof *x);
     if (!x)
         ir_panic(__FILE__, __LINE__, "out of memory");
@@ -48,6 +50,8 @@ const DcrtProgram *ex_program_table(const ExProgram *x) { return &x->table->prog
 
 DcrtPlan *ex_plan(const ExProgram *x, const int64_t *dims, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(x, err, errlen) || (x->lp->te->ndims > 0 && !IR_ARG_OK(dims, err, errlen)))
+        return NULL;
     const DcrtProgram *p = &x->table->prog;
     DcrtPlan *pl = dcrt_plan_new(p);
     if (!pl || dcrt_plan(p, dims, pl) != DCRT_OK) {
@@ -61,8 +65,12 @@ DcrtPlan *ex_plan(const ExProgram *x, const int64_t *dims, char *err, size_t err
 int ex_call_begin(const ExProgram *x, const int64_t *dims, float *const *tensors, ExCall *c,
                   char *err, size_t errlen)
 {
-    const DcrtProgram *p = &x->table->prog;
+    if (!IR_ARG_OK(c, err, errlen))
+        return -1;
     memset(c, 0, sizeof *c);
+    if (!IR_ARG_OK(x, err, errlen) || !IR_ARG_OK(tensors, err, errlen))
+        return -1;
+    const DcrtProgram *p = &x->table->prog;
     c->plan = ex_plan(x, dims, err, errlen);
     if (!c->plan)
         return -1;
@@ -107,6 +115,8 @@ static void print_shape(FILE *out, const DcrtProgram *p, int b, const int64_t *d
 int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *err,
                   size_t errlen)
 {
+    if (!IR_ARG_OK(out, err, errlen) || !IR_ARG_OK(lp, err, errlen))
+        return -1;
     ExProgram *x = ex_program_new(lp);
     const DcrtProgram *p = ex_program_table(x);
     DcrtPlan *pl = ex_plan(x, dims, err, errlen);

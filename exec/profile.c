@@ -47,6 +47,8 @@ static void record(void *ud, const DcrtProgram *p, const DcrtLaunch *l, double m
 
 ExProfile *ex_profile_start(const LoopProgram *lp, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(lp, err, errlen))
+        return NULL;
     ExProfile *pr = calloc(1, sizeof *pr);
     int nk = lp->nkernels;
     if (pr) {
@@ -170,6 +172,9 @@ static void rate(const LoopProgram *lp, const Stage *st, const int64_t *dims, do
 
 int ex_profile_print(FILE *out, ExProfile *pr, const int64_t *dims, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(out, err, errlen) || !IR_ARG_OK(pr, err, errlen) ||
+        (pr->lp->te->ndims > 0 && !IR_ARG_OK(dims, err, errlen)))
+        return -1;
     const LoopProgram *lp = pr->lp;
     const TeProgram *te = lp->te;
     if (pr->failed) {

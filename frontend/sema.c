@@ -711,6 +711,13 @@ static void check_def(Sema *s, const AstStmt *st)
 
 TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)
 {
+    const char *null = !src ? "src" : !src->text ? "src->text" : !name ? "name" : NULL;
+    if (!diags || !diags->arena)
+        return NULL;
+    if (null) {
+        ir_diag(diags, (SrcLoc){0, 0}, "fe_compile: %s is NULL", null);
+        return NULL;
+    }
     Arena *scratch = ir_arena_new();
     int before = diags->count;
     AstProgram *ast = fe_parse(scratch, src, diags);

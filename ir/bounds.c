@@ -8,7 +8,9 @@
  * extreme from the sign of its coefficient, simplifies, and only then asks
  * for numeric bounds: T - 1 - i becomes T - 1 - (T - 1) = 0. A floor modulo
  * by a positive divisor is bounded the same way, by 0 and divisor - 1:
- * T - 1 - (i + 1) % T becomes T - 1 - (T - 1) = 0.
+ * T - 1 - (i + 1) % T becomes T - 1 - (T - 1) = 0. What numeric bounds
+ * still cannot decide over the dims (T * T - T >= 0, each occurrence of T
+ * bounded on its own) is proven by monotonicity in each dim (below).
  */
 #include "dietcode/ir.h"
 
@@ -295,6 +297,135 @@ static Expr *replace(ExprCtx *c, Expr *e, Expr *from, Expr *to)
     return ir_op(c, e->kind, a, b, x);
 }
 
+/* ---- monotonicity in the dims ----
+ *
+ * Numeric bounds take each occurrence of a dim on its own, so they cannot
+ * see that T * T - T >= 0: T * T is 1..4096 and T is 1..64. But an
+ * expression over dims whose step e[d := d + 1] - e is provably >= 0
+ * never decreases as d grows, so its least value is at d's lowest one;
+ * fixing d there and going on with the other dims, the last expression is
+ * a number. A step of a polynomial is one of lower degree (proven the same
+ * way, to a bounded depth); across a floor division by a positive constant
+ * k, floor(x / k) - floor(y / k) lies in floor((x - y) / k) ..
+ * ceil((x - y) / k). Where the step is provably <= 0 instead, the least
+ * value is at d's top, when that is finite. Each step is proven over d's
+ * whole range, more than the step needs, so nothing unsound follows. */
+enum { MONOTONE_DEPTH = 3, MONOTONE_DIMS = 8 };
+
+/* Whether e is a polynomial in d: + - * over anything not involving d. */
+static bool poly_in(Expr *e, const Var *d)
+{
+    switch (e->kind) {
+    case EX_INT: return true;
+    case EX_VAR: return true;
+    case EX_ADD: case EX_SUB: case EX_MUL:
+        return e->type == DT_I32 && poly_in(e->op.a, d) && poly_in(e->op.b, d);
+    case EX_NEG: return e->type == DT_I32 && poly_in(e->op.a, d);
+    default: return !ir_expr_uses_var(e, d);
+    }
+}
+
+/* A lower (up false) or upper bound of e[d := d + 1] - e over the dims'
+ * ranges, as an expression over dims; NULL when none is known. */
+static Expr *step_bound(ExprCtx *c, Expr *e, Var *d, bool up, RangeMode m)
+{
+    if (!ir_expr_uses_var(e, d))
+        return ir_int(c, 0);
+    if (poly_in(e, d)) { /* exactly */
+        Expr *next = ir_subst(c, e, d, ir_binop(c, EX_ADD, ir_varref(c, d), ir_int(c, 1)));
+        return ir_simplify(c, ir_binop(c, EX_SUB, next, e));
+    }
+    Expr *a, *b;
+    int64_t k;
+    switch (e->kind) {
+    case EX_ADD: case EX_SUB:
+        a = step_bound(c, e->op.a, d, up, m);
+        b = step_bound(c, e->op.b, d, e->kind == EX_ADD ? up : !up, m);
+        return a && b ? ir_binop(c, e->kind, a, b) : NULL;
+    case EX_NEG:
+        a = step_bound(c, e->op.a, d, !up, m);
+        return a ? ir_unop(c, EX_NEG, a) : NULL;
+    case EX_MUL:
+        if (ir_is_const(e->op.a, &k) || ir_is_const(e->op.b, &k)) {
+            Expr *x = e->op.a->kind == EX_INT ? e->op.b : e->op.a;
+            a = step_bound(c, x, d, k >= 0 ? up : !up, m);
+            return a ? ir_binop(c, EX_MUL, a, ir_int(c, k)) : NULL;
+        }
+        return NULL;
+    case EX_DIV:
+        if (e->type != DT_I32 || !ir_is_const(e->op.b, &k) || k <= 0)
+            return NULL;
+        a = step_bound(c, e->op.a, d, up, m);
+        if (!a)
+            return NULL;
+        if (up) /* ceil(a / k) */
+            a = ir_binop(c, EX_ADD, a, ir_int(c, k - 1));
+        return ir_binop(c, EX_DIV, a, e->op.b);
+    default:
+        return NULL;
+    }
+}
+
+/* The dims of an expression, and whether one occurs more than once
+ * (numeric bounds are exact when none does: each occurrence is then free
+ * to take its extreme). ir_expr_visit visits a shared node once per use. */
+typedef struct DimSet {
+    int n;
+    bool repeated;
+    bool other; /* a variable that is not a dim, or a load */
+    Var *d[MONOTONE_DIMS];
+} DimSet;
+
+static void collect_dims(Expr *e, void *ud)
+{
+    DimSet *s = ud;
+    if (e->kind == EX_LOAD || e->kind == EX_REDUCE || (e->kind == EX_VAR && e->var->kind != VK_DIM)) {
+        s->other = true;
+        return;
+    }
+    if (e->kind != EX_VAR)
+        return;
+    for (int i = 0; i < s->n; i++)
+        if (s->d[i] == e->var) {
+            s->repeated = true;
+            return;
+        }
+    if (s->n == MONOTONE_DIMS)
+        s->other = true;
+    else
+        s->d[s->n++] = e->var;
+}
+
+/* e >= 0, e over dims only, by monotonicity in each dim in turn. */
+static bool monotone_nonneg(ExprCtx *c, Expr *e, RangeMode m, int depth)
+{
+    e = ir_simplify(c, e);
+    if (ir_interval(c, e, m).lo >= 0)
+        return true;
+    DimSet s = {0};
+    ir_expr_visit(e, collect_dims, &s);
+    if (depth == 0 || s.other || !s.repeated)
+        return false;
+    for (int i = 0; i < s.n; i++) {
+        Var *d = s.d[i];
+        Interval r = var_interval(c, d, m);
+        Expr *st = step_bound(c, e, d, false, m);
+        int64_t at;
+        if (st && monotone_nonneg(c, st, m, depth - 1)) {
+            at = r.lo; /* non-decreasing in d */
+        } else if (r.hi != IR_POS_INF && (st = step_bound(c, e, d, true, m)) &&
+                   monotone_nonneg(c, ir_unop(c, EX_NEG, st), m, depth - 1)) {
+            at = r.hi; /* non-increasing */
+        } else {
+            continue;
+        }
+        e = ir_simplify(c, ir_subst(c, e, d, ir_int(c, at)));
+        if (ir_interval(c, e, m).lo >= 0)
+            return true;
+    }
+    return false;
+}
+
 static bool prove_nonneg(ExprCtx *c, Expr *e, RangeMode m, int splits)
 {
     if (e->type != DT_I32)
@@ -305,7 +436,7 @@ static bool prove_nonneg(ExprCtx *c, Expr *e, RangeMode m, int splits)
     /* A second round sees patterns the first one created: with y in
      * 0..(H - 3) / 2, the bound of H - 1 - 2 * y is H - 1 - 2 * ((H - 3) / 2),
      * and only bounding 2 * floor(a / 2) >= a - 1 again proves it >= 0. */
-    Expr *x = e;
+    Expr *x = e, *last = NULL;
     for (int round = 0; round < 3; round++) {
         Expr *lo = sym_bound(c, x, false, m);
         if (!lo)
@@ -313,10 +444,14 @@ static bool prove_nonneg(ExprCtx *c, Expr *e, RangeMode m, int splits)
         lo = ir_simplify(c, lo);
         if (ir_interval(c, lo, m).lo >= 0)
             return true;
+        last = lo;
         if (lo == x)
             break;
         x = lo;
     }
+    /* the bound over dims alone: T * T - T >= 0 for i < T <= T * T */
+    if (last && monotone_nonneg(c, last, m, MONOTONE_DEPTH))
+        return true;
     /* A min or max equals one of its operands, so e >= 0 holds if it holds
      * with either operand in its place. This proves clamps such as
      * T - 1 - min(max(i - 2, 0), T - 1) >= 0, where bounds of the operands

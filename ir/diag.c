@@ -65,6 +65,8 @@ static const char *find_line(const Source *src, int line, size_t *len)
     return p;
 }
 
+enum { DIAG_WIDTH = 160 }; /* the most of a source line a diagnostic shows */
+
 void ir_diags_print(const DiagList *d, FILE *out)
 {
     const char *path = d->src && d->src->path ? d->src->path : "<input>";
@@ -78,15 +80,30 @@ void ir_diags_print(const DiagList *d, FILE *out)
         const char *line = d->src ? find_line(d->src, g->loc.line, &len) : NULL;
         if (!line)
             continue;
-        fputc(' ', out);
-        for (size_t i = 0; i < len; i++)
+        /* a long line is cut to DIAG_WIDTH columns around the caret, the
+         * cuts marked with ... */
+        size_t caret = (size_t)(g->loc.col > 0 ? g->loc.col - 1 : 0), from = 0, to = len;
+        if (caret > len)
+            caret = len;
+        if (len > DIAG_WIDTH) {
+            from = caret > DIAG_WIDTH / 2 ? caret - DIAG_WIDTH / 2 : 0;
+            to = from + DIAG_WIDTH < len ? from + DIAG_WIDTH : len;
+        }
+        fputs(from ? " ..." : " ", out);
+        for (size_t i = from; i < to; i++)
             fputc(line[i] == '\t' ? ' ' : (line[i] < 32 && line[i] >= 0 ? '?' : line[i]), out);
-        fputc('\n', out);
-        fputc(' ', out);
-        for (int i = 1; i < g->loc.col && (size_t)(i - 1) < len; i++)
-            fputc(' ', out);
-        fputs("^\n", out);
+        fputs(to < len ? "...\n" : "\n", out);
+        fprintf(out, "%*s^\n", (int)(caret - from + (from ? 4 : 1)), "");
     }
+}
+
+bool ir_arg_ok(const void *arg, const char *fn, const char *name, char *err, size_t errlen)
+{
+    if (arg)
+        return true;
+    if (err && errlen > 0)
+        snprintf(err, errlen, "%s: %s is NULL", fn, name);
+    return false;
 }
 
 _Noreturn void ir_panic(const char *file, int line, const char *fmt, ...)

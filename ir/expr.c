@@ -266,6 +266,12 @@ Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x)
         b = to_float(c, b);
         e.type = DT_F32;
         break;
+    case EX_FMA:
+        a = to_float(c, a);
+        b = to_float(c, b);
+        x = to_float(c, x);
+        e.type = DT_F32;
+        break;
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         if (a->type == DT_F32 || b->type == DT_F32) {
             a = to_float(c, a);

@@ -142,6 +142,7 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
     char *name = malloc(strlen(p->name) + strlen(t->name) + 2);
     sprintf(name, "%s_%s", p->name, t->name);
     c.to = ir_te_new(canonical ? "stage" : name);
+    c.to->fp_contract_off = p->fp_contract_off;
     free(name);
     if (!canonical) /* every dim, at its position */
         for (int i = 0; i < p->ndims; i++)

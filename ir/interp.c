@@ -17,7 +17,8 @@
  * mix: each point's value comes from exactly the operations, in exactly the
  * order, of a point-by-point walk. Every float operator rounds to f32 as
  * ir_sem_float does (+ - * / are written out inline, one f32 operation
- * each). A reduction keeps one double accumulator per lane, runs its axes as
+ * each); a body is first contracted (ir_contract: the fused multiply-adds
+ * the language defines) unless the program has fp-contract off. A reduction keeps one double accumulator per lane, runs its axes as
  * nested loops, first axis outermost, and rounds to f32 at the end.
  *
  * Laziness. select evaluates each branch only for the lanes that take it,
@@ -73,7 +74,7 @@ typedef enum NodeKind {
     N_WIDEN,  /* (double)a: an integer value where a float is expected */
     N_FSEL,   /* a ? b : c, float branches */
     N_REDUCE, /* red: body a accumulated in double over the axes */
-    N_FOP,    /* op(a) or op(a, b) in f32 */
+    N_FOP,    /* op(a), op(a, b) or fma(a, b, c) in f32 */
 } NodeKind;
 
 typedef struct Node {
@@ -306,7 +307,8 @@ static int compile_f(Prog *g, const Expr *e)
     if (e->type != DT_F32)
         return mk(g, N_WIDEN, EX_CAST, compile_i(g, e), -1, -1);
     int a = compile_f(g, e->op.a);
-    return mk(g, N_FOP, e->kind, a, ir_op_arity(e->kind) == 2 ? compile_f(g, e->op.b) : -1, -1);
+    int b = ir_op_arity(e->kind) >= 2 ? compile_f(g, e->op.b) : -1;
+    return mk(g, N_FOP, e->kind, a, b, ir_op_arity(e->kind) == 3 ? compile_f(g, e->op.c) : -1);
 }
 
 /* Node evaluations per point, a reduction's body counted once per step:
@@ -604,6 +606,13 @@ static Vals eval(Worker *w, int id, const Batch *b)
             return lanes(r, m);
         }
         v = eval(w, x->b, b);
+        if (x->c >= 0) { /* fma */
+            Vals z = eval(w, x->c, b);
+            m = u.step || v.step || z.step ? n : 1;
+            for (int l = 0; l < m; l++)
+                r[l].f = ir_sem_fma(AT(u, l).f, AT(v, l).f, AT(z, l).f);
+            return lanes(r, m);
+        }
         m = u.step || v.step ? n : 1;
         /* + - * / inline: one f32 operation each, as in ir_sem_float */
         switch (x->op) {
@@ -692,7 +701,9 @@ static const char *run_tensor(const TeProgram *p, const Tensor *t, const int64_t
 {
     Prog g = {.arena = ir_arena_new(), .t = t, .shapes = shapes, .bufs = bufs, .dims = dims};
     IR_ASSERT(t->body->type == DT_F32);
-    g.root = compile_f(&g, t->body);
+    /* the body as the language defines it: products fused into the adds
+     * that take them (ir/semantics.c), unless the program says not to */
+    g.root = compile_f(&g, p->fp_contract_off ? t->body : ir_contract(p->ctx, t->body));
     int64_t numel = ir_te_numel(t, dims);
     int nthreads = thread_count((double)numel * cost(&g, g.root), numel);
     int64_t chunk = (numel + nthreads - 1) / nthreads;
@@ -730,8 +741,15 @@ static const char *run_tensor(const TeProgram *p, const Tensor *t, const int64_t
 
 int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, size_t errlen)
 {
-    if (!ir_check_dims(p, dims, err, errlen))
+    if (!IR_ARG_OK(p, err, errlen) || (p->ndims > 0 && !IR_ARG_OK(dims, err, errlen)) ||
+        !IR_ARG_OK(bufs, err, errlen) || !ir_check_dims(p, dims, err, errlen))
         return -1;
+    for (int i = 0; i < p->ntensors; i++)
+        if (!bufs[i]) {
+            snprintf(err, errlen, "ir_interp: the buffer of tensor %d (%s) is NULL", i,
+                     p->tensors[i]->name);
+            return -1;
+        }
     Shape *shapes = calloc((size_t)p->ntensors + 1, sizeof(Shape));
     if (!shapes) {
         snprintf(err, errlen, "out of memory");

@@ -87,6 +87,10 @@ static double ev_f(LI *li, const Expr *e)
     }
     case EX_CAST: return ir_sem_i2f(ev_i(li, e->op.a));
     case EX_SELECT: return ev_i(li, e->op.a) ? ev_f(li, e->op.b) : ev_f(li, e->op.c);
+    case EX_FMA: {
+        double a = ev_f(li, e->op.a), b = ev_f(li, e->op.b);
+        return ir_sem_fma(a, b, ev_f(li, e->op.c));
+    }
     case EX_REDUCE: ir_panic(__FILE__, __LINE__, "reduction in loop IR");
     default: break;
     }

@@ -127,6 +127,8 @@ char *ir_expr_str(Arena *a, const Expr *e)
 static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const bool *materialized)
 {
     fprintf(out, "# program %s\n", p->name);
+    if (p->fp_contract_off)
+        fputs("# fp-contract off\n", out);
     for (int i = 0; i < p->ndims; i++) {
         const Var *d = p->dims[i];
         fprintf(out, "dim %s in %lld..%lld", d->name, (long long)d->lo, (long long)d->hi);

@@ -31,6 +31,21 @@
  *   rsqrt(x) = 1 / sqrt(x); sigmoid(x) = 1 / (1 + exp(-x));
  *   gelu(x) = 0.5 * x * (1 + erf(x * 0.70710678))
  *   comparisons are ordered: with a NaN, < <= == are false and != true
+ *   fma(x, y, z) = x * y + z rounded once (C's fmaf)
+ *
+ * Contraction (docs/LANGUAGE.md), unless the program says fp-contract
+ * off: in a tensor's body as written, an f32 + or - one of whose operands
+ * is an f32 * (the left one when both are) is one fma:
+ *   x*y + z, z + x*y -> fma(x, y, z)     x*y - z -> fma(x, y, -z)
+ *   z - x*y -> fma(-x, y, z)
+ * (negation is exact, so each is the sum rounded once). ir_contract is the
+ * rule, the only place it is written: the reference interpreter applies it
+ * to each body, passes/inline.c to each body before inlining, so what the
+ * loop IR and every code generator see is explicit fma nodes, never a
+ * pattern to match again (a product inlined from another tensor stays a
+ * rounded product). A sum's step acc + x*y is fma(x, y, acc)
+ * (ir_accumulate, in the loop IR only: the reference accumulates in
+ * double, and a reduction's order depends on its schedule anyway).
  */
 #include "dietcode/ir.h"
 
@@ -135,6 +150,35 @@ double ir_sem_float(ExprKind k, double a, double b)
     default: ir_panic(__FILE__, __LINE__, "no float semantics for %s", ir_op_name(k));
     }
     return r;
+}
+
+double ir_sem_fma(double a, double b, double c) { return fmaf((float)a, (float)b, (float)c); }
+
+static bool is_fmul(const Expr *e) { return e->kind == EX_MUL && e->type == DT_F32; }
+
+/* One node of ir_contract, its operands already contracted (a product
+ * stays a product: only + and - nodes change). */
+static Expr *contract_node(ExprCtx *c, Expr *e, void *ud)
+{
+    (void)ud;
+    if ((e->kind != EX_ADD && e->kind != EX_SUB) || e->type != DT_F32)
+        return e;
+    bool sub = e->kind == EX_SUB;
+    Expr *l = e->op.a, *r = e->op.b;
+    if (is_fmul(l)) /* x*y + z, x*y - z */
+        return ir_op(c, EX_FMA, l->op.a, l->op.b, sub ? ir_unop(c, EX_NEG, r) : r);
+    if (is_fmul(r)) /* z + x*y, z - x*y */
+        return ir_op(c, EX_FMA, sub ? ir_unop(c, EX_NEG, r->op.a) : r->op.a, r->op.b, l);
+    return e;
+}
+
+Expr *ir_contract(ExprCtx *c, Expr *e) { return ir_rewrite(c, e, contract_node, NULL); }
+
+Expr *ir_accumulate(ExprCtx *c, ExprKind comb, Expr *acc, Expr *v, bool contract)
+{
+    if (contract && comb == EX_ADD && is_fmul(v))
+        return ir_op(c, EX_FMA, v->op.a, v->op.b, acc);
+    return ir_binop(c, comb, acc, v);
 }
 
 /* A comparison from whether a < b and a == b (both false: unordered, a

@@ -383,6 +383,9 @@ static Expr *fold_op(Simp *s, Expr *e)
         return ir_float(c, ir_sem_float(k, fa, 0));
     if (ir_op_arity(k) == 2 && fconst(a, &fa) && fconst(b, &fb))
         return ir_float(c, ir_sem_float(k, fa, fb));
+    double fx;
+    if (k == EX_FMA && fconst(a, &fa) && fconst(b, &fb) && fconst(x, &fx))
+        return ir_float(c, ir_sem_fma(fa, fb, fx));
     if (k == EX_MUL && fconst(b, &fb) && fb == 1.0) return a;
     if (k == EX_MUL && fconst(a, &fa) && fa == 1.0) return b;
     if ((k == EX_ADD || k == EX_SUB) && fconst(b, &fb) && fb == 0.0) return a;

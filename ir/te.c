@@ -9,6 +9,8 @@
 
 TeProgram *ir_te_new(const char *name)
 {
+    if (!name)
+        return NULL;
     Arena *a = ir_arena_new();
     TeProgram *p = IR_NEW(a, TeProgram);
     p->arena = a;
@@ -90,6 +92,8 @@ static void name_add(TeProgram *p, const char *name, Var *dim, Tensor *tensor)
 
 Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi)
 {
+    if (!p || !name)
+        return NULL;
     Var *d = ir_dim(p->ctx, name, lo, hi);
     d->pos = p->ndims;
     p->dims = append(p->arena, p->dims, &p->ndims, &p->cap_dims, sizeof d, &d);
@@ -113,6 +117,11 @@ static Tensor *add_tensor(TeProgram *p, const char *name, TensorKind kind, int r
 
 Tensor *ir_te_add_input(TeProgram *p, const char *name, DType dt, int rank, Expr **shape)
 {
+    if (!p || !name || rank < 0 || (rank > 0 && !shape))
+        return NULL;
+    for (int i = 0; i < rank; i++)
+        if (!shape[i])
+            return NULL;
     Tensor *t = add_tensor(p, name, TK_INPUT, rank);
     t->dtype = dt;
     memcpy(t->shape, shape, sizeof(Expr *) * (size_t)rank);
@@ -122,6 +131,11 @@ Tensor *ir_te_add_input(TeProgram *p, const char *name, DType dt, int rank, Expr
 Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int rank,
                           Var **axes, Expr *body)
 {
+    if (!p || !name || !body || rank < 0 || (rank > 0 && !axes))
+        return NULL;
+    for (int i = 0; i < rank; i++)
+        if (!axes[i])
+            return NULL;
     Tensor *t = add_tensor(p, name, kind, rank);
     t->axes = IR_NEWN(p->arena, Var *, rank ? rank : 1);
     memcpy(t->axes, axes, sizeof(Var *) * (size_t)rank);
@@ -133,7 +147,7 @@ Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int r
 
 static const TeNames *lookup(const TeProgram *p, const char *name, int *slot)
 {
-    if (!p->names)
+    if (!p || !name || !p->names)
         return NULL;
     *slot = name_slot(p->names, name);
     return p->names->slot[*slot].name ? p->names : NULL;
@@ -177,7 +191,11 @@ bool ir_eval_dims_checked(const Expr *e, const int64_t *dims, int64_t *out)
     int64_t a, b;
     switch (e->kind) {
     case EX_INT: *out = e->ival; return true;
-    case EX_VAR: *out = dims[e->var->pos]; return true;
+    case EX_VAR:
+        if (!dims)
+            return false;
+        *out = dims[e->var->pos];
+        return true;
     case EX_NEG:
         return ir_eval_dims_checked(e->op.a, dims, &a) && !__builtin_sub_overflow((int64_t)0, a, out);
     default: break;
@@ -195,6 +213,8 @@ bool ir_eval_dims_checked(const Expr *e, const int64_t *dims, int64_t *out)
 int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
 {
     int64_t n = 1, e;
+    if (!t)
+        return -1;
     for (int i = 0; i < t->rank; i++)
         if (!ir_eval_dims_checked(t->shape[i], dims, &e) || e < 0 || __builtin_mul_overflow(n, e, &n))
             return -1;
@@ -203,6 +223,8 @@ int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
 
 bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(p, err, errlen) || (p->ndims > 0 && !IR_ARG_OK(dims, err, errlen)))
+        return false;
     for (int i = 0; i < p->ndims; i++) {
         const Var *d = p->dims[i];
         if (dims[i] < d->lo) {
@@ -319,6 +341,8 @@ bool ir_verify_te(const TeProgram *p, char *err, size_t errlen)
 bool ir_verify_te_inlined(const TeProgram *p, Expr *const *bodies, const bool *materialized,
                           char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(p, err, errlen))
+        return false;
     Verify v = {p, materialized};
     bool has_output = false;
     for (int i = 0; i < p->ntensors; i++) {

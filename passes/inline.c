@@ -7,7 +7,8 @@
  *           the elementwise intermediates that fusing would make costly or
  *           large; bodies[t->id] of every computed tensor mentions only
  *           materialised tensors and is at most its own statement's size
- *           plus INLINE_MAX_NODES per load it inlined.
+ *           plus INLINE_MAX_NODES per load it inlined; the products
+ *           the language fuses are fma nodes.
  *
  * Cost. Whether an elementwise intermediate U is inlined (its body
  * evaluated wherever a consumer reads it) or materialised (a stage of its
@@ -40,6 +41,11 @@
  * trees. A tensor whose inlined body has more than INLINE_MAX_NODES nodes
  * is materialised instead. So inlining takes time linear in the program
  * and no expression's depth grows with the program's length.
+ *
+ * Contraction. Each body is contracted (ir_contract: a float + or - of
+ * a product becomes one fma) before anything is inlined into it, unless
+ * the program has fp-contract off, so a product U computes is never fused
+ * with an add of U's reader: inlining does not change a result.
  *
  * A load U[e0, e1] of an inlined U becomes U's body with U's axes replaced
  * by e0, e1. A padded load U?[...] becomes select(in bounds, body, 0), and
@@ -259,7 +265,8 @@ void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
         Tensor *t = p->tensors[i];
         if (t->kind == TK_INPUT)
             continue;
-        bodies[i] = inline_expr(&in, t->body, &in.nodes[i]);
+        Expr *body = p->fp_contract_off ? t->body : ir_contract(p->ctx, t->body);
+        bodies[i] = inline_expr(&in, body, &in.nodes[i]);
         if (in.nodes[i] > INLINE_MAX_NODES)
             materialized[i] = true;
     }

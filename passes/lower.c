@@ -12,6 +12,9 @@
  *         acc_Y[0] = combine(acc_Y[0], body)
  *       Y[i, j] = epilogue(acc_Y[0])
  *
+ * where a sum of a product x * y combines as fma(x, y, acc_Y[0]) unless
+ * the program has fp-contract off (ir_accumulate).
+ *
  * Every reduction in an expression, nested ones included, becomes such an
  * accumulator computed right before the statement that uses it, so any
  * valid program lowers, however its reductions are placed. The outer
@@ -33,7 +36,8 @@
  * An atomic split (mk.atomic, GPU, opt-in) needs no scratch buffer when
  * the reduction is a sum and Y's body is affine in it, Y = A(r) + E(0)
  * with A linear (sums and differences with anything free of r, negation,
- * products and quotients by finite nonzero constants: nothing that
+ * products and quotients by finite nonzero constants, fma(x, y, z) as
+ * x * y + z: nothing that
  * turns an infinite or NaN part into another result than the one-launch
  * sum gives): the first kernel sets Y to E(0), the
  * second runs over the parts and adds each part's A into Y atomically,
@@ -74,7 +78,8 @@ static Stmt *consume_accumulate(Lower *l, Expr *v, void *ud)
     Accum *ac = ud;
     Expr *zero = ir_int(l->c, 0);
     Expr *cur = ir_load(l->c, ac->acc, 1, &zero, false);
-    return ir_store(l->a, ac->acc, 1, &zero, ir_binop(l->c, ac->comb, cur, v));
+    return ir_store(l->a, ac->acc, 1, &zero,
+                    ir_accumulate(l->c, ac->comb, cur, v, !l->p->fp_contract_off));
 }
 
 /* Emits the statements computing e's reductions, then consume(e'). */
@@ -233,7 +238,7 @@ static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
     /* the path's nodes, each with the side r is on */
     typedef struct Step {
         Expr *e;
-        bool left;
+        int side; /* r is in operand a (0), b (1) or c (2) */
     } Step;
     int n = 0, cap = 16;
     Step *path = malloc(sizeof *path * (size_t)cap);
@@ -242,11 +247,17 @@ static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
         return NULL;
     while (e != r) {
         int arity = ir_op_arity(e->kind);
-        bool in0 = arity >= 1 && contains(e->op.a, r), in1 = arity == 2 && contains(e->op.b, r);
-        Expr *other = arity != 2 ? NULL : in0 ? e->op.b : e->op.a;
-        bool ok = (in0 != in1) &&
+        bool in0 = arity >= 1 && contains(e->op.a, r), in1 = arity >= 2 && contains(e->op.b, r);
+        bool in2 = arity == 3 && contains(e->op.c, r);
+        int side = in0 ? 0 : in1 ? 1 : 2;
+        /* the other factor of a product (fma(x, y, z) is x * y + z) */
+        Expr *other = arity < 2 ? NULL : in0 ? e->op.b : e->op.a;
+        bool ok = in0 + in1 + in2 == 1 &&
                   (e->kind == EX_ADD || e->kind == EX_SUB || e->kind == EX_NEG ||
-                   ((e->kind == EX_MUL || (e->kind == EX_DIV && in0)) && finite_nonzero(other)));
+                   (e->kind == EX_FMA && side == 2) ||
+                   ((e->kind == EX_MUL || (e->kind == EX_DIV && in0) ||
+                     (e->kind == EX_FMA && side < 2)) &&
+                    finite_nonzero(other)));
         if (!ok)
             goto done;
         if (n == cap) {
@@ -255,17 +266,18 @@ static Expr *affine_part(ExprCtx *c, Expr *body, Expr *r, Expr *p)
                 goto done;
             path = more;
         }
-        path[n++] = (Step){e, in0};
-        e = in0 ? e->op.a : e->op.b;
+        path[n++] = (Step){e, side};
+        e = side == 0 ? e->op.a : side == 1 ? e->op.b : e->op.c;
     }
     a = p;
     for (int i = n - 1; c && i >= 0; i--) {
         Expr *x = path[i].e;
-        bool left = path[i].left;
-        if (x->kind == EX_NEG || (x->kind == EX_SUB && !left))
+        int side = path[i].side;
+        ExprKind k = x->kind == EX_FMA ? EX_MUL : x->kind;
+        if (x->kind == EX_NEG || (x->kind == EX_SUB && side == 1))
             a = ir_unop(c, EX_NEG, a);
-        else if (x->kind == EX_MUL || x->kind == EX_DIV)
-            a = left ? ir_binop(c, x->kind, a, x->op.b) : ir_binop(c, x->kind, x->op.a, a);
+        else if ((k == EX_MUL || k == EX_DIV) && side < 2)
+            a = side == 0 ? ir_binop(c, k, a, x->op.b) : ir_binop(c, k, x->op.a, a);
     }
 done:
     free(path);

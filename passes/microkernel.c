@@ -21,6 +21,7 @@
  */
 #include "dietcode/passes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +198,69 @@ void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInf
     if (!mk->stage || ti->kind != PT_GPU)
         mk->pipeline = false;
     mk->raster = ti->kind == PT_GPU && n >= 2 ? clampi(mk->raster, 1, 64) : 1;
+}
+
+/* bytes as "8 MiB", "1.5 KiB" or "12 bytes" */
+static void fmt_bytes(char *buf, size_t n, int64_t b)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 3)
+        v /= 1024, u++;
+    snprintf(buf, n, v == (int64_t)v ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+bool pass_check_microkernel(const MicroKernel *in, const Tensor *t, const TargetInfo *ti,
+                            char *err, size_t errlen)
+{
+    MicroKernel mk = *in;
+    pass_legalize_microkernel(&mk, t, ti);
+    bool cpu = ti->kind == PT_CPU;
+    /* a thread's accumulators: a word per point of its tile, a vector of
+     * them per point with vectors along the reduction; they are also the
+     * unrolled update's statements, a vector each on the CPU */
+    int64_t words = mk.vaxis == MK_VEC_REDUCE ? mk.vec : 1, nthreads = mk.rthreads;
+    for (int a = 0; a < t->rank; a++) {
+        words *= mk.tile[a];
+        nthreads *= mk.threads[a];
+    }
+    int64_t stmts = (cpu ? words / mk.vec : words) * mk.unroll;
+    /* CPU: a block's threads run one after another on one thread's stack;
+     * a staged block splits at its barriers, so every thread's
+     * accumulators live through the block, beside the staged operands
+     * (passes/stage.c keeps them within ti->shared_bytes) */
+    int64_t per = mk.stage ? nthreads : 1;
+    int64_t bytes = words * 4 * per, limit = PASS_MAX_CPU_FRAME - (mk.stage ? ti->shared_bytes : 0);
+    if (stmts <= PASS_MAX_UNROLLED && (cpu ? bytes <= limit : words <= PASS_MAX_GPU_ACCUMULATORS))
+        return true;
+    char tile[96] = "1", vec[32] = "";
+    for (int a = 0, len = 0; a < t->rank && len < (int)sizeof tile; a++)
+        len += snprintf(tile + len, sizeof tile - (size_t)len, "%s%d", a ? " x " : "", mk.tile[a]);
+    if (mk.vec > 1)
+        snprintf(vec, sizeof vec, " x vec %d", mk.vec);
+    if (stmts > PASS_MAX_UNROLLED) {
+        snprintf(err, errlen, "%s: micro-kernel unrolls its update into %lld statements (tile %s, "
+                 "unroll %d%s); the limit is %d", t->name, (long long)stmts, tile, mk.unroll,
+                 cpu && mk.vec > 1 ? ", a vector each" : "", PASS_MAX_UNROLLED);
+        return false;
+    }
+    if (!cpu && words > PASS_MAX_GPU_ACCUMULATORS) {
+        snprintf(err, errlen, "%s: micro-kernel needs %lld registers of accumulators a thread "
+                 "(tile %s%s); the limit is %d", t->name, (long long)words, tile,
+                 mk.vaxis == MK_VEC_REDUCE ? vec : "", PASS_MAX_GPU_ACCUMULATORS);
+        return false;
+    }
+    char b[32], l[32], s[32];
+    fmt_bytes(b, sizeof b, bytes);
+    fmt_bytes(l, sizeof l, limit);
+    fmt_bytes(s, sizeof s, ti->shared_bytes);
+    snprintf(err, errlen, "%s: micro-kernel needs %s of accumulators on a CPU block's stack "
+             "(%lld thread%s x tile %s%s x 4 bytes); the limit is %s%s%s%s", t->name, b,
+             (long long)per, per == 1 ? "" : "s", tile, mk.vaxis == MK_VEC_REDUCE ? vec : "", l,
+             mk.stage ? " (a staged block's " : "", mk.stage ? s : "",
+             mk.stage ? " of staging aside)" : "");
+    return false;
 }
 
 void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,

@@ -88,7 +88,8 @@ static bool step(Run *r, const char *name)
 
 /* The schedule the pipeline lowers: per computed, materialised tensor
  * sched's variants legalised for ti, or the default schedule.
- * NULL with a message when a dispatch tree does not fit its stage. */
+ * NULL with a message when a dispatch tree does not fit its stage or a
+ * variant is past pass_check_microkernel's budgets. */
 static StageSchedule *resolve_schedule(TeProgram *p, const StageSchedule *sched, Expr **bodies,
                                        const bool *materialized, const TargetInfo *ti,
                                        char *err, size_t errlen)
@@ -108,6 +109,8 @@ static StageSchedule *resolve_schedule(TeProgram *p, const StageSchedule *sched,
         for (int v = 0; v < n; v++) {
             mk[v] = s->variants[v];
             pass_legalize_microkernel(&mk[v], t, ti);
+            if (!pass_check_microkernel(&mk[v], t, ti, err, errlen))
+                return NULL;
         }
         char why[200];
         if (!ir_verify_dispatch(s->dispatch, n, p->ndims, why, sizeof why)) {
@@ -123,6 +126,8 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
                                      const TargetInfo *ti, const PipelineOpts *opts, char *err,
                                      size_t errlen)
 {
+    if (!IR_ARG_OK(p, err, errlen) || !IR_ARG_OK(ti, err, errlen))
+        return NULL;
     static const PipelineOpts none = {0};
     Run r = {.o = opts ? opts : &none, .te = p, .t0 = now(), .err = err, .errlen = errlen};
     r.out = r.o->dump ? r.o->dump : stderr;
@@ -179,6 +184,8 @@ done:
 LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
                                const PipelineOpts *opts, char *err, size_t errlen)
 {
+    if (!IR_ARG_OK(p, err, errlen))
+        return NULL;
     StageSchedule *sched = NULL;
     if (mks) {
         sched = IR_NEWN(p->arena, StageSchedule, p->ntensors ? p->ntensors : 1);

@@ -76,6 +76,7 @@ typedef struct Canon {
     int nr;
     Var *rv[MK_MAX_AXES + 8];
     Expr *value;          /* v in acc[0] = combine(acc[0], v) */
+    bool fma;             /* v a product x * y, the step fma(x, y, acc[0]) */
     Stmt *final;          /* Y[...] = epilogue(acc[0]) */
 } Canon;
 
@@ -100,7 +101,7 @@ static bool uses_buffer(Expr *e, const Tensor *buf)
     return b == NULL;
 }
 
-static Canon parse_canon(const Kernel *k)
+static Canon parse_canon(const Kernel *k, ExprCtx *cx)
 {
     Canon c = {0};
     Stmt *s = k->body;
@@ -128,14 +129,22 @@ static Canon parse_canon(const Kernel *k)
     if (nr == 0 || l->kind != ST_STORE || l->store.buf != acc)
         return c;
     Expr *v = l->store.value;
-    if (ir_op_arity(v->kind) != 2 || !is_acc_load(v->op.a, acc) || uses_buffer(v->op.b, acc))
-        return c;
+    if (v->kind == EX_FMA) { /* fma(x, y, acc[0]): the sum's step contracted */
+        if (!is_acc_load(v->op.c, acc) || uses_buffer(v->op.a, acc) || uses_buffer(v->op.b, acc))
+            return c;
+        c.fma = true;
+        c.comb = EX_ADD;
+        c.value = ir_binop(cx, EX_MUL, v->op.a, v->op.b);
+    } else {
+        if (ir_op_arity(v->kind) != 2 || !is_acc_load(v->op.a, acc) || uses_buffer(v->op.b, acc))
+            return c;
+        c.comb = v->kind;
+        c.value = v->op.b;
+    }
     c.red = true;
     c.acc = acc;
-    c.comb = v->kind;
     c.ident = items[0]->store.value->fval;
     c.nr = nr;
-    c.value = v->op.b;
     c.final = items[2];
     return c;
 }
@@ -283,7 +292,7 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     Expr *v = ir_subst_many(c, cn->value, cn->rank, cn->sv, t->x);
     bool covered = cn->comb == EX_ADD && zero_fill_covers(cn->value, cn->rv[0]);
     v = ir_subst_many(c, v, cn->nr, cn->rv, rk);
-    Expr *upd = ir_binop(c, cn->comb, cur, v);
+    Expr *upd = ir_accumulate(c, cn->comb, cur, v, cn->fma);
     if (!covered)
         upd = ir_select(c, ir_binop(c, EX_LT, k, K), upd, cur);
     Stmt *update = tile_loops(t, ir_store(t->a, acc, na, aidx, upd), lane);
@@ -514,7 +523,7 @@ static Stmt *raster_order(Tiler *t, Stmt *body, Var *B, Var *const *bv, Expr *co
 
 static void tile_kernel(Kernel *k, const TargetInfo *ti, ExprCtx *c, Arena *arena)
 {
-    Tiler t = {arena, c, k, &k->mk, parse_canon(k), {0}, {0}, 1, NULL, NULL, 1};
+    Tiler t = {arena, c, k, &k->mk, parse_canon(k, c), {0}, {0}, 1, NULL, NULL, 1};
     Canon *cn = &t.cn;
     const MicroKernel *mk = &k->mk;
     int n = cn->rank;

@@ -647,6 +647,9 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
                   uint64_t workspace, void *stream)
 {
     char err[512];
+    int rc = dcrt_check_call(p, dims, tensors);
+    if (rc != DCRT_OK)
+        return rc;
     DcrtPlan *pl = dcrt_plan_new(p);
     if (!pl)
         return DCRT_ERR_OUT_OF_MEMORY;
@@ -666,7 +669,7 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     uint64_t *dptr = key + p->ndims;
     Loaded *l = NULL;
     bool own = false;
-    int rc = dcrt_plan(p, dims, pl);
+    rc = dcrt_plan(p, dims, pl);
     for (int i = 0; i < p->nparams && rc == DCRT_OK; i++)
         if (!tensors[i]) {
             snprintf(err, sizeof err, "%s: the pointer to tensor %s is 0", p->name,

@@ -29,7 +29,7 @@ const char *dcrt_error_string(int code)
     case DCRT_OK: return "success";
     case DCRT_ERR_DIM_RANGE: return "a dim is below its declared lower bound or above the largest value the program accepts";
     case DCRT_ERR_TOO_LARGE: return "sizes too large: a tensor would have more elements than 32-bit indices can address";
-    case DCRT_ERR_NULL_POINTER: return "a tensor pointer is NULL";
+    case DCRT_ERR_NULL_POINTER: return "a pointer argument is NULL (a tensor, or the dims or tensors array)";
     case DCRT_ERR_OUT_OF_MEMORY: return "out of memory for the workspace";
     case DCRT_ERR_THREADS: return "cannot start the thread pool";
     case DCRT_ERR_NO_DRIVER: return "no CUDA driver found (libcuda.so.1)";
@@ -143,36 +143,72 @@ DcrtLaunchHook dcrt_launch_hook(void **ud)
 
 /* ---- running a CPU object ---- */
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static RtPool *pool;
+/* The process's pool, held by reference: the process holds one while the
+ * pool is current, and every call that runs on it one more, taken under
+ * pool_mu and dropped with one atomic decrement when its launches are
+ * done. dcrt_set_num_threads swaps a new pool in and drops the process's
+ * reference to the old one; whoever drops the last reference (that call,
+ * or the last call still running on the old pool) shuts it down. So a
+ * change never pulls a pool from under a call in progress, and calls from
+ * several threads at once share the current pool (taking turns launch by
+ * launch, rt_pool_run). */
+typedef struct PoolRef {
+    RtPool *pool;
+    _Atomic int refs;
+} PoolRef;
 
-/* The process's pool, started on first use: one thread per online core,
- * or DCRT_NUM_THREADS of them. NULL when it cannot start. */
-static RtPool *the_pool(void)
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static PoolRef *current_pool;
+
+static PoolRef *pool_ref_new(int nthreads)
+{
+    PoolRef *r = malloc(sizeof *r);
+    if (r && !(r->pool = rt_pool_new(nthreads))) {
+        free(r);
+        r = NULL;
+    }
+    if (r)
+        atomic_init(&r->refs, 1);
+    return r;
+}
+
+static void pool_release(PoolRef *r)
+{
+    if (r && atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+        rt_pool_destroy(r->pool);
+        free(r);
+    }
+}
+
+/* A reference to the process's pool, started on first use: one thread per
+ * online core, or DCRT_NUM_THREADS of them. NULL when it cannot start. */
+static PoolRef *pool_acquire(void)
 {
     pthread_mutex_lock(&pool_mu);
-    if (!pool) {
+    if (!current_pool) {
         const char *env = getenv("DCRT_NUM_THREADS");
         int n = env ? atoi(env) : 0;
-        pool = rt_pool_new(n > 0 && n <= 4096 ? n : 0);
+        current_pool = pool_ref_new(n > 0 && n <= 4096 ? n : 0);
     }
-    RtPool *p = pool;
+    PoolRef *r = current_pool;
+    if (r)
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pool_mu);
-    return p;
+    return r;
 }
 
 int dcrt_set_num_threads(int n)
 {
     if (n < 0 || n > 4096)
         return dcrt_fail(DCRT_ERR_THREADS, "the number of threads must be 0..4096");
-    RtPool *fresh = rt_pool_new(n);
+    PoolRef *fresh = pool_ref_new(n);
     if (!fresh)
         return dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool");
     pthread_mutex_lock(&pool_mu);
-    RtPool *old = pool;
-    pool = fresh;
+    PoolRef *old = current_pool;
+    current_pool = fresh;
     pthread_mutex_unlock(&pool_mu);
-    rt_pool_destroy(old);
+    pool_release(old);
     return DCRT_OK;
 }
 
@@ -188,8 +224,29 @@ static void run_chunk(void *ctx, int64_t begin, int64_t end)
     j->fn(j->dims, j->bufs, begin, end);
 }
 
+/* "NAME: WHAT is NULL" as the calling thread's last error. */
+static int null_argument(const DcrtProgram *p, const char *what)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s%s%s is NULL", p ? p->name : "", p ? ": " : "", what);
+    return dcrt_fail(DCRT_ERR_NULL_POINTER, msg);
+}
+
+int dcrt_check_call(const DcrtProgram *p, const int64_t *dims, const void *tensors)
+{
+    if (!p)
+        return null_argument(NULL, "the program (DcrtProgram)");
+    if (!tensors && p->nparams > 0)
+        return null_argument(p, "the tensors array");
+    if (!dims && p->ndims > 0)
+        return null_argument(p, "the dims array");
+    return DCRT_OK;
+}
+
 int dcrt_check_params(const DcrtProgram *p, const void *const *tensors)
 {
+    if (!p || (!tensors && p->nparams > 0))
+        return dcrt_check_call(p, NULL, tensors); /* checks p, then the array */
     for (int i = 0; i < p->nparams; i++)
         if (!tensors[i]) {
             char msg[256];
@@ -239,10 +296,14 @@ float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const 
 
 int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace)
 {
+    int rc = dcrt_check_call(p, dims, tensors);
+    if (rc != DCRT_OK)
+        return rc;
     DcrtPlan *pl = dcrt_plan_new(p);
     if (!pl)
         return DCRT_ERR_OUT_OF_MEMORY;
-    int isa = 0, rc = dcrt_plan(p, dims, pl);
+    int isa = 0;
+    rc = dcrt_plan(p, dims, pl);
     if (rc == DCRT_OK)
         rc = dcrt_check_params(p, (const void *const *)tensors);
     if (rc == DCRT_OK)
@@ -253,7 +314,7 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
     float **bufs = rc == DCRT_OK ? dcrt_bind_buffers(p, pl, tensors, workspace) : NULL;
     if (rc == DCRT_OK && !bufs)
         rc = DCRT_ERR_OUT_OF_MEMORY;
-    RtPool *workers = rc == DCRT_OK ? the_pool() : NULL;
+    PoolRef *workers = rc == DCRT_OK ? pool_acquire() : NULL;
     if (rc == DCRT_OK && !workers)
         rc = dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
     void *ud;
@@ -262,10 +323,11 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
         const DcrtLaunch *l = &pl->launches[i];
         Job j = {p->fns[(size_t)isa * (size_t)p->nkernels + (size_t)l->kernel], dims, bufs};
         double t0 = h ? rt_now_ms() : 0;
-        rt_pool_run(workers, l->blocks, run_chunk, &j);
+        rt_pool_run(workers->pool, l->blocks, run_chunk, &j);
         if (h)
             h(ud, p, l, rt_now_ms() - t0);
     }
+    pool_release(workers);
     free(bufs);
     dcrt_plan_free(pl);
     return rc;

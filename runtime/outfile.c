@@ -3,19 +3,34 @@
  *
  * A path is resolved first: symlinks are followed, so their targets are
  * written and the links stay. An existing regular file, or a new one, gets
- * a temporary beside its resolved path, written at once; the temporaries
- * are renamed over their targets only in rt_out_commit, after every output
- * was written, so a failure before that leaves every path as it was. A
- * path that exists and is not a regular file (a device, a FIFO,
- * /dev/stdout on a pipe) is written in place at commit time, never
- * replaced; such outputs are outside the guarantee. Outputs that resolve
- * to an input, to each other or to a directory are refused.
+ * a temporary beside its resolved path, written and flushed to disk
+ * (fsync) at once; the temporaries are renamed over their targets only in
+ * rt_out_commit, after every output was written, so a failure before that
+ * leaves every path as it was. A path that exists and is not a regular
+ * file (a device, a FIFO, /dev/stdout on a pipe) is written in place at
+ * commit time, never replaced; such outputs are outside the guarantee.
+ * Outputs that resolve to an input, to each other or to a directory are
+ * refused.
+ *
+ * The renames are one at a time (POSIX has no rename of several files at
+ * once), so rt_out_commit first keeps each existing target as a backup (a
+ * hard link, TARGET.bak.PID.X beside it: no copy); when a rename fails,
+ * the targets already renamed over are put back from their backups (new
+ * ones removed) before it returns, and so does rt_out_abandon, from a
+ * signal handler, when a command is interrupted in the middle. The
+ * backups go once every rename is done, and the directories are flushed.
+ * What remains outside the guarantee: a process killed outright (SIGKILL,
+ * power loss) between two renames leaves some outputs new and the rest
+ * old, with the old contents of the renamed ones still in their backups;
+ * and a file system without hard links gets no backups, so a failed
+ * rename there cannot put back the outputs renamed before it.
  */
 #include "dietcode/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +43,8 @@ typedef struct OutFile {
     char *path;          /* as given: messages name it */
     char *target;        /* resolved */
     char *tmp;           /* regular: the temporary beside target, until commit */
+    char *backup;        /* during commit: a hard link to target's old contents */
+    volatile sig_atomic_t renamed; /* during commit: tmp is now target */
     bool in_place;       /* exists and is not a regular file, or is an open descriptor */
     int fd;              /* /dev/stdout, /dev/fd/N...: that descriptor; else -1 */
     bool exists;
@@ -94,6 +111,24 @@ int rt_out_input(RtOutFiles *o, const char *path)
     return 0;
 }
 
+/* The input st is, or NULL. */
+static const char *input_of(const RtOutFiles *o, const struct stat *st)
+{
+    for (int i = 0; S_ISREG(st->st_mode) && i < o->nin; i++)
+        if (o->in[i].dev == st->st_dev && o->in[i].ino == st->st_ino)
+            return o->in[i].path;
+    return NULL;
+}
+
+#define IS_INPUT "is also an input of this command (%s): refusing to overwrite it"
+
+int rt_out_check(const RtOutFiles *o, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    const char *in = stat(path, &st) == 0 ? input_of(o, &st) : NULL;
+    return in ? fail(path, err, errlen, IS_INPUT, in) : 0;
+}
+
 static char *join(const char *dir, size_t dlen, const char *base)
 {
     size_t blen = strlen(base);
@@ -153,13 +188,13 @@ static char *resolve(const char *path)
     return NULL;
 }
 
-/* N for /dev/stdout (1), /dev/stderr (2), /dev/fd/N and /proc/self/fd/N:
- * those name a descriptor this process already has open, which is written
- * where it stands (appending to a file the shell opened with >>, say);
- * else -1. */
+/* N for - and /dev/stdout (1), /dev/stderr (2), /dev/fd/N and
+ * /proc/self/fd/N: those name a descriptor this process already has open,
+ * which is written where it stands (appending to a file the shell opened
+ * with >>, say); else -1. */
 static int descriptor_of(const char *path)
 {
-    if (strcmp(path, "/dev/stdout") == 0)
+    if (strcmp(path, "-") == 0 || strcmp(path, "/dev/stdout") == 0)
         return 1;
     if (strcmp(path, "/dev/stderr") == 0)
         return 2;
@@ -171,6 +206,13 @@ static int descriptor_of(const char *path)
     char *end;
     long n = strtol(num, &end, 10);
     return *end || fcntl((int)n, F_GETFD) < 0 ? -1 : (int)n;
+}
+
+bool rt_out_is_stream(const char *path)
+{
+    struct stat st; /* stat follows symlinks: a link to a device is one */
+    return descriptor_of(path) >= 0 ||
+           (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode));
 }
 
 static bool write_all(int fd, const char *p, size_t n)
@@ -187,12 +229,15 @@ static bool write_all(int fd, const char *p, size_t n)
     return true;
 }
 
-/* Creates TARGET.tmp.PID.X exclusively with mode (less the umask); when
- * that name would be too long for the file system, DIR/.dcc.tmp.PID.X. */
-static int open_temp(const char *target, char **tmp, mode_t mode)
+/* Makes a new file beside target named TARGET.KIND.PID.X (when that name
+ * would be too long for the file system, DIR/.dcc.KIND.PID.X), trying
+ * names until make (open exclusively, or link) does not fail with EEXIST;
+ * its result, and the name in *name (malloc'd; NULL when out of memory). */
+static int beside(const char *target, const char *kind, char **name,
+                  int (*make)(const char *name, const void *ud), const void *ud)
 {
     size_t cap = strlen(target) + 48;
-    if (!(*tmp = malloc(cap)))
+    if (!(*name = malloc(cap)))
         return -1;
     const char *slash = strrchr(target, '/');
     bool short_name = strlen(slash ? slash + 1 : target) > 200;
@@ -202,14 +247,27 @@ static int open_temp(const char *target, char **tmp, mode_t mode)
     for (unsigned long i = 0; i < 100; i++) {
         unsigned long x = ((unsigned long)ts.tv_sec << 30 ^ (unsigned long)ts.tv_nsec) + i;
         if (short_name)
-            snprintf(*tmp, cap, "%.*s.dcc.tmp.%d.%lx", dlen, target, (int)getpid(), x);
+            snprintf(*name, cap, "%.*s.dcc.%s.%d.%lx", dlen, target, kind, (int)getpid(), x);
         else
-            snprintf(*tmp, cap, "%s.tmp.%d.%lx", target, (int)getpid(), x);
-        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
+            snprintf(*name, cap, "%s.%s.%d.%lx", target, kind, (int)getpid(), x);
+        int rc = make(*name, ud);
+        if (rc >= 0 || errno != EEXIST)
+            return rc;
     }
     return -1;
+}
+
+static int create(const char *name, const void *mode)
+{
+    return open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, *(const mode_t *)mode);
+}
+
+static int hard_link(const char *name, const void *target) { return link(target, name); }
+
+/* Creates TARGET.tmp.PID.X exclusively with mode (less the umask). */
+static int open_temp(const char *target, char **tmp, mode_t mode)
+{
+    return beside(target, "tmp", tmp, create, &mode);
 }
 
 int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, const void *data,
@@ -244,10 +302,8 @@ int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, c
         f.ino = st.st_ino;
         if (S_ISDIR(st.st_mode))
             why = "is a directory";
-        for (int i = 0; !why && S_ISREG(st.st_mode) && i < o->nin; i++)
-            if (o->in[i].dev == st.st_dev && o->in[i].ino == st.st_ino)
-                why = "is also an input of this command (%s): refusing to overwrite it",
-                other = o->in[i].path;
+        if (!why && (other = input_of(o, &st)))
+            why = IS_INPUT;
     }
     /* one file named twice, also through a descriptor (> o.txt and o.txt) */
     for (int i = 0; !why && i < o->n; i++)
@@ -259,7 +315,7 @@ int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, c
         bool ok = fd >= 0;
         if (ok && f.exists)
             (void)fchmod(fd, st.st_mode & 07777); /* the replaced file's mode, umask aside */
-        ok = ok && write_all(fd, head, hlen) && write_all(fd, data, len);
+        ok = ok && write_all(fd, head, hlen) && write_all(fd, data, len) && fsync(fd) == 0;
         int e = errno;
         if (fd >= 0 && close(fd) != 0 && ok)
             ok = false, e = errno;
@@ -291,6 +347,43 @@ static void remove_temps(RtOutFiles *o)
         }
 }
 
+/* Puts back every target renamed over (its backup renamed back, a new one
+ * removed) and removes the backups; async-signal-safe. */
+static void roll_back(const RtOutFiles *o)
+{
+    for (int i = 0; i < o->n; i++) {
+        const OutFile *f = &o->f[i];
+        if (f->renamed && f->backup)
+            rename(f->backup, f->target);
+        else if (f->renamed && !f->exists)
+            unlink(f->target);
+        else if (f->backup)
+            unlink(f->backup);
+    }
+}
+
+static void forget_backups(RtOutFiles *o)
+{
+    for (int i = 0; i < o->n; i++) {
+        free(o->f[i].backup);
+        o->f[i].backup = NULL;
+        o->f[i].renamed = 0;
+    }
+}
+
+/* fsync of the directory path names a file in, so its renames last. */
+static void sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
 int rt_out_commit(RtOutFiles *o, char *err, size_t errlen)
 {
     for (int i = 0; i < o->n; i++) {
@@ -313,23 +406,47 @@ int rt_out_commit(RtOutFiles *o, char *err, size_t errlen)
             return fail(f->path, err, errlen, "cannot write: %s", strerror(e));
         }
     }
+    /* the old contents kept (a file system without links keeps none) */
+    for (int i = 0; i < o->n; i++) {
+        OutFile *f = &o->f[i];
+        char *name = NULL;
+        if (f->tmp && f->exists && beside(f->target, "bak", &name, hard_link, f->target) == 0)
+            f->backup = name;
+        else
+            free(name);
+    }
     for (int i = 0; i < o->n; i++) {
         OutFile *f = &o->f[i];
         if (f->tmp && rename(f->tmp, f->target) != 0) {
             int e = errno;
+            roll_back(o);
+            forget_backups(o);
             remove_temps(o);
             return fail(f->path, err, errlen, "cannot write: %s", strerror(e));
         }
+        if (f->tmp)
+            f->renamed = 1;
+    }
+    for (int i = 0; i < o->n; i++) {
+        OutFile *f = &o->f[i];
+        if (f->backup)
+            unlink(f->backup);
+        if (f->renamed)
+            sync_dir(f->target);
         free(f->tmp);
         f->tmp = NULL;
     }
+    forget_backups(o);
     return 0;
 }
 
 void rt_out_abandon(const RtOutFiles *o)
 {
-    for (int i = 0; o && i < o->n; i++)
-        if (o->f[i].tmp)
+    if (!o)
+        return;
+    roll_back(o);
+    for (int i = 0; i < o->n; i++)
+        if (o->f[i].tmp && !o->f[i].renamed)
             unlink(o->f[i].tmp);
 }
 

@@ -293,6 +293,8 @@ int dcrt_plan(const DcrtProgram *p, const int64_t *dims, DcrtPlan *pl)
 
 size_t dcrt_workspace_size(const DcrtProgram *p, const int64_t *dims)
 {
+    if (!p || (!dims && p->ndims > 0))
+        return 0;
     DcrtPlan *pl = dcrt_plan_new(p);
     size_t n = pl && dcrt_plan(p, dims, pl) == DCRT_OK ? (size_t)pl->workspace_bytes : 0;
     dcrt_plan_free(pl);

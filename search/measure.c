@@ -383,7 +383,7 @@ static int run_once(void *ud, double *ms, char *err, size_t errlen)
         const Built *b = c->b;
         *ms = srch_model_ms(b->lp, c->m->arch, c->dims, b->have_ptx ? b->ptx.regs : 0, err,
                             errlen);
-        if (b->have_ptx && b->ptx.spill_bytes > 0)
+        if (b->have_ptx && b->ptx.stage_spill_bytes > 0) /* any of the stage's kernels */
             *ms *= 1.5;
         return *ms < 0 ? -1 : 0;
     }

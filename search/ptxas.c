@@ -88,15 +88,17 @@ bool srch_ptxas_info(const char *ptx, const char *arch, const char *kernel, Srch
             found |= mine;
             continue;
         }
+        long v, spills = 0;
+        if ((v = number_before(line, "bytes spill stores")) >= 0)
+            spills += v;
+        if ((v = number_before(line, "bytes spill loads")) >= 0)
+            spills += v;
+        out->stage_spill_bytes += (int)spills; /* every entry's */
         if (!mine)
             continue;
-        long v;
+        out->spill_bytes += (int)spills;
         if ((v = number_before(line, "registers")) >= 0)
             out->regs = (int)v;
-        if ((v = number_before(line, "bytes spill stores")) >= 0)
-            out->spill_bytes += (int)v;
-        if ((v = number_before(line, "bytes spill loads")) >= 0)
-            out->spill_bytes += (int)v;
         if ((v = number_before(line, "bytes smem")) >= 0)
             out->smem_bytes = (int)v;
     }

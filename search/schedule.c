@@ -45,7 +45,8 @@ static bool record_dims(const SrchRecord *r, const TeProgram *p, int64_t *out)
 
 /* A record the oracle can use: a positive time, and a micro-kernel for the
  * stage's rank that the target's limits leave as it is (a record written
- * by hand or by another version may hold one the pipeline would change). */
+ * by hand or by another version may hold one the pipeline would change)
+ * and that is within pass_check_microkernel's budgets. */
 static bool usable(const SrchRecord *rec, const Tensor *t, const TargetInfo *ti)
 {
     if (!(rec->median_ms > 0) || !isfinite(rec->median_ms) || rec->nspatial != t->rank)
@@ -54,7 +55,9 @@ static bool usable(const SrchRecord *rec, const Tensor *t, const TargetInfo *ti)
         return true;
     MicroKernel legal = rec->mk;
     pass_legalize_microkernel(&legal, t, ti);
-    return ir_microkernel_cmp(&legal, &rec->mk) == 0;
+    char why[256];
+    return ir_microkernel_cmp(&legal, &rec->mk) == 0 &&
+           pass_check_microkernel(&legal, t, ti, why, sizeof why);
 }
 
 static int cmp_row(const int64_t *a, const int64_t *b, int n)
@@ -324,14 +327,33 @@ static bool tree_fits(const SrchTree *tree, const TeProgram *p, const Tensor *t)
     return true;
 }
 
+/* Whether every kernel of a fitting stored tree is within
+ * pass_check_microkernel's budgets; else a warning naming the first that
+ * is not (a file written by hand or by a dcc without them). */
+static bool tree_within_budgets(const SrchTree *tree, const Tensor *t, const TargetInfo *ti,
+                                void (*warn)(void *ud, const char *msg), void *warn_ud)
+{
+    char why[300], msg[400];
+    for (int k = 0; k < tree->nkernels; k++)
+        if (!pass_check_microkernel(&tree->kernels[k], t, ti, why, sizeof why)) {
+            snprintf(msg, sizeof msg, "records: the stored tree of %s is not used: %s", t->name,
+                     why);
+            if (warn)
+                warn(warn_ud, msg);
+            return false;
+        }
+    return true;
+}
+
 /* Stage t's tree from the records of workload fp: the stored one when it
  * fits, else one fit to the selection's (or the baseline's) measurements;
  * NULL without either. */
 static SrchTree *stage_tree(const SrchRecords *r, const char *fp, TeProgram *p, const Tensor *t,
-                            const TargetInfo *ti, char *err, size_t errlen)
+                            const TargetInfo *ti, void (*warn)(void *ud, const char *msg),
+                            void *warn_ud, char *err, size_t errlen)
 {
     const SrchTree *stored = srch_records_tree(r, fp);
-    if (stored && tree_fits(stored, p, t))
+    if (stored && tree_fits(stored, p, t) && tree_within_budgets(stored, t, ti, warn, warn_ud))
         return srch_tree_copy(stored);
     SrchOracle *o = srch_oracle_collect(r, fp, false, false, p, t, ti, NULL, 0);
     if (o->n == 0) {
@@ -413,10 +435,24 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
         fp = NULL;
     }
     free(set);
-    if (!fp) {
+    if (!fp) { /* say which targets the file does have records of */
+        char have[256] = "";
+        size_t k = 0;
+        for (int i = 0; i < srch_records_count(r) && k < sizeof have; i++) {
+            const char *t = srch_records_at(r, i)->target;
+            char quoted[64];
+            snprintf(quoted, sizeof quoted, " %s,", t);
+            char *seen = strstr(have, quoted);
+            if (!seen)
+                k += (size_t)snprintf(have + k, sizeof have - k, "%s", quoted);
+        }
+        if (k)
+            have[strlen(have) - 1] = 0; /* the last comma */
+        srch_seterr(err, errlen, "%s: no record of this program for target %s; %s%s (tune it "
+                    "first: dcc tune --target=%s)", path, target,
+                    k ? "the file has records of target" : "the file has no records",
+                    have, target);
         srch_records_close(r);
-        srch_seterr(err, errlen, "%s: no record of this program for target %s (tune it first: "
-                    "dcc tune)", path, target);
         return 1;
     }
     TargetInfo ti = pass_target_info(strcmp(target, "cpu") == 0 ? PT_CPU : PT_GPU);
@@ -428,7 +464,8 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
         if (!fp[i])
             continue;
         char why[512] = "";
-        SrchTree *tree = stage_tree(r, fp[i], p, p->tensors[i], &ti, why, sizeof why);
+        SrchTree *tree = stage_tree(r, fp[i], p, p->tensors[i], &ti, warn, warn_ud, why,
+                                    sizeof why);
         if (!tree) {
             if (why[0]) {
                 srch_seterr(err, errlen, "%s", why);

@@ -120,11 +120,20 @@ static int total_threads(const SrchStage *st, const MicroKernel *mk)
     return n;
 }
 
+/* Within the budgets every kernel is held to (pass_check_microkernel). */
+static bool valid(const SrchStage *st, const MicroKernel *mk)
+{
+    char why[256];
+    return pass_check_microkernel(mk, st->t, &st->tg->ti, why, sizeof why);
+}
+
 /* Within the target's limits and the range's caps. */
 static bool legal(const SrchStage *st, const MicroKernel *mk)
 {
     bool gpu = st->tg->ti.kind == PT_GPU;
     int nt = total_threads(st, mk);
+    if (!valid(st, mk))
+        return false;
     if (nt > st->tg->ti.max_threads || (gpu && st->reduction && nt < 32))
         return false;
     if (accumulators(st, mk) > (gpu ? 64 : 24))
@@ -267,8 +276,14 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
         mk = draw(st, rng);
         normalise(st, &mk);
         if (legal(st, &mk) || tries > 200)
-            return mk;
+            break;
     }
+    /* a space whose caps no draw met: the last draw, within the budgets */
+    if (!valid(st, &mk)) {
+        mk = pass_unit_microkernel();
+        normalise(st, &mk);
+    }
+    return mk;
 }
 
 /* The CPU's templates: the outer-product kernel of 6 x 2 vectors and of

@@ -57,6 +57,9 @@ enum { SELECT_SURPRISES = 3 };
  * stays with the model's choice, whatever the noise) */
 #define FUSE_CONTEST 4.0
 #define FUSE_MARGIN 1.02
+/* GPU: a kernel that spills (ptxas) is chosen over one without spills only
+ * where it is faster by more than this factor */
+#define SPILL_MARGIN 1.05
 
 typedef struct Cand {
     MicroKernel mk;
@@ -833,6 +836,72 @@ static SrchOracle *complete_oracle(const Search *S, SrchOracle *or, bool **known
     return o;
 }
 
+/* The bytes of spill stores and loads ptxas reports over the kernels of
+ * stage st with mk; 0 when unknown (the CPU, no ptxas). */
+static int spill_bytes(Tuner *tu, const SrchStage *st, const MicroKernel *mk)
+{
+    SrchPtxInfo info;
+    return srch_measure_ptxinfo(tu->ms, st, mk, &info) ? info.stage_spill_bytes : 0;
+}
+
+/* The tree fitted to or, with each kernel that spills and that a fit
+ * chose counted SPILL_MARGIN slower at every shape and the tree fitted
+ * again, until every kernel it uses is known (each pass marks one more, so
+ * at most or->nk passes; only chosen kernels go through ptxas). or's costs
+ * are as they were on return. res->spill gets each tree kernel's spills. */
+static SrchTree *fit_avoiding_spills(Tuner *tu, const SrchStage *st, SrchOracle *or, int depth,
+                                     SrchStageResult *res)
+{
+    SrchTree *t = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
+    bool gpu = tu->tg.ti.kind == PT_GPU && srch_ptxas_path();
+    size_t ncost = (size_t)or->n * (size_t)or->nk;
+    int *spill = malloc(sizeof *spill * (size_t)(or->nk + 1));
+    double *cost = malloc(sizeof *cost * (ncost + 1)), *best = malloc(sizeof *best * (size_t)(or->n + 1));
+    memcpy(cost, or->cost, sizeof *cost * ncost);
+    memcpy(best, or->best, sizeof *best * (size_t)or->n);
+    for (int k = 0; k < or->nk; k++)
+        spill[k] = -1; /* not asked */
+    for (bool again = gpu; t && again;) {
+        again = false;
+        for (int i = 0; i < t->nkernels; i++) {
+            int k = 0;
+            while (k < or->nk && ir_microkernel_cmp(&or->kernels[k], &t->kernels[i]) != 0)
+                k++;
+            if (k == or->nk || spill[k] >= 0)
+                continue;
+            if ((spill[k] = spill_bytes(tu, st, &or->kernels[k])) == 0)
+                continue;
+            again = true;
+            for (int j = 0; j < or->n; j++) {
+                double *c = &or->cost[(size_t)j * (size_t)or->nk + (size_t)k];
+                *c *= SPILL_MARGIN;
+                or->best[j] = INFINITY;
+                for (int m = 0; m < or->nk; m++)
+                    if (or->cost[(size_t)j * (size_t)or->nk + (size_t)m] < or->best[j])
+                        or->best[j] = or->cost[(size_t)j * (size_t)or->nk + (size_t)m];
+            }
+        }
+        if (again) {
+            srch_tree_free(t);
+            t = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
+        }
+    }
+    memcpy(or->cost, cost, sizeof *cost * ncost);
+    memcpy(or->best, best, sizeof *best * (size_t)or->n);
+    free(res->spill);
+    res->spill = t ? calloc((size_t)t->nkernels + 1, sizeof *res->spill) : NULL;
+    for (int i = 0; t && gpu && i < t->nkernels; i++) {
+        int k = 0;
+        while (k < or->nk && ir_microkernel_cmp(&or->kernels[k], &t->kernels[i]) != 0)
+            k++;
+        res->spill[i] = k < or->nk && spill[k] >= 0 ? spill[k] : spill_bytes(tu, st, &t->kernels[i]);
+    }
+    free(spill);
+    free(cost);
+    free(best);
+    return t;
+}
+
 /* Fits the stage's tree to the oracle in the records (the costs it lacks
  * predicted by the search S, when given); measures what the tree picks
  * where that was not measured yet and fits again. */
@@ -861,7 +930,7 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
                 known[i] = !isnan(or->cost[i]);
         }
         srch_tree_free(res->tree);
-        res->tree = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
+        res->tree = fit_avoiding_spills(tu, st, or, depth, res);
         if (!res->tree) {
             tu->failed = true;
             srch_oracle_free(or);
@@ -1408,6 +1477,7 @@ void srch_tune_result_free(SrchTuneResult *r)
     for (int i = 0; i < r->nstages; i++) {
         srch_tree_free(r->stages[i].tree);
         free(r->stages[i].shape_ms);
+        free(r->stages[i].spill);
     }
     free(r->stages);
     free(r->fusion);
@@ -1479,7 +1549,13 @@ int64_t *srch_shape_points(const TeProgram *p, const SrchRange *ranges, int nran
             count[i] = (int)span;
         npt *= count[i];
         if (npt > 1 << 20) {
-            srch_seterr(err, errlen, "--shapes: more than %d shape points", 1 << 20);
+            srch_seterr(err, errlen,
+                        "%s more than %d shape points (%d dims%s); %s", nranges ?
+                        "--shapes: the grid of the ranges given and the other dims' defaults has"
+                        : "the default grid of the program's dims has", 1 << 20, nd,
+                        nranges ? "" : ", at least 2 values each",
+                        "give fewer values per dim (--shapes NAME=LO..HI:COUNT) or the points "
+                        "themselves (--shapes-file)");
             return NULL;
         }
     }

@@ -31,17 +31,18 @@ static const char *usage_text =
     "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|plan|llvm|asm|ptx|obj|header|dispatch[,...]]\n"
     "               [--target=cpu|nvptx] [--arch=ARCH[,...]] [--no-libdevice] [--records=FILE]\n"
     "               [--set NAME=VALUE ...] [--mk NAME=MICROKERNEL ...]\n"
-    "               [--fuse NAME=inline|materialize ...]\n"
+    "               [--fuse NAME=inline|materialize ...] [--fp-contract=on|off]\n"
     "               [--dump-after=PASS|all] [--stop-after=PASS]\n"
     "               [--verify-each] [--time-passes]\n"
     "       dcc run FILE.tex [--target=cpu|reference|loops|emu|cuda] --set NAME=VALUE ...\n"
     "               [--arch=sm_80] [--input NAME=PATH.npy ...] [--output NAME=PATH.npy ...]\n"
     "               [--seed N] [--check] [--bench N] [--profile] [--records=FILE]\n"
     "               [--mk NAME=MICROKERNEL ...] [--fuse NAME=inline|materialize ...]\n"
+    "               [--fp-contract=on|off]\n"
     "       dcc tune FILE.tex [--target=cpu|cuda|model] [--arch=sm_80] [--trials N]\n"
     "               [--records=FILE] [--shapes NAME=LO..HI[:COUNT] ... | --shapes-file F.json]\n"
     "               [--per-shape] [--warm-start=OLD.jsonl] [--fuse NAME=inline|materialize ...]\n"
-    "               [--atomic-split]\n"
+    "               [--atomic-split] [--fp-contract=on|off]\n"
     "               [--seed N]\n"
     "       dcc report --records=FILE [-o REPORT.svg]\n"
     "       dcc --help | --version\n"
@@ -84,6 +85,10 @@ static const char *usage_text =
     "  --fuse NAME=HOW     inline intermediate NAME (one without a reduction) into\n"
     "                      its readers, or materialise it, whatever the cost model\n"
     "                      or the records say; tune searches the close ones itself\n"
+    "  --fp-contract=off   (compile, run, tune) round every float operation on its\n"
+    "                      own: no fused multiply-add anywhere (default on: a * b + c\n"
+    "                      and a * b - c in a statement are one fma, rounded once,\n"
+    "                      on every target and in the reference; see LANGUAGE.md)\n"
     "  --target=cpu        (run) the object --emit=obj writes, JIT-compiled for this\n"
     "                      CPU (default)\n"
     "  --target=reference  (run) run with the reference interpreter\n"
@@ -192,7 +197,7 @@ typedef enum OptArg {
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
     O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_PROFILE, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
-    O_WARM, O_ATOMIC, O_FUSE, NOPTS
+    O_WARM, O_ATOMIC, O_FUSE, O_FPCONTRACT, NOPTS
 } OptId;
 
 typedef struct OptSpec {
@@ -333,6 +338,8 @@ static const OptSpec opt_table[] = {
     {O_ATOMIC, "atomic-split", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_FUSE, "fuse", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_NAMED, "NAME=inline|materialize",
      NULL, valid_fuse, 0, 0},
+    {O_FPCONTRACT, "fp-contract", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_TEXT, "on|off",
+     "on off", NULL, 0, 0},
 };
 enum { NSPECS = sizeof opt_table / sizeof opt_table[0] };
 
@@ -540,18 +547,28 @@ static void on_fatal_signal(int sig)
     raise(sig);
 }
 
-static RtOutFiles *outputs_begin(const Args *a)
+/* Every file the command reads (the program, records but where tune
+ * appends to them, --input, --shapes-file, --warm-start), as inputs no
+ * output may be. */
+static RtOutFiles *outputs_new(const Args *a, bool records_in)
 {
     RtOutFiles *o = rt_out_new();
     if (!o)
         fail("out of memory");
-    live_outputs = o;
-    if (a->file)
-        rt_out_input(o, a->file);
-    if (a->val[O_RECORDS])
-        rt_out_input(o, a->val[O_RECORDS]);
+    const char *read[] = {a->file, records_in ? a->val[O_RECORDS] : NULL, a->val[O_SHAPES_FILE],
+                          a->val[O_WARM]};
+    for (size_t i = 0; i < sizeof read / sizeof *read; i++)
+        if (read[i])
+            rt_out_input(o, read[i]);
     for (int i = 0; i < a->named[O_INPUT].n; i++)
         rt_out_input(o, a->named[O_INPUT].a[i].value);
+    return o;
+}
+
+static RtOutFiles *outputs_begin(const Args *a)
+{
+    RtOutFiles *o = outputs_new(a, true);
+    live_outputs = o;
     return o;
 }
 
@@ -604,6 +621,8 @@ static FeUnit load_program(const char *path)
     int rc = fe_load(path, &u, err, sizeof err);
     if (rc < 0)
         fail("%s", err);
+    if (rc == 0 && cg_symbol_prefix_check(u.prog->name, err, sizeof err) != 0)
+        fail("%s: %s", path, err);
     if (rc > 0) {
         ir_diags_print(&u.diags, stderr);
         fprintf(stderr, "%d error%s\n", u.diags.count, u.diags.count == 1 ? "" : "s");
@@ -613,11 +632,12 @@ static FeUnit load_program(const char *path)
 }
 
 /* Reads and checks FILE, then fixes the fusion of the intermediates
- * --fuse names; exits 1 when one is not an intermediate without a
- * reduction. */
-static FeUnit load_fused(const char *path, const NamedArgs *fuse)
+ * --fuse names and the float contraction (--fp-contract, NULL: on); exits
+ * 1 when a --fuse is not an intermediate without a reduction. */
+static FeUnit load_fused(const char *path, const NamedArgs *fuse, const char *fp_contract)
 {
     FeUnit u = load_program(path);
+    u.prog->fp_contract_off = fp_contract && strcmp(fp_contract, "off") == 0;
     for (int i = 0; i < fuse->n; i++) {
         const NamedArg *f = &fuse->a[i];
         Tensor *t = ir_te_find_tensor(u.prog, f->name);
@@ -693,6 +713,11 @@ static StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
             fail("--mk %s: not a micro-kernel of a rank-%d stage: '%s' (expected e.g. "
                  "'threads [16, 16] tile [4, 4] rchunk 16 unroll 1 vec 4 staged')",
                  m->name, t->rank, m->value);
+        TargetInfo ti = pass_target_info(o->target);
+        pass_target_gpu_arch(&ti, o->gpu_arch);
+        char why[512];
+        if (!pass_check_microkernel(mk, t, &ti, why, sizeof why))
+            fail("--mk %s", why);
         sched[t->id] = (StageSchedule){1, mk, NULL};
     }
     return sched;
@@ -755,9 +780,12 @@ static bool is_aot_emit(const char *emit)
            strcmp(emit, "obj,header") == 0 || strcmp(emit, "header,obj") == 0;
 }
 
+/* Where the object or header goes: -o itself for one output or a stream
+ * (-, a device: never a name derived from it), else the stem of -o or of
+ * the program's file name with ext. */
 static char *aot_path(const char *out, const char *file, const char *ext, bool both)
 {
-    if (out && !both)
+    if (out && (!both || rt_out_is_stream(out)))
         return strdup(out);
     const char *src = out ? out : file;
     const char *base = out ? src : (strrchr(src, '/') ? strrchr(src, '/') + 1 : src);
@@ -789,8 +817,9 @@ static void emit_aot(const Args *a, const char *emit, const char *out, const Loo
         cg_module_destroy(m);
     }
     free(ptx);
-    if (hdr) {
-        char *hpath = aot_path(out, a->file, ".h", obj && hdr);
+    bool stream = out && rt_out_is_stream(out);
+    if (hdr) { /* the include guard from the header's name, or the program's */
+        char *hpath = aot_path(stream ? NULL : out, a->file, ".h", obj && hdr);
         const char *slash = strrchr(hpath, '/');
         char *stem = strdup(slash ? slash + 1 : hpath);
         char *dot = strrchr(stem, '.');
@@ -806,11 +835,14 @@ static void emit_aot(const Args *a, const char *emit, const char *out, const Loo
     RtOutFiles *files = outputs_begin(a);
     char *path[2] = {NULL, NULL};
     const char *ext[2] = {".o", ".h"};
-    for (int i = 0; i < 2; i++)
-        if (text[i]) {
-            path[i] = aot_path(out, a->file, ext[i], obj && hdr);
-            outputs_add(files, path[i], text[i], len[i], "", 0);
-        }
+    if (stream && obj && hdr) /* one stream: the object, then the header */
+        outputs_add(files, out, text[0], len[0], text[1], len[1]);
+    else
+        for (int i = 0; i < 2; i++)
+            if (text[i]) {
+                path[i] = aot_path(out, a->file, ext[i], obj && hdr);
+                outputs_add(files, path[i], text[i], len[i], "", 0);
+            }
     outputs_commit(files);
     for (int i = 0; i < 2; i++) {
         free(text[i]);
@@ -871,12 +903,9 @@ static int cmd_compile(int argc, char **argv)
     if (out && !emit) /* as cc -c: the object of the target and its header */
         emit = "obj,header";
     bool aot = emit && is_aot_emit(emit);
-    if (out && strcmp(out, "-") == 0) { /* -o -: standard output, for text */
-        if (aot)
-            usage_error("-o -: an object and a header go to files, not to standard output");
+    if (out && strcmp(out, "-") == 0 && !aot) /* -o -: standard output */
         out = NULL;
-    }
-    if (aot && out && strchr(emit, ',')) { /* a stem: STEM.o and STEM.h */
+    if (aot && out && strchr(emit, ',') && strcmp(out, "-") != 0) { /* a stem: STEM.o and STEM.h */
         const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
         if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
             usage_error("-o %s names a directory: give the stem of the object and header "
@@ -893,6 +922,11 @@ static int cmd_compile(int argc, char **argv)
         usage_error("--emit=asm is host assembly: use --emit=ptx for --target=nvptx");
     if (sets->n && !plan)
         usage_error("--set is for --emit=plan (and dcc run)");
+    if (co.pipe.stop_after && strcmp(co.pipe.stop_after, pass_names()[0]) == 0 && emit &&
+        strcmp(emit, "loops") == 0) /* the first pass works on the TE program */
+        usage_error("--stop-after=%s stops before there is loop IR (lower makes it): "
+                    "--emit=loops needs a later pass; --dump-after=%s shows the program as "
+                    "%s leaves it", co.pipe.stop_after, co.pipe.stop_after, co.pipe.stop_after);
     if (co.pipe.stop_after && emit && strcmp(emit, "loops") != 0)
         usage_error("--stop-after=%s stops before code generation: it goes with --emit=loops "
                     "(the loop IR after that pass) or no --emit (the dumps only)%s",
@@ -919,7 +953,7 @@ static int cmd_compile(int argc, char **argv)
         if (arch && !aot && nisas != 1)
             usage_error("--emit=%s shows one instruction set: give --arch one name", emit);
     }
-    FeUnit l = load_fused(a.file, &a.named[O_FUSE]);
+    FeUnit l = load_fused(a.file, &a.named[O_FUSE], a.val[O_FPCONTRACT]);
     if (dispatch) {
         SrchTree **trees = calloc((size_t)l.prog->ntensors + 1, sizeof *trees);
         co.trees = trees;
@@ -1112,38 +1146,33 @@ static void run_once(Exec *x, const int64_t *dims, float **bufs)
 }
 
 /* Compares out with ref: |a - r| <= atol + rtol |r|, scaled by the tensor's magnitude. */
-static bool compare(const char *name, const float *out, const float *ref, int64_t n)
+/* --check: out against the reference by rt_compare's rule; the first
+ * element that differs named by its index. */
+static bool compare(const Tensor *t, const int64_t *dims, const float *out, const float *ref)
 {
-    double scale = 0, max_abs = 0, max_rel = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(ref[i]) > scale && isfinite(ref[i]))
-            scale = fabs(ref[i]);
-    int64_t bad = -1, nbad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double a = out[i], r = ref[i];
-        if (isnan(a) && isnan(r))
-            continue;
-        if (isinf(r) && a == r)
-            continue;
-        double d = fabs(a - r);
-        if (!(d <= 1e-5 * (scale + 1) + 1e-3 * fabs(r))) {
-            if (bad < 0)
-                bad = i;
-            nbad++;
+    int64_t shape[RT_NPY_MAX_RANK], n = ir_te_numel(t, dims);
+    RtCompare c = rt_compare(out, ref, n);
+    if (c.nbad) {
+        tensor_shape(t, dims, shape);
+        int64_t idx[RT_NPY_MAX_RANK], rest = c.first;
+        for (int d = t->rank - 1; d >= 0; d--) {
+            idx[d] = shape[d] ? rest % shape[d] : 0;
+            rest = shape[d] ? rest / shape[d] : 0;
         }
-        if (d > max_abs || isnan(d))
-            max_abs = d;
-        if (fabs(r) > 1e-6 && d / fabs(r) > max_rel)
-            max_rel = d / fabs(r);
-    }
-    if (nbad) {
+        char at[512];
+        size_t k = (size_t)snprintf(at, sizeof at, "%s[", t->name);
+        for (int d = 0; d < t->rank && k < sizeof at; d++)
+            k += (size_t)snprintf(at + k, sizeof at - k, "%s%lld", d ? ", " : "", (long long)idx[d]);
+        if (k < sizeof at)
+            snprintf(at + k, sizeof at - k, "]");
         fprintf(stderr, "check: %s differs from the reference at %lld of %lld elements; first at "
-                        "flat index %lld: got %.9g, expected %.9g\n",
-                name, (long long)nbad, (long long)n, (long long)bad, out[bad], ref[bad]);
+                        "%s (flat index %lld): got %.9g, expected %.9g\n",
+                t->name, (long long)c.nbad, (long long)n, at, (long long)c.first, out[c.first],
+                ref[c.first]);
         return false;
     }
-    printf("check: %s matches the reference (%lld elements, max abs error %.3g)\n", name,
-           (long long)n, max_abs);
+    printf("check: %s matches the reference (%lld elements, max abs error %.3g)\n", t->name,
+           (long long)n, c.max_abs);
     return true;
 }
 
@@ -1196,7 +1225,7 @@ static int cmd_run(int argc, char **argv)
     const char *arch = o.val[O_ARCH] ? o.val[O_ARCH] : "sm_80";
     if (strcmp(target, "cuda") == 0)
         cuda_require();
-    FeUnit l = load_fused(o.file, &o.named[O_FUSE]);
+    FeUnit l = load_fused(o.file, &o.named[O_FUSE], o.val[O_FPCONTRACT]);
     TeProgram *p = l.prog;
     for (int i = 0; i < outputs->n; i++) {
         const Tensor *t = ir_te_find(p, outputs->a[i].name);
@@ -1263,7 +1292,7 @@ static int cmd_run(int argc, char **argv)
         for (int i = 0; i < p->ntensors; i++) {
             const Tensor *t = p->tensors[i];
             if (t->kind == TK_OUTPUT)
-                ok &= compare(t->name, bufs[i], ref[i], ir_te_numel(t, dims));
+                ok &= compare(t, dims, bufs[i], ref[i]);
             if (t->kind != TK_INPUT)
                 free(ref[i]);
         }
@@ -1416,6 +1445,12 @@ static int cmd_tune(int argc, char **argv)
         usage_error("--shapes and --shapes-file both say which shapes to tune: give one");
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
     o.records = records ? records : defrec;
+    char err[1024];
+    RtOutFiles *in = outputs_new(&a, false); /* the records are appended to */
+    bool clash = rt_out_check(in, o.records, err, sizeof err) != 0;
+    rt_out_free(in);
+    if (clash)
+        fail("%s", err);
     o.ranges = ranges;
     TuneUi ui = {isatty(2) != 0, false};
     o.progress = tune_progress;
@@ -1423,8 +1458,7 @@ static int cmd_tune(int argc, char **argv)
     o.progress_ud = &ui;
     if (strcmp(o.backend, "cuda") == 0)
         cuda_require();
-    FeUnit l = load_fused(file, &a.named[O_FUSE]);
-    char err[1024];
+    FeUnit l = load_fused(file, &a.named[O_FUSE], a.val[O_FPCONTRACT]);
     int64_t *points = NULL;
     if (a.val[O_SHAPES_FILE] &&
         !(points = srch_shape_points_file(l.prog, a.val[O_SHAPES_FILE], &o.npoints, err,
@@ -1472,7 +1506,12 @@ static int cmd_tune(int argc, char **argv)
             const SrchTreeNode *n = srch_tree_node(t, k);
             if (n->kind == TN_LEAF && !srch_tree_uses(t, n->kernel, k)) {
                 char *mk = srch_mk_str(&t->kernels[n->kernel], t->nspatial);
-                printf("  kernel: %s\n", mk);
+                int spill = s->spill ? s->spill[n->kernel] : 0;
+                printf("  kernel: %s", mk);
+                if (spill > 0)
+                    printf(" (spills %d bytes: no kernel without spills within 5%% where it is "
+                           "used)", spill);
+                putchar('\n');
                 free(mk);
             }
         }
@@ -1570,9 +1609,11 @@ int main(int argc, char **argv)
             close(p[0]);
         close(p[1]);
     }
-    /* a closed pipe is a write error (EPIPE), not a silent death that
-     * leaves temporaries; interrupted, the temporaries go */
+    /* a closed pipe (EPIPE) and a file-size limit, ulimit -f (EFBIG: "File
+     * too large"), are write errors, not a silent death that leaves
+     * temporaries; interrupted, the temporaries go */
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     signal(SIGINT, on_fatal_signal);
     signal(SIGTERM, on_fatal_signal);
     signal(SIGHUP, on_fatal_signal);

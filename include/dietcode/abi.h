@@ -31,7 +31,7 @@
 #define DCRT_OK 0
 #define DCRT_ERR_DIM_RANGE 1     /* a dim < LO or > the largest accepted value */
 #define DCRT_ERR_TOO_LARGE 2     /* a tensor over DCRT_MAX_ELEMENTS elements, or a grid over INT32_MAX */
-#define DCRT_ERR_NULL_POINTER 3  /* a tensor pointer is NULL */
+#define DCRT_ERR_NULL_POINTER 3  /* a tensor pointer, or the program, dims or tensors array, is NULL */
 #define DCRT_ERR_OUT_OF_MEMORY 4 /* the workspace could not be allocated */
 #define DCRT_ERR_THREADS 5       /* the thread pool could not start */
 #define DCRT_ERR_NO_DRIVER 6     /* no libcuda.so.1 */

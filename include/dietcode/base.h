@@ -65,6 +65,13 @@ void ir_vdiag(DiagList *d, SrcLoc loc, const char *fmt, va_list ap);
  * a caret under the column. */
 void ir_diags_print(const DiagList *d, FILE *out);
 
+/* A pointer an embedder passed to a public entry point: false when it is
+ * NULL, with "FN: NAME is NULL" in err (err may be NULL). Entry points
+ * return their own error for it (NULL, -1, false); a NULL that only our
+ * own code could pass is an invariant (IR_ASSERT), not this. */
+bool ir_arg_ok(const void *arg, const char *fn, const char *name, char *err, size_t errlen);
+#define IR_ARG_OK(arg, err, errlen) ir_arg_ok((arg), __func__, #arg, (err), (errlen))
+
 /* Internal invariants: a failure is a compiler bug, not a user error. */
 _Noreturn void ir_panic(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -96,6 +96,11 @@ CgModule *cg_kernels_module(const LoopProgram *lp, const CgTarget *t, const char
 /* prefix + name with every character that is not a letter or digit made
  * '_' (malloc'd): a symbol. */
 char *cg_symbol(const char *prefix, const char *name);
+/* 0 if an object's entry points may start with prog (PROG_run,
+ * PROG_workspace_size, ...); -1 and a message when they could be one of
+ * libdcrt's symbols (prog dcrt or rt, or starting dcrt_ or rt_), which
+ * would call itself or clash at link time. */
+int cg_symbol_prefix_check(const char *prog, char *err, size_t errlen);
 
 /* ---- codegen/nvptx.c: kernels as PTX ----
  *

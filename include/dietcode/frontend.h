@@ -35,7 +35,8 @@ int fe_load_text(const char *path, const char *name, const char *text, FeUnit *u
 void fe_unload(FeUnit *u);
 
 /* frontend/sema.c */
-/* Parses and checks src; the program, or NULL when diags got errors. */
+/* Parses and checks src; the program, or NULL when diags got errors (a
+ * NULL src, text or name is one; a NULL diags just returns NULL). */
 TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags);
 
 #endif

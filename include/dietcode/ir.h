@@ -109,6 +109,10 @@ typedef struct TeProgram {
     Var **dims;
     int ntensors;
     Tensor **tensors;  /* definition order: a topological order */
+    /* dcc --fp-contract=off: every float operation rounded on its own, no
+     * fused multiply-adds (ir_contract, ir_accumulate); printed, so a
+     * stage's workload fingerprint tells the two apart */
+    bool fp_contract_off;
     /* ir/te.c's own: allocated lengths, and every name hashed */
     int cap_dims, cap_tensors;
     struct TeNames *names;
@@ -370,6 +374,17 @@ int64_t ir_sem_f32_to_i32(double f);     /* i32() of a float: truncating, satura
 double ir_sem_i2f(int64_t a);            /* f32() of an integer */
 int64_t ir_floordiv(int64_t a, int64_t b);
 int64_t ir_floormod(int64_t a, int64_t b);
+/* fma(a, b, c) on f32 values: a * b + c rounded once. */
+double ir_sem_fma(double a, double b, double c);
+/* The contraction rule: e with every f32 + or - one of whose operands is
+ * an f32 product (the left one when both are) made one fma: x*y + z and
+ * z + x*y are fma(x, y, z), x*y - z is fma(x, y, -z), z - x*y is
+ * fma(-x, y, z). Applied to one tensor's body at a time, before inlining,
+ * so a product never fuses with an add of another tensor. */
+Expr *ir_contract(ExprCtx *c, Expr *e);
+/* One step of a reduction, acc combined with v: fma(x, y, acc) when
+ * contract holds, comb is + and v an f32 product x * y; else comb(acc, v). */
+Expr *ir_accumulate(ExprCtx *c, ExprKind comb, Expr *acc, Expr *v, bool contract);
 
 /* ir/bounds.c: interval analysis. Bounds of e; past the first 4096 nodes
  * of e a subexpression counts as unbounded (loose, never wrong), so asking
@@ -409,7 +424,8 @@ void ir_print_te(FILE *out, const TeProgram *p);
 void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,
                          const bool *materialized);
 
-/* ir/te.c: programs */
+/* ir/te.c: programs. The constructors and finders return NULL when a
+ * pointer argument (the program, a name, shape, axes, body) is NULL. */
 TeProgram *ir_te_new(const char *name);
 void ir_te_destroy(TeProgram *p);
 Tensor *ir_te_add_input(TeProgram *p, const char *name, DType t, int rank, Expr **shape);

@@ -9,6 +9,10 @@
  * kernels. It is v as evaluated by the thread whose index in the block is
  * this thread's xor m (a warp shuffle, shfl.sync.bfly), and every thread
  * of the block must evaluate it together, as at a barrier.
+ *
+ * fma(a, b, c) is not in the language either: it is a * b + c rounded
+ * once, what ir_contract makes of a float + or - of a product (the
+ * contraction rule of docs/LANGUAGE.md) and ir_accumulate of a sum's step.
  */
 #ifndef DIETCODE_OPS_H
 #define DIETCODE_OPS_H
@@ -43,6 +47,7 @@
     X(GELU,    "gelu",    1, CALL,   0)             \
     X(CAST,    "cast",    1, CALL,   0)             \
     X(SELECT,  "select",  3, CALL,   0)             \
+    X(FMA,     "fma",     3, CALL,   0)             \
     X(SHFL_XOR, "shfl_xor", 2, CALL, 0)
 
 /* Reductions: name, identity as a float, combining binary operator. */

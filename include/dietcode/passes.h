@@ -94,6 +94,19 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
 int64_t pass_chunked_length(const Expr *red);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
+/* The budgets pass_check_microkernel holds every micro-kernel to (DESIGN.md,
+ * "Core data structures"): a CPU block's frame on its thread's stack (its
+ * accumulators, with a staged block every thread's, plus ti->shared_bytes
+ * of staging: half of the 8 MiB stack a caller's thread has by default),
+ * a GPU thread's accumulators in registers (the most a thread may have),
+ * and the statements of the unrolled update (twice the search's largest). */
+enum { PASS_MAX_CPU_FRAME = 4 << 20, PASS_MAX_GPU_ACCUMULATORS = 255, PASS_MAX_UNROLLED = 512 };
+/* Whether mk, as pass_legalize_microkernel leaves it for t and ti, runs
+ * within those budgets; else false with one line naming the stage, the
+ * size and the limit. The one check of --mk, of records' kernels and of
+ * the search's draws, and the pipeline's of every variant it lowers. */
+bool pass_check_microkernel(const MicroKernel *mk, const Tensor *t, const TargetInfo *ti,
+                            char *err, size_t errlen);
 /* The micro-kernels of a variant of t that splits its reduction (mk.split
  * > 1): the partial results' (mk over the parts as a new outermost axis,
  * one part per block) and their combination's (elementwise shaped). */
@@ -168,7 +181,8 @@ typedef struct PipelineOpts {
 /* The names of the passes in order, NULL-terminated (for option checking). */
 const char *const *pass_names(void);
 /* Lowers p with the given micro-kernels (NULL: the defaults; mks is indexed
- * by tensor id). Returns NULL with a message on a verifier failure. */
+ * by tensor id). Returns NULL with a message on a verifier failure or a
+ * micro-kernel past pass_check_microkernel's budgets. */
 LoopProgram *pass_run_pipeline(TeProgram *p, const MicroKernel *mks, const TargetInfo *ti,
                                const PipelineOpts *opts, char *err, size_t errlen);
 /* The same with any number of variants per stage (sched indexed by tensor

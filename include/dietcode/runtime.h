@@ -47,6 +47,17 @@ void rt_array_free(RtArray *a); /* frees data, zeroes *a; NULL is fine */
  * of range or the byte size would overflow int64_t. */
 int64_t rt_array_numel(const RtArray *a);
 
+/* runtime/compare.c: whether a result matches the reference (dcc run
+ * --check, the tests): finite values within 1e-5 * (scale + 1) + 1e-3 *
+ * |r| (scale: the largest finite |r|), infinities exactly with their sign,
+ * NaN only where the reference has NaN. */
+typedef struct RtCompare {
+    int64_t nbad;   /* elements that do not match */
+    int64_t first;  /* the first of them (flat index), or -1 */
+    double max_abs; /* the largest |out - ref| where both are finite */
+} RtCompare;
+RtCompare rt_compare(const float *out, const float *ref, int64_t n);
+
 /* runtime/infile.c: files read (programs, .npy inputs, records, shapes).
  * Opens path for reading if it is a regular file: a FIFO, device, socket or
  * directory is refused at once (opened with O_NONBLOCK, so nothing can hang
@@ -58,11 +69,15 @@ FILE *rt_open_read(const char *path, char *err, size_t errlen);
  *
  * rt_out_add resolves path (symlinks are followed: their targets are
  * written, the links stay) and writes head then data to a temporary beside
- * it; rt_out_commit renames every temporary over its target, so a failure
- * before it changes no file. A path that exists and is not a regular file
+ * it (flushed to disk); rt_out_commit renames every temporary over its
+ * target, so a failure before it changes no file, and a rename that fails
+ * (or rt_out_abandon during the commit) puts back the targets renamed
+ * before it from backups kept as hard links; only a process killed
+ * outright between two renames can leave some outputs new and others old
+ * (runtime/outfile.c says exactly what is guaranteed). A path that exists and is not a regular file
  * (a device, a FIFO) is written in place by rt_out_commit, never replaced,
- * and so is a descriptor the process has open (/dev/stdout, /dev/stderr,
- * /dev/fd/N: where it stands); those are outside that guarantee, and their
+ * and so is a descriptor the process has open (- and /dev/stdout for
+ * standard output, /dev/stderr, /dev/fd/N: where it stands); those are outside that guarantee, and their
  * buffers must live until rt_out_commit. A directory, a path that is also an input
  * (rt_out_input: the same file, by device and inode) and two outputs that
  * are one file are refused. Errors start with the path as given;
@@ -70,9 +85,17 @@ FILE *rt_open_read(const char *path, char *err, size_t errlen);
 typedef struct RtOutFiles RtOutFiles;
 RtOutFiles *rt_out_new(void); /* NULL: out of memory */
 int rt_out_input(RtOutFiles *o, const char *path); /* a file no output may be */
+/* For a file written by other means (the records a tune appends to): -1
+ * and the message rt_out_add gives when path is one of o's inputs. */
+int rt_out_check(const RtOutFiles *o, const char *path, char *err, size_t errlen);
 int rt_out_add(RtOutFiles *o, const char *path, const void *head, size_t hlen, const void *data,
                size_t len, char *err, size_t errlen);
 int rt_out_commit(RtOutFiles *o, char *err, size_t errlen);
+/* Whether path is written in place, as a stream: - (standard output), a
+ * descriptor name, or an existing device, FIFO or socket. No other file
+ * name is derived from such a path (dcc -o /dev/null writes no
+ * /dev/null.h). */
+bool rt_out_is_stream(const char *path);
 void rt_out_free(RtOutFiles *o);
 /* For a signal handler: unlinks o's temporaries and nothing else
  * (async-signal-safe; rt_out_free still owns the memory). */
@@ -124,22 +147,31 @@ int dcrt_fail(int code, const char *msg);
  * this CPU has, each launch's blocks over a process-wide pool (one thread
  * per online core). tensors: the entry's arguments (p->params: inputs, then
  * outputs); workspace: at least dcrt_workspace_size bytes, DCRT_ALIGN
- * aligned, or NULL for one libdcrt keeps per thread. DCRT_OK or a code. */
+ * aligned, or NULL for one libdcrt keeps per thread. DCRT_OK or a code
+ * (DCRT_ERR_NULL_POINTER for a NULL program, dims, tensors or tensor). */
 int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace);
-/* The workspace a call with these dims needs (0 also when it would fail). */
+/* The workspace a call with these dims needs (0 also when it would fail,
+ * or p or dims is NULL). */
 size_t dcrt_workspace_size(const DcrtProgram *p, const int64_t *dims);
 /* The calling thread's workspace of at least bytes (kept and grown from
  * call to call, freed at thread exit); NULL when out of memory. */
 void *dcrt_thread_workspace(size_t bytes);
-/* Runs the CPU launches that start after it on n threads, the caller
- * included (0: one per online core, the default unless DCRT_NUM_THREADS
- * says otherwise). Not while a dcrt_run is in progress. DCRT_OK, or
- * DCRT_ERR_THREADS when the threads cannot be started (the old pool
- * stays). */
+/* Runs the CPU launches of calls that start after it on n threads, the
+ * caller included (0: one per online core, the default unless
+ * DCRT_NUM_THREADS says otherwise). Safe from any thread at any time, also
+ * while other threads are inside dcrt_run (generated NAME_run): calls in
+ * progress finish on the old pool, which the last of them shuts down.
+ * dcrt_run itself may be called from several threads at once; they share
+ * the pool, taking turns launch by launch. DCRT_OK, or DCRT_ERR_THREADS
+ * when the threads cannot be started (the old pool stays). */
 int dcrt_set_num_threads(int n);
 /* The x86-64 microarchitecture level of this CPU: 1 (baseline) to 4
  * (AVX-512), as -march=x86-64-vN names them; OS support included. */
 int dcrt_cpu_level(void);
+/* DCRT_ERR_NULL_POINTER, with a message naming it, when p, or the dims or
+ * tensors array a call needs (p has dims, tensors), is NULL: what dcrt_run
+ * and dcrt_cuda_run (every generated entry) check first. */
+int dcrt_check_call(const DcrtProgram *p, const int64_t *dims, const void *tensors);
 /* DCRT_ERR_NULL_POINTER unless every tensor argument is set. */
 int dcrt_check_params(const DcrtProgram *p, const void *const *tensors);
 /* The buffer pointers of a planned call (malloc'd, per buffer id): the

@@ -300,6 +300,7 @@ enum { SRCH_NFEAT = 30 };
 typedef struct SrchPtxInfo {
     int regs;          /* registers per thread */
     int spill_bytes;   /* spill stores + loads */
+    int stage_spill_bytes; /* spill stores + loads of every kernel in the PTX */
     int smem_bytes;    /* static shared memory */
 } SrchPtxInfo;
 
@@ -528,6 +529,10 @@ typedef struct SrchStageResult {
     double *shape_ms;
     SrchTree *tree;
     SrchTreeScore score;
+    /* the GPU: tree->nkernels, the bytes each kernel spills (ptxas; 0 when
+     * unknown). A kernel that spills is used only where it is faster than
+     * every kernel without spills by more than 5% (search/tune.c). */
+    int *spill;
 } SrchStageResult;
 
 /* The search's choice for one intermediate the cost model found close:

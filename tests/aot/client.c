@@ -137,19 +137,13 @@ int main(int argc, char **argv)
                 (long long)rt_array_numel(&ref), (long long)n);
         return 1;
     }
-    double scale = 0, maxerr = 0, sum = 0;
+    double sum = 0;
     for (int64_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(ref.data[i]));
-    int64_t nbad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)out[i] - ref.data[i]);
-        maxerr = fmax(maxerr, d);
         sum += out[i];
-        if (!(d <= 1e-5 * (scale + 1) + 1e-3 * fabs(ref.data[i])))
-            nbad++;
-    }
+    RtCompare c = rt_compare(out, ref.data, n);
+    int64_t nbad = c.nbad;
     printf("T=%lld: %lld elements, checksum %.6f, max abs error %.3g, %lld mismatches\n",
-           (long long)T, (long long)n, sum, maxerr, (long long)nbad);
+           (long long)T, (long long)n, sum, c.max_abs, (long long)nbad);
     rt_array_free(&ref);
     free(out);
     return nbad ? 1 : 0;

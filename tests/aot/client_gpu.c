@@ -82,9 +82,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad reference %s\n", argv[2]);
         return 1;
     }
-    int64_t nbad = 0;
-    for (int64_t i = 0; i < n; i++)
-        nbad += !(fabs((double)p[i] - ref.data[i]) <= 1e-5 + 1e-3 * fabs(ref.data[i]));
+    int64_t nbad = rt_compare(p, ref.data, n).nbad;
     printf("T=%lld on the GPU: %lld mismatches of %lld\n", (long long)T, (long long)nbad, (long long)n);
 
     /* PTX the driver rejects: DCRT_ERR_MODULE, and the JIT's log in dcrt_last_error */

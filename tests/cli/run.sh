@@ -317,6 +317,90 @@ done
 expect 1 "adir: not a regular file (it is a directory)" -- "$dcc" adir --emit=te
 expect 1 "nosuch.jsonl: cannot open: No such file" -- "$dcc" run prog.tex --set T=2 --records nosuch.jsonl
 
+# ---- 14. an output that is also an input, in every command ----
+cp prog.tex tuneme.tex
+expect 1 "is also an input" -- "$dcc" tune tuneme.tex --trials 1 --records tuneme.tex
+cmp -s tuneme.tex prog.tex || bad "tune --records naming the program changed it"
+echo '[{"T": 3}]' >pts.json
+cp pts.json pts.orig
+expect 1 "is also an input" -- "$dcc" tune prog.tex --trials 1 --shapes-file pts.json --records ./pts.json
+cmp -s pts.json pts.orig || bad "tune --records naming the shapes file changed it"
+
+# ---- 15. -o naming a stream: written there, no name derived from it ----
+if [ -n "$null" ]; then
+    expect 0 "" -- "$dcc" prog.tex -o "$null"
+    [ -e "$null.o" ] || [ -e "$null.h" ] && bad "-o $null derived $null.o or $null.h"
+    [ -c "$null" ] || bad "$null is no longer a character device"
+fi
+"$dcc" prog.tex -o - >stdout.bin 2>err.txt || bad "-o - failed: $(cat err.txt)"
+[ "$(head -c 4 stdout.bin | od -An -c | tr -d ' ')" = "177ELF" ] || bad "-o - did not write the object to stdout"
+grep -q "prog_run(" stdout.bin || bad "-o - did not write the header after the object"
+"$dcc" prog.tex --emit=header -o - >stdout.h 2>err.txt && grep -q "^int prog_run(" stdout.h ||
+    bad "--emit=header -o - did not print the header: $(cat err.txt)"
+"$dcc" run prog.tex --set T=3 --output Y=- --output Z=z15.npy >stdout.npy 2>err.txt &&
+    [ "$(head -c 6 stdout.npy | tail -c 5)" = NUMPY ] || bad "--output Y=- did not write .npy to stdout"
+"$dcc" report --records corrupt.jsonl -o - >stdout.svg 2>err.txt
+[ -e ./- ] || [ -e prog.o ] || [ -e prog.h ] && bad "a file named -, prog.o or prog.h was created"
+
+# ---- 16. a file-size limit: status 1, "File too large", no temporary ----
+printf 'dim T in 1..100000\ninput X[T] f32\noutput Y[i: T] = X[i]\n' >big.tex
+(ulimit -f 8 && "$dcc" run big.tex --set T=20000 --output Y=big.npy) >out.txt 2>err.txt
+[ $? -eq 1 ] && grep -q "File too large" err.txt || bad "ulimit -f: $(cat err.txt)"
+ls big.npy* >/dev/null 2>&1 && bad "ulimit -f left $(ls big.npy*)"
+
+# ---- 17. names: the runtime's, and C and C++ keywords in a header ----
+cp prog.tex dcrt.tex
+cp prog.tex rt_pool.tex
+expect 1 "program name 'dcrt' is reserved" -- "$dcc" dcrt.tex -o dcrt_obj
+expect 1 "program name 'dcrt' is reserved" -- timeout 20 "$dcc" run dcrt.tex --set T=2
+expect 1 "program name 'rt_pool' is reserved" -- "$dcc" rt_pool.tex -o rt_pool_obj
+{
+    echo 'dim int in 1..8'
+    for t in workspace float return_ return NULL stream class INT64_MAX __x; do
+        echo "input $t[int] f32"
+    done
+    echo 'output this[i: int] = workspace[i] + float[i] + return_[i] + return[i] + NULL[i] + stream[i] + class[i] + INT64_MAX[i] + __x[i]'
+} >kw.tex
+expect 0 "" -- "$dcc" kw.tex -o kw_cpu
+expect 0 "" -- "$dcc" kw.tex --target=nvptx -o kw_gpu
+printf '#include "kw_cpu.h"\n#include "kw_gpu.h"\nint main(void) { return 0; }\n' >kw.c
+"$cc" -std=c11 -Wall -Werror -c kw.c -o kw.o 2>err.txt || bad "a header with keyword names: $(cat err.txt)"
+if command -v c++ >/dev/null 2>&1; then
+    c++ -x c++ -Wall -Werror -c kw.c -o kw.o 2>err.txt || bad "the header in C++: $(cat err.txt)"
+fi
+
+# ---- 18. messages ----
+expect 2 "stops before there is loop IR" -- "$dcc" prog.tex --stop-after=inline --emit=loops
+"$dcc" tune prog.tex --trials 1 --records cpu18.jsonl >/dev/null 2>&1
+expect 1 "the file has records of target cpu" -- "$dcc" run prog.tex --target=emu --set T=2 --records cpu18.jsonl
+awk 'BEGIN { for (i = 0; i < 40; i++) print "dim D" i " in 1..4"; print "input X[D0] f32";
+             print "output Y[i: D0] = X[i]" }' >dims40.tex
+expect 1 "the default grid of the program's dims" -- "$dcc" tune dims40.tex --trials 1 --records d40.jsonl
+awk 'BEGIN { printf "dim T in 1..8\ninput X[T] f32\noutput Y[i: T] = X[i]";
+             for (i = 0; i < 20000; i++) printf " + X[i]"; print " + Q[i]" }' >longline.tex
+"$dcc" longline.tex --emit=te >out.txt 2>err.txt
+[ "$(wc -c <err.txt)" -lt 1000 ] && grep -q '^ \.\.\..*\.\.\.$' err.txt || bad "a long line's diagnostic is not cut: $(head -c 300 err.txt)"
+
+# ---- 14. micro-kernel budgets: a kernel accepted runs (issue 31 items 3, 4) ----
+cat >dense.tex <<'EOF'
+dim T in 1..64
+input X[T, 64] f32
+input W[64, 64] f32
+output Y[i: T, j: 64] = sum[k: 64](X[i, k] * W[j, k])
+EOF
+big='Y=threads [16, 32] tile [64, 64] rchunk 64 unroll 1 vec 16 staged'
+expect 1 "dcc: error: --mk Y: micro-kernel needs 8 MiB of accumulators on a CPU block's stack (512 threads x tile 64 x 64 x 4 bytes); the limit is 3 MiB" \
+    -- "$dcc" run dense.tex --set T=64 --mk "$big"
+expect 1 "needs 8 MiB of accumulators" -- "$dcc" dense.tex --emit=obj,header -o dense.o --mk "$big"
+[ -e dense.o ] || [ -e dense.h ] && bad "a refused --mk left an output file"
+expect 1 "Y: micro-kernel needs 256 registers of accumulators a thread (tile 16 x 16); the limit is 255" \
+    -- "$dcc" dense.tex --target=nvptx --emit=ptx --mk 'Y=threads [16, 16] tile [16, 16] rchunk 16 unroll 1 vec 4 staged'
+expect 0 "" -- "$dcc" run dense.tex --set T=64 --check --mk 'Y=threads [16, 2] tile [4, 32] rchunk 64 unroll 1 vec 16 staged'
+for t in '16, 16, 16, 16' '8, 8, 8, 8'; do
+    expect 1 "O: micro-kernel unrolls its update into 4096 statements (tile ${t%%,*} x" -- timeout 20 "$dcc" run \
+        "$src/examples/conv3x3.tex" --set N=1 --mk "O=threads [1, 1, 1, 1] tile [$t] rchunk 64 unroll 1 vec 16"
+done
+
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)"
     exit 1

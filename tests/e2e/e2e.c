@@ -196,24 +196,6 @@ static MicroKernel *variant(const TeProgram *p, int v, bool gpu)
     return mks;
 }
 
-static bool close_enough(const float *out, const float *ref, int64_t n, int64_t *bad)
-{
-    double scale = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(ref[i]) && fabs(ref[i]) > scale)
-            scale = fabs(ref[i]);
-    for (int64_t i = 0; i < n; i++) {
-        double a = out[i], r = ref[i];
-        if ((isnan(a) && isnan(r)) || (isinf(r) && a == r))
-            continue;
-        if (!(fabs(a - r) <= 1e-5 * (scale + 1) + 1e-3 * fabs(r))) {
-            *bad = i;
-            return false;
-        }
-    }
-    return true;
-}
-
 static void report(bool ok, const char *file, const char *target, int v, const TeProgram *p,
                    const int64_t *dims, const char *what)
 {
@@ -257,10 +239,11 @@ static void check_shape(const char *file, const char *target, int v, const TePro
     } else {
         for (int i = 0; i < p->ntensors; i++) {
             const Tensor *t = p->tensors[i];
-            int64_t bad = 0;
             if (t->kind != TK_OUTPUT)
                 continue;
-            bool ok = close_enough(bufs[i], ref[i], ir_te_numel(t, dims), &bad);
+            RtCompare c = rt_compare(bufs[i], ref[i], ir_te_numel(t, dims));
+            bool ok = c.nbad == 0;
+            int64_t bad = ok ? 0 : c.first;
             char what[256];
             snprintf(what, sizeof what, "%s[%lld] = %.9g, reference %.9g", t->name,
                      (long long)bad, bufs[i][bad], ref[i][bad]);

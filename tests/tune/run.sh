@@ -11,6 +11,7 @@
 #                                   per-shape; bad entries named
 #   run.sh DCC SRCDIR report        dcc report's SVG read as XML: panels, series,
 #                                   axes, one band per tree leaf
+#   run.sh DCC SRCDIR spill         GPU kernels that spill are named in the summary (ptxas)
 #   run.sh DCC SRCDIR fuse          the search overrules the cost model's fusion; the
 #                                   records carry the choice to compiles and runs;
 #                                   --fuse fixes it
@@ -335,7 +336,7 @@ points)
     expect_file 1 "entry 0 gives a dim twice: B" '[{"B": 1, "T": 2, "B": 3}]'
     "$dcc" tune "$prog" --target=model --shapes-file "$tmp" --records "$tmp/bad.jsonl" \
         >/dev/null 2>"$tmp/e"
-    [ $? -eq 1 ] && grep -q "Is a directory" "$tmp/e" && ok "a directory: $(cat "$tmp/e")" ||
+    [ $? -eq 1 ] && grep -q "not a regular file (it is a directory)" "$tmp/e" && ok "a directory: $(cat "$tmp/e")" ||
         bad "--shapes-file DIR: $(cat "$tmp/e")"
     [ ! -e "$tmp/bad.jsonl" ] && ok "no records file for a refused points file" || bad "bad.jsonl written"
     "$dcc" tune "$prog" --shapes-file "$tmp/pts.json" --shapes T=1..4 >/dev/null 2>"$tmp/e"
@@ -505,6 +506,41 @@ EOF
             [ "$(grep -vc "dcc --help" "$tmp/e")" -eq 1 ] &&
             ok "--fuse $arg: status $st, $(head -1 "$tmp/e")" || bad "--fuse $arg: status $st, $(cat "$tmp/e")"
     done
+    ;;
+spill)
+    # The GPU search and spills: every kernel the tree uses that ptxas says
+    # spills is named so in the summary (it won by more than 5% over every
+    # kernel without spills where it is used); skipped without ptxas.
+    ptxas=${DC_PTXAS:-/usr/local/cuda/bin/ptxas}
+    if [ ! -x "$ptxas" ]; then
+        echo "skip: no ptxas ($ptxas)"
+        exit 0
+    fi
+    cat >"$tmp/k4096.tex" <<'EOF'
+dim T in 1..256
+input H[T, 4096] f32
+input W[1024, 4096] f32
+input b[1024] f32
+input R[T, 1024] f32
+output Y[i: T, j: 1024] = sum[k: 4096](H[i, k] * W[j, k]) + b[j] + R[i, j]
+EOF
+    "$dcc" tune "$tmp/k4096.tex" --target=model --arch sm_90 --trials 48 --shapes T=1..256:16 \
+        --records "$tmp/k.jsonl" >"$tmp/k.out" 2>"$tmp/k.err" || bad "the model tune failed: $(cat "$tmp/k.err")"
+    nk=0
+    grep "^  kernel: " "$tmp/k.out" >"$tmp/kernels"
+    while IFS= read -r line; do
+        mk=$(echo "$line" | sed 's/^  kernel: //; s/ (spills.*//')
+        "$dcc" "$tmp/k4096.tex" --target=nvptx --arch sm_90 --emit=ptx --mk "Y=$mk" -o "$tmp/k.ptx" &&
+            "$ptxas" -arch=sm_90 -v "$tmp/k.ptx" -o /dev/null >"$tmp/v" 2>&1 || bad "ptxas on '$mk'"
+        spills=$(grep -o '[1-9][0-9]* bytes spill' "$tmp/v" | head -1)
+        nk=$((nk + 1))
+        if [ -n "$spills" ] && ! echo "$line" | grep -q "(spills"; then
+            bad "kernel '$mk' spills ($spills) but the summary does not say so"
+        elif [ -z "$spills" ] && echo "$line" | grep -q "(spills"; then
+            bad "kernel '$mk' is said to spill; ptxas reports none"
+        fi
+    done <"$tmp/kernels"
+    [ "$nk" -gt 0 ] && ok "$nk chosen kernels, spills reported as ptxas says" || bad "no kernel in the summary"
     ;;
 *)
     echo "unknown test $what"

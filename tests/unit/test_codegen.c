@@ -589,9 +589,10 @@ static LoopProgram *mm_program(Mm *m, Sched s)
             inner = store2(a, acc, V(ri), V(col), load2(c, Cs, row_in_block, col_in_block, false));
         else if (phase == 1)
             inner = store2(a, acc, V(ri), V(col),
-                           ADD(load2(c, acc, V(ri), V(col), false),
-                               MUL(load2(c, Xs, V(kk), row_in_block, false),
-                                   load2(c, Ws, V(kk), col_in_block, false))));
+                           ir_accumulate(c, EX_ADD, load2(c, acc, V(ri), V(col), false),
+                                         MUL(load2(c, Xs, V(kk), row_in_block, false),
+                                             load2(c, Ws, V(kk), col_in_block, false)),
+                                         true));
         else
             inner = store2(a, Cs, row_in_block, col_in_block, load2(c, acc, V(ri), V(col), false));
         parts[phase] = ir_for(a, ri, FK_UNROLLED, ir_for(a, cj, FK_UNROLLED, ir_for(a, v, FK_VECTORIZED,

@@ -145,6 +145,58 @@ static void test_symbolic_proofs(void **state)
     assert_false(ir_prove_nonneg(f->c, SUB(V(f->T), up), RANGE_OPEN));
 }
 
+/* Extents that grow with their dims faster than an index over one of them:
+ * i < T <= T * T, proven by monotonicity over dims >= 1, not by numeric
+ * bounds (T * T - T is -127..16383 taken term by term). And extents that
+ * are really too short somewhere in the range stay rejected. */
+static void test_monotone_extents(void **state)
+{
+    Fx *f = *state;
+    Var *T = f->T, *N = f->N;
+    Var *i = ir_var(f->c, "i", VK_AXIS, V(T));
+    Var *n = ir_var(f->c, "n", VK_AXIS, V(N));
+    Expr *TT = MUL(V(T), V(T));
+    for (int m = RANGE_DECLARED; m <= RANGE_OPEN; m++) {
+        assert_true(ir_prove_in_bounds(f->c, V(i), TT, m, NULL));
+        assert_true(ir_prove_in_bounds(f->c, V(i), MUL(TT, V(T)), m, NULL));
+        assert_true(ir_prove_in_bounds(f->c, V(i), DIV(ADD(TT, C(1)), C(2)), m, NULL));
+        assert_true(ir_prove_in_bounds(f->c, V(i), MUL(V(T), V(N)), m, NULL));
+        assert_true(ir_prove_in_bounds(f->c, V(n), MUL(V(T), V(N)), m, NULL));
+        /* (T - 1)(T - 2) >= 0 on the integers: T^2 - 2T + 2 > T - 1 */
+        assert_true(ir_prove_in_bounds(f->c, V(i), ADD(SUB(TT, MUL(V(T), C(2))), C(2)), m, NULL));
+        assert_true(ir_prove_in_bounds(f->c, ADD(MUL(V(i), V(T)), V(i)), TT, m, NULL));
+        /* i + n <= T + N - 2 <= T * N - 1: (T - 1)(N - 1) >= 0 */
+        assert_true(ir_prove_in_bounds(f->c, ADD(V(i), V(n)), MUL(V(T), V(N)), m, NULL));
+        /* out of bounds at some size: T = 1 for the first three, T = N = 1 */
+        assert_false(ir_prove_in_bounds(f->c, V(i), SUB(TT, C(1)), m, NULL));
+        assert_false(ir_prove_in_bounds(f->c, ADD(V(i), C(1)), DIV(ADD(TT, C(1)), C(2)), m, NULL));
+        assert_false(ir_prove_in_bounds(f->c, ADD(ADD(V(i), V(n)), C(1)), MUL(V(T), V(N)), m,
+                                        NULL));
+        assert_false(ir_prove_in_bounds(f->c, ADD(V(i), C(1)), ADD(SUB(TT, MUL(V(T), C(2))), C(2)),
+                                        m, NULL));
+        /* T^2 - 3T + 3 >= T fails at T = 2 and 3 only: no monotone argument */
+        assert_false(ir_prove_in_bounds(f->c, V(i), ADD(SUB(TT, MUL(V(T), C(3))), C(3)), m,
+                                        NULL));
+    }
+    /* (T * T) / 2 >= T + 1 fails only at T = 2: with T in 2..64 rejected,
+     * with T in 3..64 accepted */
+    Var *U = ir_dim(f->c, "U", 2, 64);
+    U->max = 64;
+    Var *j = ir_var(f->c, "j", VK_AXIS, ADD(V(U), C(1)));
+    Expr *half = DIV(MUL(V(U), V(U)), C(2));
+    assert_false(ir_prove_in_bounds(f->c, V(j), half, RANGE_DECLARED, NULL));
+    Var *W = ir_dim(f->c, "W", 3, 64);
+    W->max = 1 << 20;
+    Var *k = ir_var(f->c, "k", VK_AXIS, ADD(V(W), C(1)));
+    assert_true(ir_prove_in_bounds(f->c, V(k), DIV(MUL(V(W), V(W)), C(2)), RANGE_OPEN, NULL));
+    /* a range that decreases: 200 - T * T >= 0 only up to T = 14 */
+    Var *S = ir_dim(f->c, "S", 1, 14);
+    S->max = 14;
+    assert_true(ir_prove_nonneg(f->c, SUB(C(200), MUL(V(S), V(S))), RANGE_DECLARED));
+    S->max = 15;
+    assert_false(ir_prove_nonneg(f->c, SUB(C(200), MUL(V(S), V(S))), RANGE_OPEN));
+}
+
 static void test_guard_folding(void **state)
 {
     Fx *f = *state;
@@ -213,6 +265,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_intervals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_chains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symbolic_proofs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_monotone_extents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guard_folding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_float_folding, setup, teardown),
     };

@@ -100,6 +100,10 @@ static double naive_f(Naive *it, const Expr *e)
             return ir_sem_i2f(naive_i(it, e->op.a));
         break;
     case EX_SELECT: return naive_i(it, e->op.a) ? naive_f(it, e->op.b) : naive_f(it, e->op.c);
+    case EX_FMA: {
+        double a = naive_f(it, e->op.a), b = naive_f(it, e->op.b);
+        return ir_sem_fma(a, b, naive_f(it, e->op.c));
+    }
     case EX_REDUCE: {
         double acc = ir_reduce_identity(e->red.op);
         naive_reduce(it, e, 0, &acc);
@@ -129,13 +133,15 @@ static int naive_interp(const TeProgram *p, const int64_t *dims, float **bufs, c
         if (t->kind == TK_INPUT)
             continue;
         int64_t n = ir_te_numel(t, dims);
+        /* the body as the language defines it: contracted (ir/semantics.c) */
+        Expr *body = p->fp_contract_off ? t->body : ir_contract(p->ctx, t->body);
         for (int64_t flat = 0; flat < n && !it.fault; flat++) {
             int64_t rem = flat;
             for (int k = t->rank - 1; k >= 0; k--) {
                 it.env[t->axes[k]->id] = rem % ext[i][k];
                 rem /= ext[i][k];
             }
-            bufs[i][flat] = (float)naive_f(&it, t->body);
+            bufs[i][flat] = (float)naive_f(&it, body);
         }
     }
     free(ext);

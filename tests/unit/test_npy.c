@@ -392,6 +392,51 @@ static void test_write_keeps_old_file(void **state)
 
 /* rt_out_*: every output or none; symlinks written through; an input, a
  * directory and one file named twice refused; a device written in place. */
+/* A rename that fails in the middle of a commit: the outputs renamed
+ * before it get their old contents back (a new one is removed), and no
+ * temporary or backup is left; so does rt_out_abandon after a commit that
+ * stopped there. */
+static void test_commit_all_or_nothing(void **state)
+{
+    (void)state;
+    char err[512], got[64];
+    char a[4200], n[4200], b[4200], bx[4200]; /* in() returns one buffer */
+    snprintf(a, sizeof a, "%s", in(scratch, "c_a.txt"));
+    snprintf(n, sizeof n, "%s", in(scratch, "c_new.txt"));
+    snprintf(b, sizeof b, "%s", in(scratch, "c_b.txt"));
+    snprintf(bx, sizeof bx, "%s", in(scratch, "c_b.txt/x"));
+    spit(a, "old-a", 5);
+    spit(b, "old-b", 5);
+    int before = count_entries(scratch);
+    RtOutFiles *o = rt_out_new();
+    assert_int_equal(rt_out_add(o, a, "new-", 4, "a", 1, err, sizeof err), 0);
+    assert_int_equal(rt_out_add(o, n, "new-n", 5, "", 0, err, sizeof err), 0);
+    assert_int_equal(rt_out_add(o, b, "new-", 4, "b", 1, err, sizeof err), 0);
+    /* b becomes a non-empty directory: renaming a file over it fails */
+    assert_int_equal(unlink(b), 0);
+    assert_int_equal(mkdir(b, 0755), 0);
+    spit(bx, "x", 1);
+    assert_int_equal(rt_out_commit(o, err, sizeof err), -1);
+    assert_non_null(strstr(err, "c_b.txt: cannot write"));
+    rt_out_free(o);
+    assert_int_equal(slurp(a, got, sizeof got), 5);
+    assert_memory_equal(got, "old-a", 5); /* put back from its backup */
+    struct stat st;
+    assert_int_not_equal(stat(n, &st), 0); /* a new output removed again */
+    assert_int_equal(count_entries(scratch), before); /* no temporary, no backup */
+    unlink(bx);
+    rmdir(b);
+    /* a successful commit leaves no backup */
+    o = rt_out_new();
+    assert_int_equal(rt_out_add(o, a, "new-", 4, "a", 1, err, sizeof err), 0);
+    assert_int_equal(rt_out_commit(o, err, sizeof err), 0);
+    rt_out_free(o);
+    assert_int_equal(slurp(a, got, sizeof got), 5);
+    assert_memory_equal(got, "new-a", 5);
+    assert_int_equal(count_entries(scratch), before - 1); /* b is gone */
+    unlink(a);
+}
+
 static void test_outfiles(void **state)
 {
     char err[512], got[64];
@@ -516,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_write_missing_dir),
         cmocka_unit_test(test_write_keeps_old_file),
         cmocka_unit_test(test_outfiles),
+        cmocka_unit_test(test_commit_all_or_nothing),
         cmocka_unit_test(test_numel),
         cmocka_unit_test(test_rng),
     };

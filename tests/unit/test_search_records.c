@@ -5,7 +5,8 @@
  * kind are reported with their line number and skipped while the good
  * ones around them survive; lines of another workload are ignored, lines
  * of version 1 counted and reported once; trees and fuse lines are stored
- * and read back, the latest winning; appending after a cut line keeps
+ * and read back, the latest winning; a kernel past the micro-kernel
+ * budgets is never compiled from a tree or measurements; appending after a cut line keeps
  * both; a child SIGKILLed while appending leaves every fully written
  * record readable; random corruptions never crash; 100k records load and look up quickly. Scratch files live in
  * a mkdtemp directory under DC_BUILD_DIR (or /tmp) that the teardown removes.
@@ -27,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dietcode/frontend.h"
 #include "dietcode/passes.h"
 #include "dietcode/search.h"
 
@@ -289,6 +291,73 @@ static void test_trees(void **state)
     r = srch_records_open(path, 0, NULL, err, sizeof err);
     assert_non_null(srch_records_tree(r, "wl2"));
     srch_records_close(r);
+}
+
+static void collect_warning(void *ud, const char *msg)
+{
+    snprintf(ud, 1024, "%s", msg);
+}
+
+/* A kernel past pass_check_microkernel's budgets (issue 31: 8 MiB of a
+ * staged block's accumulators, which overflowed the stack) is never
+ * compiled from records: a stored tree holding one is not used, with a
+ * warning naming the stage, the size and the limit; the tree is refit to
+ * the measurements, which leave its records out however fast they say it
+ * is; and the pipeline refuses it given directly. */
+static void test_over_budget_kernels(void **state)
+{
+    (void)state;
+    FeUnit u;
+    assert_int_equal(fe_load_text("d.tex", "d",
+                                  "dim T in 1..64\ninput X[T, 64] f32\ninput W[64, 64] f32\n"
+                                  "output Y[i: T, j: 64] = sum[k: 64](X[i, k] * W[j, k])\n",
+                                  &u),
+                     0);
+    TeProgram *p = u.prog;
+    Expr *bodies[4];
+    bool mat[4];
+    pass_inline(p, bodies, mat);
+    const Tensor *y = ir_te_find(p, "Y");
+    char *fp = srch_fingerprint(p, y, mat, "cpu", "skx");
+    static const char *const BIG = "threads [16, 32] tile [64, 64] rchunk 64 unroll 1 vec 16 staged";
+    char err[1024] = "", warned[1024] = "";
+    SrchRecords *r = srch_records_open(path, 0, NULL, err, sizeof err);
+    assert_non_null(r);
+    const char *dn[1] = {"T"};
+    for (int t = 0; t < 4; t++) {
+        int64_t v = t < 2 ? 8 : 40;
+        double ms = t % 2 ? 0.5 : 1.0; /* the big kernel "faster" */
+        SrchRecord rec = {.workload = fp, .target = "cpu", .arch = "skx", .stage = "Y",
+                          .mk = mk_of(t % 2 ? BIG : MK1), .nspatial = 2, .ndims = 1,
+                          .dim_names = dn, .dim_values = &v, .ntimes = 1, .times_ms = &ms,
+                          .kind = RK_SELECT, .trial = t, .ts = 1700000000};
+        append_ok(r, &rec);
+    }
+    MicroKernel ks[2] = {mk_of(MK1), mk_of(BIG)};
+    SrchTreeNode nodes[3] = {{TN_SPLIT, 0, 0, 16, 1, 2}, {TN_LEAF, 0, 0, 0, 0, 0},
+                             {TN_LEAF, 1, 0, 0, 0, 0}};
+    char *tn[1] = {"T"};
+    SrchTree tree = {1, tn, 2, ks, 2, 3, nodes};
+    assert_true(srch_records_append_tree(r, fp, "cpu", "skx", "Y", &tree, err, sizeof err));
+    srch_records_close(r);
+
+    StageSchedule sched[4];
+    assert_int_equal(srch_schedule_from_records(p, path, "cpu", "skx", sched, NULL, NULL, 0,
+                                                collect_warning, warned, err, sizeof err),
+                     0);
+    assert_string_equal(warned, "records: the stored tree of Y is not used: Y: micro-kernel "
+                                "needs 8 MiB of accumulators on a CPU block's stack (512 threads "
+                                "x tile 64 x 64 x 4 bytes); the limit is 3 MiB (a staged block's "
+                                "1 MiB of staging aside)");
+    assert_int_equal(sched[y->id].nvariants, 1);
+    assert_int_equal(ir_microkernel_cmp(&sched[y->id].variants[0], &ks[0]), 0);
+    TargetInfo ti = pass_target_info(PT_CPU);
+    assert_non_null(pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err));
+    sched[y->id] = (StageSchedule){1, &ks[1], NULL};
+    assert_null(pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "Y: micro-kernel needs 8 MiB of accumulators"));
+    free(fp);
+    fe_unload(&u);
 }
 
 static void assert_warning(SrchRecords *r, int i, int64_t line, const char *needle)
@@ -751,6 +820,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_features, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_finds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trees, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_over_budget_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuse_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_field, setup, teardown),

@@ -4,7 +4,8 @@
  * JIT-compiled CPU kernels and the GPU form on the emulator), which must
  * agree bit for bit: integer division by 0 and by -1 with INT64_MIN,
  * floor rounding, i32() of floats, NaN and signed zeros through max and
- * min, elementwise and as reductions, and relu. */
+ * min, elementwise and as reductions, and relu; and the contraction of
+ * a * b + c into one fma, with it and without (fp-contract off). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -351,12 +352,149 @@ static void test_every_evaluator(void **state)
     free(text);
 }
 
+/* ---- contraction: a * b + c is one fma, in every evaluator ---- */
+
+static const char fma_program[] =
+    "dim N in 1..4\ninput A[N] f32\ninput B[N] f32\ninput C[N] f32\n"
+    "output P1[i: N] = A[i] * B[i] + C[i]\n"
+    "output P2[i: N] = C[i] + A[i] * B[i]\n"
+    "output P3[i: N] = A[i] * B[i] - C[i]\n"
+    "output P4[i: N] = C[i] - A[i] * B[i]\n"
+    "output P5[i: N] = A[i] * B[i] + C[i] * B[i]\n"
+    "M[i: N] = A[i] * B[i]\n" /* inlined into P6: a product of another tensor */
+    "output P6[i: N] = M[i] + C[i]\n";
+enum { NFMA = 6, NLANES = 4 };
+
+/* Lanes where the fused and the twice-rounded results differ: overflow of
+ * the product (2e38 * 2), and a product's last bit (1 + 2^-12 squared). */
+static const float fma_a[NLANES] = {2e38f, 2e38f, 1.0f + 0x1p-12f, 1.0f + 0x1p-12f};
+static const float fma_b[NLANES] = {2.0f, 2.0f, 1.0f + 0x1p-12f, 1.0f + 0x1p-12f};
+static const float fma_c[NLANES] = {-3e38f, 3e38f, -(1.0f + 0x1p-11f), 1.0f + 0x1p-11f};
+
+/* Output o at lane l as the language defines it, fused or not. */
+static float fma_expected(int o, int l, bool fused)
+{
+    volatile float a = fma_a[l], b = fma_b[l], c = fma_c[l];
+    volatile float ab = a * b, cb = c * b; /* each rounded to f32 */
+    switch (o) {
+    case 0: case 1: return fused ? fmaf(a, b, c) : ab + c;
+    case 2: return fused ? fmaf(a, b, -c) : ab - c;
+    case 3: return fused ? fmaf(-a, b, c) : c - ab;
+    case 4: return fused ? fmaf(a, b, cb) : ab + cb;
+    default: return ab + c; /* never fused: the product is M's */
+    }
+}
+
+/* Runs fma_program on one evaluator (0 reference, 1 loops, 2 cpu, 3 emu)
+ * and compares each output with fma_expected bit for bit. */
+static void fma_run(int how, bool off)
+{
+    static const char *const names[] = {"reference", "loops", "cpu", "emu"};
+    FeUnit u;
+    assert_int_equal(fe_load_text("fma.tex", "fma", fma_program, &u), 0);
+    TeProgram *p = u.prog;
+    p->fp_contract_off = off;
+    int64_t dims[1] = {NLANES};
+    float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+    for (int i = 0; i < p->ntensors; i++)
+        bufs[i] = calloc(NLANES, sizeof(float));
+    memcpy(bufs[ir_te_find(p, "A")->id], fma_a, sizeof fma_a);
+    memcpy(bufs[ir_te_find(p, "B")->id], fma_b, sizeof fma_b);
+    memcpy(bufs[ir_te_find(p, "C")->id], fma_c, sizeof fma_c);
+    char err[512];
+    if (how == 0) {
+        assert_int_equal(ir_interp(p, dims, bufs, err, sizeof err), 0);
+    } else {
+        TargetInfo ti = pass_target_info(how == 3 ? PT_GPU : PT_CPU);
+        LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err);
+        assert_non_null(lp);
+        if (how == 1) {
+            assert_int_equal(ex_loops_run(lp, dims, bufs, err, sizeof err), 0);
+        } else if (how == 2) {
+            ExCpu *cp = ex_cpu_compile(lp, err, sizeof err);
+            assert_non_null(cp);
+            assert_int_equal(ex_cpu_run(cp, dims, bufs, NULL, err, sizeof err), 0);
+            ex_cpu_destroy(cp);
+        } else {
+            ExEmu *ep = ex_emu_compile(lp, err, sizeof err);
+            assert_non_null(ep);
+            assert_int_equal(ex_emu_run(ep, NULL, dims, bufs, err, sizeof err), 0);
+            ex_emu_destroy(ep);
+        }
+    }
+    for (int o = 0; o < NFMA; o++) {
+        char name[8];
+        snprintf(name, sizeof name, "P%d", o + 1);
+        const float *got = bufs[ir_te_find(p, name)->id];
+        for (int l = 0; l < NLANES; l++)
+            if (!same(got[l], fma_expected(o, l, !off)))
+                fail_msg("%s, fp-contract %s: %s[%d] = %.9g, expected %.9g", names[how],
+                         off ? "off" : "on", name, l, got[l], fma_expected(o, l, !off));
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        free(bufs[i]);
+    free(bufs);
+    fe_unload(&u);
+}
+
+static void test_contraction(void **state)
+{
+    (void)state;
+    /* the lanes tell the two apart for every output that may fuse */
+    for (int o = 0; o < NFMA - 1; o++) {
+        bool differs = false;
+        for (int l = 0; l < NLANES; l++)
+            differs |= !same(fma_expected(o, l, true), fma_expected(o, l, false));
+        assert_true(differs);
+    }
+    assert_true(fabsf(fma_expected(0, 0, true) - 1e38f) < 1e32f && isinf(fma_expected(0, 0, false)));
+    for (int how = 0; how < 4; how++) {
+        fma_run(how, false);
+        fma_run(how, true);
+    }
+}
+
+/* The contraction rule itself: which forms fuse, and the negations. */
+static void test_contract_rule(void **state)
+{
+    (void)state;
+    FeUnit u;
+    assert_int_equal(fe_load_text("fma.tex", "fma", fma_program, &u), 0);
+    static const char *const want[] = {
+        "fma(A[i], B[i], C[i])", "fma(A[i], B[i], C[i])", "fma(A[i], B[i], -C[i])",
+        "fma(-A[i], B[i], C[i])", "fma(A[i], B[i], C[i] * B[i])", "M[i] + C[i]"};
+    for (int o = 0; o < NFMA; o++) {
+        char name[8];
+        snprintf(name, sizeof name, "P%d", o + 1);
+        const Tensor *t = ir_te_find(u.prog, name);
+        char *got = ir_expr_str(u.prog->arena, ir_contract(u.prog->ctx, t->body));
+        assert_string_equal(got, want[o]);
+    }
+    /* integer arithmetic and a product that is not an operand never fuse */
+    ExprCtx *c = u.prog->ctx;
+    Var *i = ir_te_find(u.prog, "P1")->axes[0];
+    Expr *ii = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, i), ir_varref(c, i)),
+                        ir_int(c, 1));
+    assert_ptr_equal(ir_contract(c, ii), ii);
+    Expr *x = ir_load(c, ir_te_find(u.prog, "A"), 1, (Expr *[]){ir_varref(c, i)}, false);
+    Expr *neg = ir_binop(c, EX_ADD, ir_unop(c, EX_NEG, ir_binop(c, EX_MUL, x, x)), x);
+    assert_ptr_equal(ir_contract(c, neg), neg);
+    /* a sum's step: fused only when asked and the value is a product */
+    Expr *xx = ir_binop(c, EX_MUL, x, x);
+    assert_int_equal(ir_accumulate(c, EX_ADD, x, xx, true)->kind, EX_FMA);
+    assert_int_equal(ir_accumulate(c, EX_ADD, x, xx, false)->kind, EX_ADD);
+    assert_int_equal(ir_accumulate(c, EX_MAX, x, xx, true)->kind, EX_MAX);
+    fe_unload(&u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_integer_table),
         cmocka_unit_test(test_float_table),
         cmocka_unit_test(test_every_evaluator),
+        cmocka_unit_test(test_contraction),
+        cmocka_unit_test(test_contract_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

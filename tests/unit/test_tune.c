@@ -703,6 +703,90 @@ static void test_noisy_timing(void **state)
     assert_true(turns_right > seq_right);
 }
 
+/* Every kernel the search draws, mutates to or templates, and every
+ * default, is within pass_check_microkernel's budgets, on the CPU and the
+ * GPU, for a dense layer whose range lets blocks grow, an MLP's stages and
+ * a convolution's rank-4 output; the kernels of issue 31 (8 MiB of a
+ * staged block's accumulators, a 4096-statement update, 256 registers of
+ * accumulators a GPU thread) are not, each with its one line. */
+static void test_space_budgets(void **state)
+{
+    (void)state;
+    const char *const srcs[] = {
+        "dim T in 1..4096\ninput X[T, 768] f32\ninput W[1024, 768] f32\n"
+        "output Y[i: T, j: 1024] = sum[k: 768](X[i, k] * W[j, k])\n",
+        mlp_src,
+        "dim N in 1..16\ninput I[N, 64, 56, 56] f32\ninput F[64, 64, 3, 3] f32\n"
+        "output O[n: N, k: 64, y: 56, x: 56] =\n"
+        "    sum[c: 64, r: 3, s: 3](I?[n, c, y + r - 1, x + s - 1] * F[k, c, r, s])\n",
+    };
+    static const char *const stages[][2] = {{"Y", NULL}, {"H", "Y"}, {"O", NULL}};
+    SrchTarget tgs[3] = {srch_target_cpu(), srch_target_gpu("model", "sm_80", 0),
+                         srch_target_gpu("model", "sm_90", 0)};
+    char why[512];
+    int checked = 0;
+    for (size_t s = 0; s < sizeof srcs / sizeof *srcs; s++) {
+        for (int k = 0; k < 2 && stages[s][k]; k++) {
+            for (int ti = 0; ti < 3; ti++) {
+                Prog g = compile(srcs[s]);
+                SrchStage st = stage_of(g.p, stages[s][k], &tgs[ti]);
+                const TargetInfo *tinfo = &tgs[ti].ti;
+                int64_t dims[1] = {s == 0 ? 4096 : s == 2 ? 16 : 40};
+                srch_stage_extents(&st, dims, st.ext_max);
+                st.pack_ok = pass_pack_ok(g.p->ctx, st.t, (Expr *)st.body);
+                StageSchedule def = pass_default_schedule(g.p, st.t, st.body, tinfo);
+                for (int v = 0; v < def.nvariants; v++)
+                    assert_true(pass_check_microkernel(&def.variants[v], st.t, tinfo, why,
+                                                       sizeof why));
+                MicroKernel tmpl[8];
+                int nt = srch_space_templates(&st, tmpl, 8);
+                for (int v = 0; v < nt; v++)
+                    assert_true(pass_check_microkernel(&tmpl[v], st.t, tinfo, why, sizeof why));
+                uint64_t rng = 1234 + s;
+                for (int i = 0; i < 1000; i++) {
+                    MicroKernel mk = srch_space_sample(&st, &rng);
+                    if (!pass_check_microkernel(&mk, st.t, tinfo, why, sizeof why))
+                        fail_msg("drawn: %s", why);
+                    MicroKernel m2 = srch_space_mutate(&st, &mk, st.ext_max, &rng);
+                    if (!pass_check_microkernel(&m2, st.t, tinfo, why, sizeof why))
+                        fail_msg("mutated: %s", why);
+                    checked += 2;
+                }
+                prog_free(&g);
+            }
+        }
+    }
+    assert_true(checked >= 2 * 1000 * 12);
+
+    static const struct {
+        int src, gpu;
+        const char *stage, *mk, *msg;
+    } bad[] = {
+        {0, 0, "Y", "threads [16, 32] tile [64, 64] rchunk 64 unroll 1 vec 16 staged",
+         "Y: micro-kernel needs 8 MiB of accumulators on a CPU block's stack (512 threads x "
+         "tile 64 x 64 x 4 bytes); the limit is 3 MiB (a staged block's 1 MiB of staging aside)"},
+        {2, 0, "O", "threads [1, 1, 1, 1] tile [16, 16, 16, 16] rchunk 64 unroll 1 vec 16",
+         "O: micro-kernel unrolls its update into 4096 statements (tile 16 x 16 x 16 x 16, "
+         "unroll 1, a vector each); the limit is 512"},
+        {2, 0, "O", "threads [1, 1, 1, 1] tile [8, 8, 8, 8] rchunk 64 unroll 1 vec 16",
+         "O: micro-kernel unrolls its update into 4096 statements (tile 8 x 8 x 8 x 8, "
+         "unroll 1); the limit is 512"},
+        {0, 1, "Y", "threads [16, 16] tile [16, 16] rchunk 16 unroll 1 vec 4 staged",
+         "Y: micro-kernel needs 256 registers of accumulators a thread (tile 16 x 16); the "
+         "limit is 255"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        Prog g = compile(srcs[bad[i].src]);
+        const Tensor *t = ir_te_find(g.p, bad[i].stage);
+        MicroKernel mk;
+        int ns;
+        assert_true(pass_parse_microkernel(bad[i].mk, &mk, &ns));
+        assert_false(pass_check_microkernel(&mk, t, &tgs[bad[i].gpu].ti, why, sizeof why));
+        assert_string_equal(why, bad[i].msg);
+        prog_free(&g);
+    }
+}
+
 /* A micro-kernel has one text: a clause given twice, or a number run into
  * the next word, is no micro-kernel (found by fuzz_records: such a text
  * read back as another kernel than it printed). */
@@ -747,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_fuse),
         cmocka_unit_test(test_space),
         cmocka_unit_test(test_space_pack),
+        cmocka_unit_test(test_space_budgets),
         cmocka_unit_test(test_adapt_padding),
         cmocka_unit_test(test_mk_text),
         cmocka_unit_test(test_cache_blocking),

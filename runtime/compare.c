@@ -1,0 +1,43 @@
+/* The one rule by which a result matches the reference: `dcc run --check`,
+ * the e2e sweep and the AOT clients all compare through rt_compare.
+ *
+ * A finite reference value r matches a finite a when
+ *     |a - r| <= 1e-5 * (scale + 1) + 1e-3 * |r|,
+ * scale being the largest finite |r| of the tensor (so values near zero in
+ * a tensor of large ones are judged on the tensor's scale, as a float
+ * sum's rounding is). Infinities match only themselves, with their sign:
+ * a tolerance relative to an infinite r would accept anything. A NaN
+ * matches only a NaN. Anything else is a mismatch.
+ */
+#include "dietcode/runtime.h"
+
+#include <math.h>
+
+static bool matches(double a, double r, double scale)
+{
+    if (isnan(r) || isnan(a))
+        return isnan(r) && isnan(a);
+    if (isinf(r) || isinf(a))
+        return a == r;
+    return fabs(a - r) <= 1e-5 * (scale + 1) + 1e-3 * fabs(r);
+}
+
+RtCompare rt_compare(const float *out, const float *ref, int64_t n)
+{
+    RtCompare c = {.first = -1};
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(ref[i]) && fabs(ref[i]) > scale)
+            scale = fabs(ref[i]);
+    for (int64_t i = 0; i < n; i++) {
+        double a = out[i], r = ref[i];
+        if (!matches(a, r, scale)) {
+            if (c.first < 0)
+                c.first = i;
+            c.nbad++;
+        }
+        if (isfinite(a) && isfinite(r) && fabs(a - r) > c.max_abs)
+            c.max_abs = fabs(a - r);
+    }
+    return c;
+}
