@@ -73,7 +73,11 @@ static int check(FeUnit *u, const char *name)
 
 int fe_load(const char *path, FeUnit *u, char *err, size_t errlen)
 {
-    memset(u, 0, sizeof *u);
+    if (!IR_ARG_OK(u, err, errlen))
+        return -1;
+    memset(u, 0, sizeof *u); /* fe_unload is safe on it from here */
+    if (!IR_ARG_OK(path, err, errlen))
+        return -1;
     u->arena = ir_arena_new();
     if (fe_read_source(u->arena, path, &u->src, err, errlen) != 0)
         return -1;
@@ -82,8 +86,18 @@ int fe_load(const char *path, FeUnit *u, char *err, size_t errlen)
 
 int fe_load_text(const char *path, const char *name, const char *text, FeUnit *u)
 {
+    if (!u)
+        return -1;
     memset(u, 0, sizeof *u);
     u->arena = ir_arena_new();
+    if (!text) { /* a diagnostic, as for any program that cannot be checked */
+        u->src = (Source){ir_arena_strdup(u->arena, path ? path : "<input>"), "", 0};
+        ir_diags_init(&u->diags, u->arena, &u->src);
+        ir_diag(&u->diags, (SrcLoc){0, 0}, "fe_load_text: text is NULL");
+        return 1;
+    }
+    if (!path)
+        path = "<input>";
     size_t n = strlen(text);
     char *copy = ir_arena_strndup(u->arena, text, n);
     u->src = (Source){ir_arena_strdup(u->arena, path), copy, n};

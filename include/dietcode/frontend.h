@@ -30,7 +30,8 @@ typedef struct FeUnit {
  * be read (err). Release with fe_unload in every case. */
 int fe_load(const char *path, FeUnit *u, char *err, size_t errlen);
 /* The same for text in memory, path naming it in messages; name is the
- * program's (NULL: from path). 0 or 1. */
+ * program's (NULL: from path). 0 or 1 (NULL text: 1, a diagnostic saying
+ * so); -1 when u is NULL. */
 int fe_load_text(const char *path, const char *name, const char *text, FeUnit *u);
 void fe_unload(FeUnit *u);
 

@@ -100,6 +100,19 @@ static void test_frontend(void **state)
     assert_int_equal(d.count, 3);
     ir_te_destroy(p);
     ir_arena_destroy(a);
+    /* fe_load and fe_load_text */
+    FeUnit u;
+    char err[256] = "";
+    assert_int_equal(fe_load(NULL, &u, err, sizeof err), -1);
+    assert_non_null(strstr(err, "path is NULL"));
+    assert_int_equal(fe_load("t.tex", NULL, err, sizeof err), -1);
+    assert_int_equal(fe_load_text("t.tex", "t", NULL, &u), 1);
+    assert_int_equal(u.diags.count, 1);
+    assert_non_null(strstr(u.diags.head->msg, "text is NULL"));
+    fe_unload(&u);
+    assert_int_equal(fe_load_text(NULL, "t", text, &u), 0);
+    fe_unload(&u);
+    assert_int_equal(fe_load_text("t.tex", "t", text, NULL), -1);
 }
 
 static void test_passes_codegen(void **state)
