@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *dcrt_error_string(int code)
 {
@@ -181,14 +182,25 @@ static void pool_release(PoolRef *r)
 }
 
 /* A reference to the process's pool, started on first use: one thread per
- * online core, or DCRT_NUM_THREADS of them. NULL when it cannot start. */
+ * online core, or DCRT_NUM_THREADS of them. NULL when it cannot start, the
+ * last error saying how many threads were asked for and by whom. */
 static PoolRef *pool_acquire(void)
 {
     pthread_mutex_lock(&pool_mu);
     if (!current_pool) {
         const char *env = getenv("DCRT_NUM_THREADS");
         int n = env ? atoi(env) : 0;
-        current_pool = pool_ref_new(n > 0 && n <= 4096 ? n : 0);
+        n = n > 0 && n <= 4096 ? n : 0;
+        if (!(current_pool = pool_ref_new(n))) {
+            char msg[160];
+            if (n)
+                snprintf(msg, sizeof msg, "cannot start a thread pool of %d threads "
+                         "(DCRT_NUM_THREADS=%s): the system refused a thread", n, env);
+            else
+                snprintf(msg, sizeof msg, "cannot start the thread pool (one thread per online "
+                         "core, %ld): the system refused a thread", sysconf(_SC_NPROCESSORS_ONLN));
+            dcrt_fail(DCRT_ERR_THREADS, msg);
+        }
     }
     PoolRef *r = current_pool;
     if (r)
@@ -316,7 +328,7 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
         rc = DCRT_ERR_OUT_OF_MEMORY;
     PoolRef *workers = rc == DCRT_OK ? pool_acquire() : NULL;
     if (rc == DCRT_OK && !workers)
-        rc = dcrt_fail(DCRT_ERR_THREADS, "cannot start the thread pool (one thread per online core)");
+        rc = DCRT_ERR_THREADS; /* pool_acquire said why */
     void *ud;
     DcrtLaunchHook h = dcrt_launch_hook(&ud);
     for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
