@@ -27,46 +27,41 @@ static const char *kind_of(mode_t m)
                          : "of another kind";
 }
 
+/* NULL: closes fd (when >= 0), leaves e in errno and, in err, the path
+ * with the message what (strerror(e) when NULL). */
+static FILE *refuse(int fd, int e, const char *path, const char *what, char *err, size_t errlen)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s: %s", path, what);
+    if (fd >= 0)
+        close(fd);
+    errno = e;
+    return NULL;
+}
+
 FILE *rt_open_read(const char *path, char *err, size_t errlen)
 {
-    if (!path) {
-        if (err && errlen)
-            snprintf(err, errlen, "(null): no path given");
-        errno = EINVAL;
-        return NULL;
-    }
+    char why[128];
+    if (!path)
+        return refuse(-1, EINVAL, "(null)", "no path given", err, errlen);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    FILE *f = NULL;
     if (fd < 0) {
         int e = errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
-        errno = e;
-        return NULL;
+        snprintf(why, sizeof why, "cannot open: %s", strerror(e));
+        return refuse(fd, e, path, why, err, errlen);
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    bool statted = fstat(fd, &st) == 0;
+    if (statted && !S_ISREG(st.st_mode)) {
+        snprintf(why, sizeof why, "not a regular file (it is %s)", kind_of(st.st_mode));
+        return refuse(fd, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, path, why, err, errlen);
+    }
+    if (!statted || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+        !(f = fdopen(fd, "rb"))) {
         int e = errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
-        close(fd);
-        errno = e;
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s: not a regular file (it is %s)", path, kind_of(st.st_mode));
-        close(fd);
-        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        return NULL;
-    }
-    FILE *f = NULL;
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
-        int e = errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
-        close(fd);
-        errno = e;
-        return NULL;
+        snprintf(why, sizeof why, "cannot read: %s", strerror(e));
+        return refuse(fd, e, path, why, err, errlen);
     }
     return f;
 }
