@@ -314,17 +314,25 @@ static void free_fingerprints(const TeProgram *p, char **fp)
 }
 
 /* Whether a stored tree can dispatch stage t of p: kernels of its rank,
- * and splits only on dims p has. A workload's tree may come from another
- * program (the fingerprint does not hash dim names) or a damaged file. */
-static bool tree_fits(const SrchTree *tree, const TeProgram *p, const Tensor *t)
+ * and splits only on dims p has; else a warning saying which (a
+ * workload's tree may come from another program, as the fingerprint does
+ * not hash dim names, or from a damaged file). */
+static bool tree_fits(const SrchTree *tree, const TeProgram *p, const Tensor *t,
+                      void (*warn)(void *ud, const char *msg), void *warn_ud)
 {
+    char msg[400] = "";
     if (tree->nspatial != t->rank)
-        return false;
-    for (int i = 0; i < tree->nnodes; i++)
+        snprintf(msg, sizeof msg, "records: the stored tree of %s is not used: its kernels are "
+                 "of rank %d, the stage's is %d", t->name, tree->nspatial, t->rank);
+    for (int i = 0; !*msg && i < tree->nnodes; i++)
         if (tree->nodes[i].kind == TN_SPLIT &&
             !ir_te_find_dim(p, tree->dim_names[tree->nodes[i].dim]))
-            return false;
-    return true;
+            snprintf(msg, sizeof msg, "records: the stored tree of %s is not used: it splits "
+                     "on dim %s, which the program does not have", t->name,
+                     tree->dim_names[tree->nodes[i].dim]);
+    if (*msg && warn)
+        warn(warn_ud, msg);
+    return !*msg;
 }
 
 /* Whether every kernel of a fitting stored tree is within
@@ -353,7 +361,7 @@ static SrchTree *stage_tree(const SrchRecords *r, const char *fp, TeProgram *p, 
                             void *warn_ud, char *err, size_t errlen)
 {
     const SrchTree *stored = srch_records_tree(r, fp);
-    if (stored && tree_fits(stored, p, t) && tree_within_budgets(stored, t, ti, warn, warn_ud))
+    if (stored && tree_fits(stored, p, t, warn, warn_ud) && tree_within_budgets(stored, t, ti, warn, warn_ud))
         return srch_tree_copy(stored);
     SrchOracle *o = srch_oracle_collect(r, fp, false, false, p, t, ti, NULL, 0);
     if (o->n == 0) {

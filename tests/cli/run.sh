@@ -373,6 +373,10 @@ fi
 expect 2 "stops before there is loop IR" -- "$dcc" prog.tex --stop-after=inline --emit=loops
 "$dcc" tune prog.tex --trials 1 --records cpu18.jsonl >/dev/null 2>&1
 expect 1 "the file has records of target cpu" -- "$dcc" run prog.tex --target=emu --set T=2 --records cpu18.jsonl
+printf 'dim T in 1..64\ninput X[T, 8] f32\noutput Y[i: T, j: 8] = X[i, j] * 2.0\n' >p2.tex
+"$dcc" tune p2.tex --trials 2 --records p2.jsonl >/dev/null 2>&1
+sed -E '/"tree"/ s/threads \[([0-9]+), [0-9]+\] tile \[([0-9]+), [0-9]+\]/threads [\1] tile [\2]/g' p2.jsonl >p2bad.jsonl
+expect 0 "stored tree of Y is not used: its kernels are of rank 1" -- "$dcc" run p2.tex --records p2bad.jsonl --set T=3 --check
 awk 'BEGIN { for (i = 0; i < 40; i++) print "dim D" i " in 1..4"; print "input X[D0] f32";
              print "output Y[i: D0] = X[i]" }' >dims40.tex
 expect 1 "the default grid of the program's dims" -- "$dcc" tune dims40.tex --trials 1 --records d40.jsonl
