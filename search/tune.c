@@ -1103,6 +1103,7 @@ static void config_free(Config *c)
         if (c->res) {
             srch_tree_free(c->res[i].tree);
             free(c->res[i].shape_ms);
+            free(c->res[i].spill);
         }
     }
     free(c->st);
@@ -1156,6 +1157,10 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
         r->tree = srch_tree_copy(had->tree);
         r->shape_ms = malloc(sizeof *r->shape_ms * (size_t)(tu->nshapes + 1));
         memcpy(r->shape_ms, had->shape_ms, sizeof *r->shape_ms * (size_t)tu->nshapes);
+        if (had->spill && had->tree) {
+            r->spill = malloc(sizeof *r->spill * (size_t)(had->tree->nkernels + 1));
+            memcpy(r->spill, had->spill, sizeof *r->spill * (size_t)had->tree->nkernels);
+        }
     }
     return !tu->failed;
 }
