@@ -11,7 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,7 +28,7 @@ static const char *kind_of(mode_t m)
 }
 
 /* NULL: closes fd (when >= 0), leaves e in errno and, in err, the path
- * with the message what (strerror(e) when NULL). */
+ * followed by what. */
 static FILE *refuse(int fd, int e, const char *path, const char *what, char *err, size_t errlen)
 {
     if (err && errlen)

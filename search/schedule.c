@@ -450,8 +450,7 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
             const char *t = srch_records_at(r, i)->target;
             char quoted[64];
             snprintf(quoted, sizeof quoted, " %s,", t);
-            char *seen = strstr(have, quoted);
-            if (!seen)
+            if (!strstr(have, quoted))
                 k += (size_t)snprintf(have + k, sizeof have - k, "%s", quoted);
         }
         if (k)

@@ -844,16 +844,31 @@ static int spill_bytes(Tuner *tu, const SrchStage *st, const MicroKernel *mk)
     return srch_measure_ptxinfo(tu->ms, st, mk, &info) ? info.stage_spill_bytes : 0;
 }
 
-/* The tree fitted to or, with each kernel that spills and that a fit
- * chose counted SPILL_MARGIN slower at every shape and the tree fitted
- * again, until every kernel it uses is known (each pass marks one more, so
- * at most or->nk passes; only chosen kernels go through ptxas). or's costs
- * are as they were on return. res->spill gets each tree kernel's spills. */
+/* The index of mk among or's kernels (the tree fitted to or uses only
+ * those). */
+static int oracle_kernel(const SrchOracle *or, const MicroKernel *mk)
+{
+    int k = 0;
+    while (k < or->nk && ir_microkernel_cmp(&or->kernels[k], mk) != 0)
+        k++;
+    IR_ASSERT(k < or->nk);
+    return k;
+}
+
+/* The tree fitted to or; on the GPU with ptxas, each kernel that spills
+ * and that a fit chose is counted SPILL_MARGIN slower at every shape and
+ * the tree fitted again, until every kernel it uses is known (each pass
+ * marks one more, so at most or->nk passes; only chosen kernels go
+ * through ptxas), and res->spill gets each tree kernel's spills (NULL
+ * elsewhere). or's costs are as they were on return. */
 static SrchTree *fit_avoiding_spills(Tuner *tu, const SrchStage *st, SrchOracle *or, int depth,
                                      SrchStageResult *res)
 {
     SrchTree *t = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
-    bool gpu = tu->tg.ti.kind == PT_GPU && srch_ptxas_path();
+    free(res->spill);
+    res->spill = NULL;
+    if (!t || tu->tg.ti.kind != PT_GPU || !srch_ptxas_path())
+        return t;
     size_t ncost = (size_t)or->n * (size_t)or->nk;
     int *spill = malloc(sizeof *spill * (size_t)(or->nk + 1));
     double *cost = malloc(sizeof *cost * (ncost + 1)), *best = malloc(sizeof *best * (size_t)(or->n + 1));
@@ -861,13 +876,11 @@ static SrchTree *fit_avoiding_spills(Tuner *tu, const SrchStage *st, SrchOracle 
     memcpy(best, or->best, sizeof *best * (size_t)or->n);
     for (int k = 0; k < or->nk; k++)
         spill[k] = -1; /* not asked */
-    for (bool again = gpu; t && again;) {
+    for (bool again = true; t && again;) {
         again = false;
         for (int i = 0; i < t->nkernels; i++) {
-            int k = 0;
-            while (k < or->nk && ir_microkernel_cmp(&or->kernels[k], &t->kernels[i]) != 0)
-                k++;
-            if (k == or->nk || spill[k] >= 0)
+            int k = oracle_kernel(or, &t->kernels[i]);
+            if (spill[k] >= 0)
                 continue;
             if ((spill[k] = spill_bytes(tu, st, &or->kernels[k])) == 0)
                 continue;
@@ -888,14 +901,9 @@ static SrchTree *fit_avoiding_spills(Tuner *tu, const SrchStage *st, SrchOracle 
     }
     memcpy(or->cost, cost, sizeof *cost * ncost);
     memcpy(or->best, best, sizeof *best * (size_t)or->n);
-    free(res->spill);
-    res->spill = t ? calloc((size_t)t->nkernels + 1, sizeof *res->spill) : NULL;
-    for (int i = 0; t && gpu && i < t->nkernels; i++) {
-        int k = 0;
-        while (k < or->nk && ir_microkernel_cmp(&or->kernels[k], &t->kernels[i]) != 0)
-            k++;
-        res->spill[i] = k < or->nk && spill[k] >= 0 ? spill[k] : spill_bytes(tu, st, &t->kernels[i]);
-    }
+    res->spill = t ? malloc(sizeof *res->spill * (size_t)(t->nkernels + 1)) : NULL;
+    for (int i = 0; t && i < t->nkernels; i++) /* every one asked: the loop ended */
+        res->spill[i] = spill[oracle_kernel(or, &t->kernels[i])];
     free(spill);
     free(cost);
     free(best);

@@ -1145,7 +1145,6 @@ static void run_once(Exec *x, const int64_t *dims, float **bufs)
         fail("%s", err);
 }
 
-/* Compares out with ref: |a - r| <= atol + rtol |r|, scaled by the tensor's magnitude. */
 /* --check: out against the reference by rt_compare's rule; the first
  * element that differs named by its index. */
 static bool compare(const Tensor *t, const int64_t *dims, const float *out, const float *ref)
