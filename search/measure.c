@@ -12,9 +12,14 @@
  * with seeded random values; a stage's inputs are the original program's
  * buffers of the same tensors.
  *
- *   cpu    one warm-up run, then runs until their spread is small, the
- *          budget (20 ms unless set) has run or SRCH_MAX_REPEATS are done
- *          (at least 3), wall clock; outliers dropped (srch_time_runs).
+ *   cpu    one warm-up run, then runs until enough of them are quiet
+ *          (within SRCH_QUIET_BAND of the fastest) and their spread is
+ *          small or the budget (20 ms unless set) has run, at most
+ *          SRCH_BUSY_BUDGETS budgets or SRCH_MAX_REPEATS runs, wall clock;
+ *          the slow runs and the outliers dropped (srch_time_batch). The
+ *          candidates a step asks for together are timed interleaved, one
+ *          run each per turn, the order reversed each turn, so that a
+ *          stretch in which the machine is busy slows all of them alike.
  *   cuda   two warm-ups (the second captures a CUDA graph when the
  *          call has several launches), then 5 runs timed with CUDA events.
  *   model  no hardware: the analytic time of the lowered kernels
@@ -284,9 +289,20 @@ double srch_spread(const double *t, int n)
 
 int srch_drop_outliers(double *t, int n)
 {
-    if (n < 4)
+    if (n < 2)
         return n;
     double s[n], dev[n];
+    sorted(t, n, s);
+    /* slow runs: timed while another process had a core this one needed
+     * (the fastest run is the machine undisturbed, whatever the load) */
+    double quiet = s[0] * (1 + SRCH_QUIET_BAND);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i] <= quiet)
+            t[k++] = t[i];
+    n = k;
+    if (n < 4)
+        return n;
     sorted(t, n, s);
     double med = quantile(s, n, 0.5);
     for (int i = 0; i < n; i++)
@@ -297,73 +313,129 @@ int srch_drop_outliers(double *t, int n)
     double sigma = 1.4826 * quantile(dev, n, 0.5);
     if (sigma < 0.005 * med)
         sigma = 0.005 * med;
-    int k = 0;
+    k = 0;
     for (int i = 0; i < n; i++)
         if (fabs(t[i] - med) <= SRCH_OUTLIER_SIGMAS * sigma)
             t[k++] = t[i];
     return k;
 }
 
-/* srch_time_runs without dropping outliers, and without the warm-up when
- * already warm. */
-static int time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, bool already_warm,
-                     double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen)
+/* Whether runner r, with its runs so far, is timed enough by tm: at least
+ * lo runs within SRCH_QUIET_BAND of its fastest (runs of a slow stretch
+ * do not count), and those within tol of each other or its budget spent;
+ * on a machine that stays busy, SRCH_BUSY_BUDGETS budgets at most; never
+ * more than hi runs. */
+static bool timed_enough(const double *t, int n, double total, int lo, int hi, double tol,
+                         double budget)
+{
+    if (n >= hi)
+        return true;
+    double q[SRCH_MAX_REPEATS];
+    memcpy(q, t, sizeof *q * (size_t)n);
+    int nq = srch_drop_outliers(q, n);
+    if (nq >= lo && (total >= budget || srch_spread(q, nq) <= tol))
+        return true;
+    return n >= lo && total >= SRCH_BUSY_BUDGETS * budget;
+}
+
+void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming *tm,
+                     const double *cutoff_ms, SrchTimed *out)
 {
     int lo = tm->min_runs > 0 ? tm->min_runs : 3;
     int hi = tm->max_runs > 0 && tm->max_runs < SRCH_MAX_REPEATS ? tm->max_runs : SRCH_MAX_REPEATS;
     double tol = tm->spread > 0 ? tm->spread : SRCH_SPREAD;
     if (lo > hi)
         lo = hi;
-    *ntimes = 0;
-    /* the warm-ups; the first one's time decides the cutoff (a later one
-     * may capture a graph, which costs more than the run) */
-    double first = 0, again;
-    for (int w = 0; w < (tm->warmups > 1 ? tm->warmups : 1) && !already_warm; w++)
-        if (once(ud, w == 0 ? &first : &again, err, errlen) != 0)
-            return -1;
-    if (cutoff_ms > 0 && first > cutoff_ms) {
-        times_ms[(*ntimes)++] = first;
-        return 0;
+    bool done[n + 1];
+    double total[n + 1];
+    int left = 0;
+    for (int k = 0; k < n; k++) {
+        SrchTimed *o = &out[k];
+        *o = (SrchTimed){.ntimes = 0};
+        total[k] = 0;
+        /* the warm-ups; the first one's time decides the cutoff (a later
+         * one may capture a graph, which costs more than the run) */
+        double first = 0, again;
+        bool ok = true;
+        for (int w = 0; w < (tm->warmups > 1 ? tm->warmups : 1) && ok; w++)
+            ok = once(ud[k], w == 0 ? &first : &again, o->err, sizeof o->err) == 0;
+        done[k] = !ok || (cutoff_ms && cutoff_ms[k] > 0 && first > cutoff_ms[k]);
+        if (ok && done[k])
+            o->times_ms[o->ntimes++] = first; /* hopeless: one run */
+        o->failed = !ok;
+        left += !done[k];
     }
-    double total = 0;
-    while (*ntimes < hi) {
-        double t;
-        if (once(ud, &t, err, errlen) != 0)
-            return -1;
-        times_ms[(*ntimes)++] = t;
-        total += t;
-        if (*ntimes >= lo && (total >= tm->budget_ms || srch_spread(times_ms, *ntimes) <= tol))
-            break;
+    /* in turns, one run each, the order reversed every turn: what slows
+     * the machine for a while slows all alike */
+    for (int turn = 0; left > 0; turn++)
+        for (int i = 0; i < n; i++) {
+            int k = turn % 2 ? n - 1 - i : i;
+            SrchTimed *o = &out[k];
+            if (done[k])
+                continue;
+            double t;
+            if (once(ud[k], &t, o->err, sizeof o->err) != 0) {
+                o->failed = true;
+                done[k] = true;
+                left--;
+                continue;
+            }
+            o->times_ms[o->ntimes++] = t;
+            total[k] += t;
+            if (timed_enough(o->times_ms, o->ntimes, total[k], lo, hi, tol, tm->budget_ms))
+                done[k] = true, left--;
+        }
+    for (int k = 0; k < n; k++) {
+        SrchTimed *o = &out[k];
+        if (o->failed) {
+            o->ntimes = 0;
+            continue;
+        }
+        int kept = srch_drop_outliers(o->times_ms, o->ntimes);
+        o->ndropped = o->ntimes - kept;
+        o->ntimes = kept;
     }
-    return 0;
 }
 
 int srch_time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, double cutoff_ms,
                    double *times_ms, int *ntimes, char *err, size_t errlen)
 {
-    if (time_runs(once, ud, tm, false, cutoff_ms, times_ms, ntimes, err, errlen) != 0)
+    SrchTimed o;
+    srch_time_batch(1, once, &ud, tm, &cutoff_ms, &o);
+    if (o.failed) {
+        srch_seterr(err, errlen, "%s", o.err);
         return -1;
-    *ntimes = srch_drop_outliers(times_ms, *ntimes);
+    }
+    memcpy(times_ms, o.times_ms, sizeof *times_ms * (size_t)o.ntimes);
+    *ntimes = o.ntimes;
     return 0;
 }
 
-int srch_time_turns(int n, SrchRunOnce once, void *const *ud, const SrchTiming *tm, int turns,
-                    double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err, size_t errlen)
+int srch_time_turns(int n, SrchRunOnce once, void *const *ud, int turns, int runs,
+                    SrchTimed *out, char *err, size_t errlen)
 {
-    for (int k = 0; k < n; k++)
-        ntimes[k] = 0;
+    for (int k = 0; k < n; k++) {
+        double warm;
+        out[k] = (SrchTimed){.ntimes = 0};
+        if (once(ud[k], &warm, err, errlen) != 0)
+            return -1;
+    }
     for (int r = 0; r < turns; r++)
         for (int i = 0; i < n; i++) {
             int k = r % 2 ? n - 1 - i : i; /* a b, b a, a b, ... */
-            double t[SRCH_MAX_REPEATS];
-            int nt;
-            if (time_runs(once, ud[k], tm, r > 0, 0, t, &nt, err, errlen) != 0)
-                return -1;
-            for (int j = 0; j < nt && ntimes[k] < SRCH_MAX_REPEATS; j++)
-                times_ms[k][ntimes[k]++] = t[j];
+            for (int j = 0; j < runs; j++) {
+                double t;
+                if (once(ud[k], &t, err, errlen) != 0)
+                    return -1;
+                if (out[k].ntimes < SRCH_MAX_REPEATS)
+                    out[k].times_ms[out[k].ntimes++] = t;
+            }
         }
-    for (int k = 0; k < n; k++)
-        ntimes[k] = srch_drop_outliers(times_ms[k], ntimes[k]);
+    for (int k = 0; k < n; k++) {
+        int kept = srch_drop_outliers(out[k].times_ms, out[k].ntimes);
+        out[k].ndropped = out[k].ntimes - kept;
+        out[k].ntimes = kept;
+    }
     return 0;
 }
 
@@ -408,41 +480,79 @@ static SrchTiming timing_of(const SrchMeasurer *m)
     }
 }
 
+void srch_measure_batch(SrchMeasurer *m, int n, const SrchStage *const *st,
+                        const MicroKernel *mk, const int64_t *const *dims,
+                        const double *cutoff_ms, SrchTimed *out)
+{
+    IR_ASSERT(n <= MAX_BUILT);
+    /* all built first (a failed build moves another entry of m->built,
+     * so the pointers are taken after) */
+    for (int k = 0; k < n; k++) {
+        out[k] = (SrchTimed){.ntimes = 0};
+        out[k].failed = !built(m, st[k], &mk[k], out[k].err, sizeof out[k].err);
+    }
+    RunCtx c[n + 1];
+    void *ud[n + 1];
+    double cut[n + 1];
+    SrchTimed got[n + 1];
+    int live[n + 1], nlive = 0;
+    for (int k = 0; k < n; k++) {
+        if (out[k].failed)
+            continue;
+        c[nlive] = (RunCtx){m, built(m, st[k], &mk[k], out[k].err, sizeof out[k].err), dims[k]};
+        if ((out[k].failed = !c[nlive].b))
+            continue;
+        ud[nlive] = &c[nlive];
+        cut[nlive] = cutoff_ms ? cutoff_ms[k] : 0;
+        live[nlive++] = k;
+    }
+    if (m->bk == BK_MODEL) { /* no warm-up to take, one exact time */
+        for (int i = 0; i < nlive; i++) {
+            SrchTimed *o = &out[live[i]];
+            o->failed = run_once(&c[i], &o->times_ms[0], o->err, sizeof o->err) != 0;
+            o->ntimes = !o->failed;
+        }
+        return;
+    }
+    SrchTiming tm = timing_of(m);
+    srch_time_batch(nlive, run_once, ud, &tm, cut, got);
+    for (int i = 0; i < nlive; i++)
+        out[live[i]] = got[i];
+}
+
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen)
 {
-    *ntimes = 0;
-    Built *b = built(m, st, mk, err, errlen);
-    if (!b)
+    SrchTimed o;
+    srch_measure_batch(m, 1, &st, mk, &dims, &cutoff_ms, &o);
+    *ntimes = o.ntimes;
+    if (o.failed) {
+        srch_seterr(err, errlen, "%s", o.err);
         return -1;
-    RunCtx c = {m, b, dims};
-    if (m->bk == BK_MODEL) /* no warm-up to take */
-        return run_once(&c, times_ms, err, errlen) == 0 ? (*ntimes = 1, 0) : -1;
-    SrchTiming tm = timing_of(m);
-    return srch_time_runs(run_once, &c, &tm, cutoff_ms, times_ms, ntimes, err, errlen);
+    }
+    memcpy(times_ms, o.times_ms, sizeof *times_ms * (size_t)o.ntimes);
+    return 0;
 }
 
 int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *a,
                        const MicroKernel *b, const int64_t *dims, int turns, int runs,
-                       double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err,
-                       size_t errlen)
+                       SrchTimed out[2], char *err, size_t errlen)
 {
     /* both built first: building one may evict the other's code otherwise */
     Built *ba = built(m, st, a, err, errlen), *bb = ba ? built(m, st, b, err, errlen) : NULL;
     if (!bb)
         return -1;
-    if (m->bk == BK_MODEL) {
-        RunCtx ca = {m, ba, dims}, cb = {m, bb, dims};
-        ntimes[0] = ntimes[1] = 1;
-        return run_once(&ca, &times_ms[0][0], err, errlen) == 0 &&
-                       run_once(&cb, &times_ms[1][0], err, errlen) == 0
-                   ? 0
-                   : -1;
-    }
     RunCtx c[2] = {{m, ba, dims}, {m, bb, dims}};
+    if (m->bk == BK_MODEL) {
+        for (int k = 0; k < 2; k++) {
+            out[k] = (SrchTimed){.ntimes = 1};
+            if (run_once(&c[k], &out[k].times_ms[0], err, errlen) != 0)
+                return -1;
+        }
+        return 0;
+    }
     void *ud[2] = {&c[0], &c[1]};
-    SrchTiming tm = {.min_runs = runs, .max_runs = runs, .budget_ms = INFINITY};
-    return srch_time_turns(2, run_once, ud, &tm, turns, times_ms, ntimes, err, errlen);
+    return srch_time_turns(2, run_once, ud, turns, runs, out, err, errlen);
 }
 
 bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,

@@ -67,8 +67,18 @@ struct SrchRecords {
     size_t nslots, nused;
 };
 
-static const char *const kind_names[] = {"trial", "select", "baseline", "turns"};
+static const char *const kind_names[] = {"trial", "select", "baseline",
+                                         "turns", "check",  "baseline-check"};
 enum { NKINDS = sizeof kind_names / sizeof kind_names[0] };
+
+bool srch_record_is_baseline(SrchRecordKind k)
+{
+    return k == RK_BASELINE || k == RK_BASELINE_CHECK;
+}
+
+bool srch_record_is_turns(SrchRecordKind k) { return k == RK_TURNS || srch_record_is_check(k); }
+
+bool srch_record_is_check(SrchRecordKind k) { return k == RK_CHECK || k == RK_BASELINE_CHECK; }
 
 const char *srch_record_kind_name(SrchRecordKind k)
 {
@@ -127,6 +137,8 @@ static const char *check_record(const SrchRecord *rec)
     }
     if (rec->ntimes < 1)
         return "no times";
+    if (rec->ndropped < 0)
+        return "a negative count of dropped runs";
     for (int i = 0; i < rec->ntimes; i++)
         if (!isfinite(rec->times_ms[i]) || rec->times_ms[i] < 0)
             return "time not a finite number >= 0";
@@ -396,6 +408,12 @@ static const char *decode(const cJSON *o, SrchRecord *rec, const char **names, i
     if (!cJSON_IsNumber(m))
         return m ? "field \"median_ms\" is not a number" : "missing field \"median_ms\"";
     rec->median_ms = m->valuedouble;
+    /* optional: the runs dropped (0 when absent, as an older dcc wrote) */
+    const cJSON *dr = cJSON_GetObjectItemCaseSensitive(o, "dropped");
+    if (dr && (!cJSON_IsNumber(dr) || !(dr->valuedouble >= 0 && dr->valuedouble <= INT32_MAX) ||
+               dr->valuedouble != (double)(int)dr->valuedouble))
+        return "field \"dropped\" is not a count";
+    rec->ndropped = dr ? (int)dr->valuedouble : 0;
 
     /* optional, together: the model's features and the adapted work; a
      * list of another length is another dcc's feature set, not damage */
@@ -775,6 +793,8 @@ bool srch_records_append(SrchRecords *r, const SrchRecord *in, char *err, size_t
     cJSON_AddNumberToObject(o, "trial", (double)rec.trial);
     cJSON_AddItemToObject(o, "times_ms", cJSON_CreateDoubleArray(rec.times_ms, rec.ntimes));
     cJSON_AddNumberToObject(o, "median_ms", rec.median_ms);
+    if (rec.ndropped > 0)
+        cJSON_AddNumberToObject(o, "dropped", rec.ndropped);
     cJSON_AddNumberToObject(o, "ts", (double)rec.ts);
     if (rec.nfeat) {
         cJSON *f = cJSON_AddArrayToObject(o, "features");
@@ -864,12 +884,12 @@ const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *work
                                           const int64_t *dim_values, bool baseline)
 {
     const SrchRecord *last = srch_records_find(r, workload, mk, ndims, dim_names, dim_values);
-    if (!last || (last->kind == RK_BASELINE) == baseline)
+    if (!last || srch_record_is_baseline(last->kind) == baseline)
         return last;
     /* rare (both kinds of search in one file): the latest of this class */
     for (int i = r->nrecs - 1; i >= 0; i--) {
         const SrchRecord *x = r->recs[i];
-        if ((x->kind == RK_BASELINE) == baseline &&
+        if (srch_record_is_baseline(x->kind) == baseline &&
             key_equal(x, workload, mk, ndims, dim_names, dim_values))
             return x;
     }

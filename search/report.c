@@ -140,7 +140,7 @@ static int collect(const SrchRecords *rec, Section **out)
         }
         if (!p)
             continue;
-        double *slot = r->kind == RK_BASELINE ? &p->baseline : &p->best;
+        double *slot = srch_record_is_baseline(r->kind) ? &p->baseline : &p->best;
         if (isnan(*slot) || r->median_ms < *slot)
             *slot = r->median_ms;
     }

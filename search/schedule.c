@@ -122,7 +122,7 @@ static int point_index(const Points *pt, const int64_t *v)
 static bool take(const SrchRecord *rec, const char *workload, bool baseline, bool atomic_ok,
                  const TeProgram *p, const Tensor *t, const TargetInfo *ti, int64_t *v)
 {
-    return (rec->kind == RK_BASELINE) == baseline && (atomic_ok || !rec->mk.atomic) &&
+    return srch_record_is_baseline(rec->kind) == baseline && (atomic_ok || !rec->mk.atomic) &&
            strcmp(rec->workload, workload) == 0 && record_dims(rec, p, v) && usable(rec, t, ti);
 }
 

@@ -57,6 +57,12 @@ enum { SELECT_SURPRISES = 3 };
  * stays with the model's choice, whatever the noise) */
 #define FUSE_CONTEST 4.0
 #define FUSE_MARGIN 1.02
+/* before the tree is written, the kernel it picks at each shape point and
+ * the next best known there, when within CHECK_CLOSE of it, are measured
+ * again in turns (SELECT_TURNS of two runs) and the tree fitted again, up
+ * to CHECK_ROUNDS times while the new tree picks unchecked kernels */
+#define CHECK_CLOSE 1.15
+#define CHECK_ROUNDS 3
 /* GPU: a kernel that spills (ptxas) is chosen over one without spills only
  * where it is faster by more than this factor */
 #define SPILL_MARGIN 1.05
@@ -100,6 +106,8 @@ typedef struct Tuner {
     /* and the kernels their dispatch trees chose */
     int nwarm_mk;
     struct WarmKernel *warm_mk;
+    /* the runs timed, and of those dropped as slow or outliers (noise) */
+    int64_t runs, dropped;
 } Tuner;
 
 typedef struct WarmKernel {
@@ -152,89 +160,169 @@ static void shape_vals(const Tuner *tu, int s, int64_t *vals)
 
 /* ---- measurements, through the records ---- */
 
-/* The first record of (st, mk, shape vals) with a time, of the joint
- * search: the one the search saw when it measured it. A selection records
- * close contenders again, later, and a resumed search must see what the
- * first run saw to go the same way. */
-static const SrchRecord *first_record(const Tuner *tu, const SrchStage *st, const MicroKernel *mk,
-                                      const int64_t *vals)
+/* Which of the records of one key (st, mk, shape) a step of the tune
+ * sees, so that a resumed run goes the way the first one went. */
+typedef enum View {
+    SEEN_FIRST,     /* the search: its first measurement, none again in turns */
+    SEEN_SELECTION, /* the selection: the latest but the check's */
+    SEEN_LATEST,    /* the check and the fit: the latest */
+} View;
+
+/* Whether record r is of st with mk at the shape of values vals. */
+static bool same_key(const Tuner *tu, const SrchRecord *r, const SrchStage *st,
+                     const MicroKernel *mk, const int64_t *vals)
 {
-    const TeProgram *p = tu->p;
-    for (int i = 0, n = srch_records_count(tu->rec); i < n; i++) {
-        const SrchRecord *r = srch_records_at(tu->rec, i);
-        if (r->kind == RK_BASELINE || r->kind == RK_TURNS || !(r->median_ms > 0) ||
-            r->ndims != p->ndims ||
-            strcmp(r->workload, st->workload) != 0 || ir_microkernel_cmp(&r->mk, mk) != 0)
-            continue;
-        bool same = true;
-        for (int d = 0; d < p->ndims && same; d++) {
-            int e = 0;
-            while (e < r->ndims && strcmp(r->dim_names[e], tu->dim_names[d]) != 0)
-                e++;
-            same = e < r->ndims && r->dim_values[e] == vals[d];
-        }
-        if (same)
-            return r;
+    if (r->ndims != tu->p->ndims || strcmp(r->workload, st->workload) != 0 ||
+        ir_microkernel_cmp(&r->mk, mk) != 0)
+        return false;
+    for (int d = 0; d < tu->p->ndims; d++) {
+        int e = 0;
+        while (e < r->ndims && strcmp(r->dim_names[e], tu->dim_names[d]) != 0)
+            e++;
+        if (e == r->ndims || r->dim_values[e] != vals[d])
+            return false;
+    }
+    return true;
+}
+
+/* The record of st with mk at shape s, of the joint search's class
+ * (baseline false) or the baseline's, that view v sees; NULL when none. */
+static const SrchRecord *seen(const Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
+                              bool baseline, View v)
+{
+    int64_t vals[SRCH_MAX_DIMS];
+    shape_vals(tu, s, vals);
+    const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, tu->p->ndims,
+                                                  tu->dim_names, vals, baseline);
+    if (!r || v == SEEN_LATEST || !srch_record_is_turns(r->kind) ||
+        (v == SEEN_SELECTION && !srch_record_is_check(r->kind)))
+        return r;
+    /* rare (measured again since): the first, or the latest before the check */
+    for (int k = 0, n = srch_records_count(tu->rec); k < n; k++) {
+        const SrchRecord *x = srch_records_at(tu->rec, v == SEEN_FIRST ? k : n - 1 - k);
+        bool hidden = v == SEEN_FIRST ? srch_record_is_turns(x->kind)
+                                      : srch_record_is_check(x->kind);
+        if (srch_record_is_baseline(x->kind) == baseline && !hidden && x->median_ms > 0 &&
+            same_key(tu, x, st, mk, vals))
+            return x;
     }
     return NULL;
 }
 
-/* The median time of st with mk at shape s, from the records or measured
- * now and appended (with the search's features of mk and the adapted work
- * at s when feat is given); *fresh says which. NAN when it cannot be
- * measured (the failure is recorded nowhere; the search goes on without
- * it). */
-static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
-                      SrchRecordKind kind, int64_t trial, double cutoff, const float *feat,
-                      double work, bool *fresh)
+/* One measurement asked for: st with mk at shape s, of kind as trial; on
+ * the CPU a cutoff (INFINITY: none), and the search's features of mk and
+ * the adapted work at s when feat is given. */
+typedef struct Ask {
+    const SrchStage *st;
+    const MicroKernel *mk;
+    int s;
+    SrchRecordKind kind;
+    int64_t trial;
+    double cutoff;
+    const float *feat;
+    double work;
+} Ask;
+
+/* Appends what timing t took of a as a record of kind; false (tu failed)
+ * when the records cannot be written. */
+static bool record(Tuner *tu, const Ask *a, SrchRecordKind kind, const SrchTimed *t)
 {
     const TeProgram *p = tu->p;
     int64_t vals[SRCH_MAX_DIMS];
-    const int64_t *dims = shape_at(tu, s);
-    *fresh = false;
+    double times[SRCH_MAX_REPEATS];
+    shape_vals(tu, a->s, vals);
+    memcpy(times, t->times_ms, sizeof times);
+    SrchRecord rec = {
+        .workload = a->st->workload, .target = tu->tg.name, .arch = tu->arch,
+        .stage = a->st->t->name, .mk = *a->mk, .nspatial = a->st->rank, .ndims = p->ndims,
+        .dim_names = tu->dim_names, .dim_values = vals, .ntimes = t->ntimes,
+        .times_ms = times, .ndropped = t->ndropped, .kind = kind, .trial = a->trial,
+        .nfeat = a->feat ? SRCH_NFEAT : 0, .features = a->feat, .work = a->work,
+    };
+    tu->runs += t->ntimes + t->ndropped;
+    tu->dropped += t->ndropped;
+    if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen))
+        tu->failed = true;
+    return !tu->failed;
+}
+
+/* The median times of the n measurements asked for, into ms[k], from the
+ * records or measured now (those together, interleaved: srch_measure_batch)
+ * and appended; fresh[k] says which. NAN where one cannot be measured (the
+ * failure is recorded nowhere; the search goes on without it). */
+static void measure_all(Tuner *tu, int n, const Ask *ask, double *ms, bool *fresh)
+{
+    const TeProgram *p = tu->p;
+    int todo[n + 1], ntodo = 0;
+    for (int k = 0; k < n; k++) {
+        const Ask *a = &ask[k];
+        fresh[k] = false;
+        ms[k] = NAN;
+        /* the joint search and the baseline never share measurements, so
+         * each one's records alone rebuild its result */
+        const SrchRecord *r = seen(tu, a->st, a->mk, a->s, srch_record_is_baseline(a->kind),
+                                   a->kind == RK_SELECT ? SEEN_SELECTION : SEEN_FIRST);
+        if (r && r->median_ms > 0) /* a time of 0 is no measurement: taken again */
+            ms[k] = r->median_ms;
+        else
+            todo[ntodo++] = k;
+    }
+    if (ntodo == 0)
+        return;
     if (tu->o->stop && *tu->o->stop) {
         if (!tu->failed)
             srch_seterr(tu->err, tu->errlen, "interrupted");
         tu->failed = true;
-        return NAN;
+        return;
     }
-    shape_vals(tu, s, vals);
-    *fresh = false;
-    /* the joint search and the baseline never share measurements, so each
-     * one's records alone rebuild its result */
-    const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, p->ndims,
-                                                  tu->dim_names, vals, kind == RK_BASELINE);
-    if (r && r->kind == RK_TURNS && kind == RK_TRIAL)
-        r = first_record(tu, st, mk, vals); /* what the search saw, not the turns after */
-    if (r && r->median_ms > 0) /* a time of 0 is no measurement: taken again */
-        return r->median_ms;
-    double times[SRCH_MAX_REPEATS];
-    int nt = 0;
-    char err[512];
-    if (srch_measure(tu->ms, st, mk, dims, isfinite(cutoff) ? cutoff : 0, times, &nt, err,
-                     sizeof err) != 0 || nt == 0) {
-        if (tu->o->warn) {
-            char msg[768], *mks = srch_mk_str(mk, st->rank);
-            snprintf(msg, sizeof msg, "stage %s: %s: not measured: %s", st->t->name, mks, err);
-            free(mks);
-            tu->o->warn(tu->o->progress_ud, msg);
+    const SrchStage *st[ntodo];
+    MicroKernel mk[ntodo];
+    const int64_t *dims[ntodo];
+    double cut[ntodo];
+    SrchTimed *t = malloc(sizeof *t * (size_t)ntodo);
+    if (!t)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < ntodo; i++) {
+        const Ask *a = &ask[todo[i]];
+        st[i] = a->st;
+        mk[i] = *a->mk;
+        dims[i] = shape_at(tu, a->s);
+        cut[i] = isfinite(a->cutoff) ? a->cutoff : 0;
+    }
+    srch_measure_batch(tu->ms, ntodo, st, mk, dims, cut, t);
+    for (int i = 0; i < ntodo && !tu->failed; i++) {
+        const Ask *a = &ask[todo[i]];
+        if (t[i].failed || t[i].ntimes == 0) {
+            if (tu->o->warn) {
+                char msg[768], *mks = srch_mk_str(a->mk, a->st->rank);
+                snprintf(msg, sizeof msg, "stage %s: %s: not measured: %s", a->st->t->name, mks,
+                         t[i].err);
+                free(mks);
+                tu->o->warn(tu->o->progress_ud, msg);
+            }
+            continue;
         }
-        return NAN;
+        if (!record(tu, a, a->kind, &t[i]))
+            break;
+        int64_t vals[SRCH_MAX_DIMS];
+        shape_vals(tu, a->s, vals);
+        const SrchRecord *r = srch_records_find(tu->rec, a->st->workload, a->mk, p->ndims,
+                                                tu->dim_names, vals);
+        fresh[todo[i]] = true;
+        ms[todo[i]] = r ? r->median_ms : NAN;
     }
-    SrchRecord rec = {
-        .workload = st->workload, .target = tu->tg.name, .arch = tu->arch,
-        .stage = st->t->name, .mk = *mk, .nspatial = st->rank, .ndims = p->ndims,
-        .dim_names = tu->dim_names, .dim_values = vals, .ntimes = nt, .times_ms = times,
-        .kind = kind, .trial = trial, .nfeat = feat ? SRCH_NFEAT : 0, .features = feat,
-        .work = work,
-    };
-    if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen)) {
-        tu->failed = true;
-        return NAN;
-    }
-    *fresh = true;
-    r = srch_records_find(tu->rec, st->workload, mk, p->ndims, tu->dim_names, vals);
-    return r ? r->median_ms : NAN;
+    free(t);
+}
+
+/* measure_all of one (st, mk at shape s, ...): its median time or NAN. */
+static double measure(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
+                      SrchRecordKind kind, int64_t trial, double cutoff, const float *feat,
+                      double work, bool *fresh)
+{
+    Ask a = {st, mk, s, kind, trial, cutoff, feat, work};
+    double ms;
+    measure_all(tu, 1, &a, &ms, fresh);
+    return ms;
 }
 
 /* ---- one search ---- */
@@ -365,46 +453,60 @@ static int population(Search *S, Cand **pop)
     return n;
 }
 
-static void measure_cand(Search *S, Cand *c)
+/* The candidates of a batch measured together (interleaved), each once,
+ * at the shape where its adaptation is best; each label is its
+ * throughput there over that adaptation. */
+static void measure_cands(Search *S, Cand *const *batch, int n)
 {
     Tuner *tu = S->tu;
-    /* home: the shape it adapts to best (ties: the most work) */
-    int home = 0;
-    double ha = -1;
-    for (int j = 0; j < S->nsh; j++) {
-        double a = srch_adapt(S->st, &c->mk, S->ext[j], NULL);
-        if (a > ha + 1e-12 || (fabs(a - ha) <= 1e-12 && S->flops[j] > S->flops[home]))
-            ha = a, home = j;
+    Ask ask[BATCH] = {{0}};
+    float feat[BATCH][SRCH_NFEAT];
+    double ha[BATCH], ms[BATCH];
+    bool fresh[BATCH];
+    IR_ASSERT(n <= BATCH);
+    for (int i = 0; i < n; i++) {
+        Cand *c = batch[i];
+        /* home: the shape it adapts to best (ties: the most work) */
+        int home = 0;
+        ha[i] = -1;
+        for (int j = 0; j < S->nsh; j++) {
+            double a = srch_adapt(S->st, &c->mk, S->ext[j], NULL);
+            if (a > ha[i] + 1e-12 || (fabs(a - ha[i]) <= 1e-12 && S->flops[j] > S->flops[home]))
+                ha[i] = a, home = j;
+        }
+        if (!c->have_ptx)
+            c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
+        srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat[i]);
+        c->home = home;
+        /* hopeless (3x slower than the best time the measured candidates'
+         * labels give there, which is at most the best measured there:
+         * homes differ, so few are measured at the same one) costs one run */
+        ask[i] = (Ask){S->st, &c->mk, S->sh[home], S->kind, S->done + i, 3 * S->best[home],
+                       feat[i], S->flops[home] / ha[i]};
     }
-    float feat[SRCH_NFEAT];
-    if (!c->have_ptx)
-        c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
-    srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat);
-    /* hopeless (3x slower than the best time the measured candidates'
-     * labels give there, which is at most the best measured there: homes
-     * differ, so few are measured at the same one) costs one run */
-    bool fresh;
-    double ms = measure(tu, S->st, &c->mk, S->sh[home], S->kind, S->done, 3 * S->best[home],
-                        feat, S->flops[home] / ha, &fresh);
-    S->done++;
-    S->reused += !fresh && !isnan(ms);
-    c->measured = true;
-    if (!(ms > 0)) {
-        c->failed = true;
-        c->f = 0;
-        return;
-    }
-    c->f = S->flops[home] / (ms * 1e6 * ha);
-    c->home = home;
-    c->home_ms = ms;
-    srch_model_add(S->model, feat, c->f);
-    double g = S->flops[home] / (ms * 1e6);
-    if (g > S->best_meas)
-        S->best_meas = g;
-    for (int j = 0; j < S->nsh; j++) {
-        double l = pred_latency(S, c, j);
-        if (!(l >= S->best[j]))
-            S->best[j] = l;
+    measure_all(tu, n, ask, ms, fresh);
+    for (int i = 0; i < n; i++) {
+        Cand *c = batch[i];
+        int home = c->home;
+        S->done++;
+        S->reused += !fresh[i] && !isnan(ms[i]);
+        c->measured = true;
+        if (!(ms[i] > 0)) {
+            c->failed = true;
+            c->f = 0;
+            continue;
+        }
+        c->f = S->flops[home] / (ms[i] * 1e6 * ha[i]);
+        c->home_ms = ms[i];
+        srch_model_add(S->model, feat[i], c->f);
+        double g = S->flops[home] / (ms[i] * 1e6);
+        if (g > S->best_meas)
+            S->best_meas = g;
+        for (int j = 0; j < S->nsh; j++) {
+            double l = pred_latency(S, c, j);
+            if (!(l >= S->best[j]))
+                S->best[j] = l;
+        }
     }
 }
 
@@ -448,8 +550,14 @@ static void search_run(Search *S)
         MicroKernel mk = srch_space_sample(S->st, &S->rng);
         add_cand(S, &mk);
     }
-    for (int i = 0; i < nfirst && S->done < S->trials; i++)
-        measure_cand(S, &S->c[i]);
+    /* in batches (S->c is not reallocated before the search's loop) */
+    for (int i = 0; i < nfirst && S->done < S->trials && !tu->failed;) {
+        Cand *first[BATCH];
+        int nb = 0;
+        while (nb < BATCH && i < nfirst && S->done + nb < S->trials)
+            first[nb++] = &S->c[i++];
+        measure_cands(S, first, nb);
+    }
     while (S->done < S->trials && !tu->failed) {
         char err[256];
         if (!srch_model_train(S->model, err, sizeof err) && tu->o->warn)
@@ -519,8 +627,8 @@ static void search_run(Search *S)
             batch[nb++] = un[i];
         }
         /* pointers into S->c stay valid: nothing is added while measuring */
-        for (int i = 0; i < nb && !tu->failed; i++)
-            measure_cand(S, batch[i]);
+        if (!tu->failed)
+            measure_cands(S, batch, nb);
         free(batch);
         free(un);
         S->round++;
@@ -583,45 +691,34 @@ static int by_lat(const void *a, const void *b)
     return x->lat < y->lat ? -1 : x->lat > y->lat ? 1 : x->idx - y->idx;
 }
 
-/* The measured median of mk at shape s in the joint search's records, or
- * NAN. */
+/* The measured median of mk at shape s in the joint search's records, as
+ * the selection sees them, or NAN. */
 static double known(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s)
 {
-    const TeProgram *p = tu->p;
-    int64_t vals[SRCH_MAX_DIMS];
-    shape_vals(tu, s, vals);
-    const SrchRecord *r = srch_records_find_class(tu->rec, st->workload, mk, p->ndims,
-                                                  tu->dim_names, vals, false);
+    const SrchRecord *r = seen(tu, st, mk, s, false, SEEN_SELECTION);
     return r && r->median_ms > 0 ? r->median_ms : NAN;
 }
 
 /* Close contenders a and b at shape s measured again in turns; each gets a
- * record of its runs of all turns, which later lookups find. */
-static void remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
-                      int s, SrchStageResult *res)
+ * record of its runs of all turns (kind: RK_TURNS for the selection,
+ * RK_CHECK or RK_BASELINE_CHECK for the check), which later lookups find. False when they could
+ * not be measured (both keep their first measurement). */
+static bool remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
+                      int s, SrchRecordKind kind, SrchStageResult *res)
 {
-    const TeProgram *p = tu->p;
-    double times[2][SRCH_MAX_REPEATS];
-    int n[2];
+    SrchTimed t[2];
     char err[512];
-    if (srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), SELECT_TURNS, 2, times, n, err,
+    if (srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), SELECT_TURNS, 2, t, err,
                            sizeof err) != 0)
-        return; /* both keep their first measurement */
-    int64_t vals[SRCH_MAX_DIMS];
-    shape_vals(tu, s, vals);
+        return false;
     const MicroKernel *mk[2] = {a, b};
     for (int k = 0; k < 2 && !tu->failed; k++) {
-        SrchRecord rec = {
-            .workload = st->workload, .target = tu->tg.name, .arch = tu->arch,
-            .stage = st->t->name, .mk = *mk[k], .nspatial = st->rank, .ndims = p->ndims,
-            .dim_names = tu->dim_names, .dim_values = vals, .ntimes = n[k], .times_ms = times[k],
-            .kind = RK_TURNS, .trial = 0,
-        };
-        if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen))
-            tu->failed = true;
+        Ask ask = {st, mk[k], s, kind, 0, INFINITY, NULL, 0};
+        record(tu, &ask, kind, &t[k]);
         res->select_measured++;
         res->select_turns++;
     }
+    return !tu->failed;
 }
 
 /* The shape nearest to j (in log dims) where candidate i was measured, and
@@ -772,7 +869,8 @@ static void select_joint(Search *S, SrchStageResult *res)
         /* the model's times are exact: nothing to measure again */
         if (ngot >= 2 && nfresh > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat &&
             strcmp(tu->tg.name, "model") != 0) {
-            remeasure(tu, S->st, &S->c[got[0].idx].mk, &S->c[got[1].idx].mk, S->sh[j], res);
+            remeasure(tu, S->st, &S->c[got[0].idx].mk, &S->c[got[1].idx].mk, S->sh[j], RK_TURNS,
+                      res);
             for (int k = 0; k < 2; k++)
                 set_lat(S, got[k].idx, j, known(tu, S->st, &S->c[got[k].idx].mk, S->sh[j]));
         }
@@ -910,15 +1008,54 @@ static SrchTree *fit_avoiding_spills(Tuner *tu, const SrchStage *st, SrchOracle 
     return t;
 }
 
-/* Fits the stage's tree to the oracle in the records (the costs it lacks
- * predicted by the search S, when given); measures what the tree picks
- * where that was not measured yet and fits again. */
+/* Whether the latest record of st with mk at shape s, of the class of
+ * kind, is of turns. */
+static bool turned(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
+                   SrchRecordKind kind)
+{
+    const SrchRecord *r = seen(tu, st, mk, s, srch_record_is_baseline(kind), SEEN_LATEST);
+    return r && srch_record_is_turns(r->kind);
+}
+
+/* The final check of the choices: at each of or's shape points of this
+ * tune, the kernel the tree picks (picks[j]) and the next best known
+ * there, when within CHECK_CLOSE of it and the two were not measured in
+ * turns there yet, measured again in turns (kind: the turns of the joint
+ * search's class or the baseline's), so a time taken in a slow stretch
+ * cannot decide the choice. The number of points checked. */
+static int check_choices(Tuner *tu, const SrchStage *st, SrchRecordKind kind,
+                         const SrchOracle *or, const bool *known, const int *picks,
+                         SrchStageResult *res)
+{
+    SrchRecordKind turns = srch_record_is_baseline(kind) ? RK_BASELINE_CHECK : RK_CHECK;
+    int n = 0;
+    for (int j = 0; j < or->n && !tu->failed; j++) {
+        int k = picks[j], s = or->shape_index[j], r = -1;
+        const double *cost = or->cost + (size_t)j * (size_t)or->nk;
+        const bool *kn = known + (size_t)j * (size_t)or->nk;
+        if (s < 0 || !kn[k])
+            continue;
+        for (int m = 0; m < or->nk; m++)
+            if (m != k && kn[m] && (r < 0 || cost[m] < cost[r]))
+                r = m;
+        if (r < 0 || cost[r] > CHECK_CLOSE * cost[k] ||
+            (turned(tu, st, &or->kernels[k], s, kind) && turned(tu, st, &or->kernels[r], s, kind)))
+            continue;
+        n += remeasure(tu, st, &or->kernels[k], &or->kernels[r], s, turns, res);
+    }
+    return n;
+}
+
 static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const Search *S,
                       SrchStageResult *res)
 {
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
     enum { PASSES = 4 };
-    for (int pass = 0; pass < PASSES && !tu->failed; pass++) {
+    /* the picks at the first check, by the tuner's shape index (zeroed: a
+     * point the first check lacked counts as changed) */
+    MicroKernel *before = calloc((size_t)tu->nshapes + 1, sizeof *before);
+    int fills = 0, rounds = 0; /* passes that measured missing picks; checks */
+    while (!tu->failed) {
         SrchOracle *or = srch_oracle_collect(tu->rec, st->workload, kind == RK_BASELINE,
                                              st->atomic_ok, tu->p,
                                              st->t, &tu->tg.ti, tu->shapes, tu->nshapes);
@@ -926,7 +1063,7 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
             srch_seterr(tu->err, tu->errlen, "stage %s: nothing could be measured", st->t->name);
             tu->failed = true;
             srch_oracle_free(or);
-            return;
+            break;
         }
         bool *known = NULL;
         if (S) {
@@ -943,18 +1080,19 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
             tu->failed = true;
             srch_oracle_free(or);
             free(known);
-            return;
+            break;
         }
         /* measure what the tree picks where its time is not known, then
          * refit; the latencies reported are of known times */
         int missing = 0;
         double lg = 0, lo = 0;
+        int *picks = malloc(sizeof *picks * (size_t)(or->n + 1));
         for (int j = 0; j < or->n; j++) {
-            int k = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
+            int k = picks[j] = srch_tree_predict(res->tree, or->dims + (size_t)j * (size_t)or->ndims);
             size_t at = (size_t)j * (size_t)or->nk + (size_t)k;
             /* the least known time (the known costs are the non-NAN ones) */
             double best = or->best[j];
-            if (!known[at] && pass < PASSES - 1) {
+            if (!known[at] && fills < PASSES - 1) {
                 bool fresh;
                 measure(tu, st, &or->kernels[k], or->shape_index[j], kind, 0, INFINITY, NULL, 0,
                         &fresh);
@@ -969,11 +1107,35 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
         res->nshapes = or->n;
         res->geomean_ms = exp(lg / or->n);
         res->oracle_geomean_ms = exp(lo / or->n);
+        fills += missing > 0;
+        /* all known: the choices checked (not the model's: its times are
+         * exact), then fitted again, until a check finds every pick checked
+         * (so a resumed run fits the same tree and measures nothing), at
+         * most CHECK_ROUNDS times; how many picks differ from the first
+         * check's */
+        bool check = missing == 0 && rounds < CHECK_ROUNDS && strcmp(tu->tg.name, "model") != 0;
+        if (rounds > 0)
+            res->check_changed = 0;
+        for (int j = 0; j < or->n && (check || rounds > 0); j++) {
+            int s = or->shape_index[j];
+            const MicroKernel *mk = &or->kernels[picks[j]];
+            if (s >= 0 && rounds == 0)
+                before[s] = *mk;
+            else if (s >= 0)
+                res->check_changed += ir_microkernel_cmp(&before[s], mk) != 0;
+        }
+        if (check) {
+            rounds++;
+            missing = check_choices(tu, st, kind, or, known, picks, res);
+            res->checked += missing; /* fitted again when any was measured */
+        }
         srch_oracle_free(or);
         free(known);
+        free(picks);
         if (missing == 0)
             break;
     }
+    free(before);
     /* the tree goes with the records: a compile reads it back, not refits */
     if (!tu->failed && res->tree &&
         !srch_records_append_tree(tu->rec, st->workload, tu->tg.name, tu->arch, st->t->name,
@@ -994,6 +1156,7 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
     int *all = malloc(sizeof *all * (size_t)tu->nshapes);
     for (int j = 0; j < tu->nshapes; j++)
         all[j] = j;
+    int64_t runs0 = tu->runs, dropped0 = tu->dropped;
     /* by workload: stages that compute the same thing search alike, so the
      * second finds everything in the records */
     uint64_t seed = tu->o->seed ^ rt_rng_hash(st->workload);
@@ -1025,6 +1188,8 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
         if (!tu->failed)
             stage_fit(tu, st, RK_BASELINE, NULL, res);
     }
+    res->runs = tu->runs - runs0;
+    res->dropped = tu->dropped - dropped0;
     free(all);
 }
 

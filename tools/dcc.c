@@ -1491,6 +1491,14 @@ static int cmd_tune(int argc, char **argv)
                "close ones again, in turns) + %d from records\n",
                s->stage, s->measured, s->reused, s->select_measured, s->select_turns,
                s->select_reused);
+        if (s->checked)
+            printf("  check: the choice at %d shape point%s measured again against the next "
+                   "best, in turns; %d changed\n", s->checked, s->checked == 1 ? "" : "s",
+                   s->check_changed);
+        if (s->runs > 0)
+            printf("  noise: %lld of %lld timed runs (%.1f%%) dropped as slow or outliers%s\n",
+                   (long long)s->dropped, (long long)s->runs, 100.0 * (double)s->dropped / (double)s->runs,
+                   s->dropped * 5 > s->runs ? " (a busy machine: the kept runs decided)" : "");
         const SrchTree *t = s->tree;
         int leaves = 0;
         for (int k = 0; k < t->nnodes; k++)

@@ -43,10 +43,14 @@
  *    "mk": "threads [4, 8] tile [6, 32] rchunk 256 unroll 1 vec 16",
  *                                     ir_print_microkernel's form
  *    "shape": {"M": 128, "N": 768},   dim name -> value (integers)
- *    "kind": "trial",                 "trial" | "select" | "baseline"
+ *    "kind": "trial",                 "trial" | "select" | "turns" | "check"
+ *                                     | "baseline" | "baseline-check"
+ *                                     (SrchRecordKind)
  *    "trial": 17,                     the search's trial index (integer >= 0)
  *    "times_ms": [0.51, 0.50, 0.52],  every repeat, at least one, finite, >= 0
  *    "median_ms": 0.51,               their median
+ *    "dropped": 2,                    optional: runs dropped as slow or
+ *                                     outliers (integer >= 0), not in times_ms
  *    "ts": 1712345678}                seconds since the epoch
  *
  * and, after a stage is tuned, its dispatch tree:
@@ -84,9 +88,21 @@ typedef enum SrchRecordKind {
     RK_TRIAL,    /* measured during the search */
     RK_SELECT,   /* measured in the selection step, per shape point */
     RK_BASELINE, /* measured by the per-shape baseline (--per-shape) */
-    RK_TURNS,    /* the selection's close contenders measured again, in turns:
-                  * the latest record of its key, a second measurement of it */
+    RK_TURNS,    /* the selection's close contenders measured again in turns:
+                  * the latest record of its key, a second measurement */
+    RK_CHECK,    /* before the tree is written, the choice at a shape point
+                  * and the next best there, measured again in turns: what
+                  * the tree is fitted on, but not what the search or the
+                  * selection saw (a resumed run replays them unchanged) */
+    RK_BASELINE_CHECK, /* the same, of the per-shape baseline's choices */
 } SrchRecordKind;
+/* Whether a record of kind k is the per-shape baseline's (the joint
+ * search and the baseline never share measurements), whether it is a
+ * measurement again in turns (the selection's or the check's), and
+ * whether it is the check's. */
+bool srch_record_is_baseline(SrchRecordKind k);
+bool srch_record_is_turns(SrchRecordKind k);
+bool srch_record_is_check(SrchRecordKind k);
 
 typedef struct SrchRecord {
     const char *workload, *target, *arch;
@@ -98,6 +114,7 @@ typedef struct SrchRecord {
     int64_t *dim_values;
     int ntimes;
     double *times_ms;        /* ntimes >= 1 */
+    int ndropped;            /* runs timed but dropped: slow (the machine busy) or outliers */
     double median_ms;        /* filled by srch_records_append */
     SrchRecordKind kind;
     int64_t trial;
@@ -402,15 +419,22 @@ typedef struct SrchMeasurer SrchMeasurer;
 SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
                                 const SrchTarget *tg, const int64_t *shapes, int nshapes,
                                 char *err, size_t errlen);
-/* How long a measurement repeats a run on the CPU: after a warm-up, at
- * least min_runs (0: 3), then until the interquartile range of the runs is
- * within spread (0: SRCH_SPREAD) of their median, or budget_ms has run, or
- * max_runs (0 or more than SRCH_MAX_REPEATS: SRCH_MAX_REPEATS) are done.
- * Outliers (further than SRCH_OUTLIER_SIGMAS robust deviations from the
- * median) are then dropped. */
+/* How long a measurement repeats a run on the CPU: after a warm-up, until
+ * at least min_runs (0: 3) runs are quiet (within SRCH_QUIET_BAND of the
+ * fastest) and the interquartile range of those is within spread (0:
+ * SRCH_SPREAD) of their median or budget_ms has run; on a machine that
+ * stays busy, until SRCH_BUSY_BUDGETS budgets have run; max_runs (0 or
+ * more than SRCH_MAX_REPEATS: SRCH_MAX_REPEATS) at most. Then the slow
+ * runs and the outliers are dropped (srch_drop_outliers). */
 enum { SRCH_MAX_REPEATS = 25 };
 #define SRCH_SPREAD 0.02
 #define SRCH_OUTLIER_SIGMAS 3.0
+/* A run slower than the fastest of its candidate's runs by more than this
+ * fraction was timed in a slow stretch: another process had a core the
+ * kernel needed (the fastest is the machine undisturbed, a kernel never
+ * runs faster than it can). */
+#define SRCH_QUIET_BAND 0.10
+#define SRCH_BUSY_BUDGETS 4
 typedef struct SrchTiming {
     int min_runs, max_runs;
     double budget_ms;
@@ -419,40 +443,59 @@ typedef struct SrchTiming {
 } SrchTiming;
 /* One run: its time in *ms; -1 and err on failure. */
 typedef int (*SrchRunOnce)(void *ud, double *ms, char *err, size_t errlen);
-/* Times run as tm says into times_ms (SRCH_MAX_REPEATS entries), the
- * number kept in *ntimes (>= 1). When the warm-up takes longer than
- * cutoff_ms (> 0) that one time is the measurement: hopeless candidates
- * cost one run, not ten. -1 and err when a run fails. The clock is run's:
- * a test injects a noisy one. */
+/* What timing one runner gave: the runs kept, how many were dropped as
+ * slow or outliers (the machine's noise), or that a run failed and why. */
+typedef struct SrchTimed {
+    double times_ms[SRCH_MAX_REPEATS];
+    int ntimes;             /* >= 1 unless failed */
+    int ndropped;
+    bool failed;
+    char err[256];
+} SrchTimed;
+/* Times n runners as tm says, interleaved: each warmed up, then turns of
+ * one run each, the order reversed every turn (0..n-1, n-1..0, ...), so
+ * that what slows the machine for a while slows all alike, until each is
+ * timed enough. A runner whose warm-up takes longer than cutoff_ms[k] (>
+ * 0; cutoff_ms may be NULL) has that one time: hopeless candidates cost
+ * one run, not ten. A runner whose run fails is out (failed, err), the
+ * others go on. The clock is run's: a test injects a noisy one. */
+void srch_time_batch(int n, SrchRunOnce run, void *const *ud, const SrchTiming *tm,
+                     const double *cutoff_ms, SrchTimed *out);
+/* srch_time_batch of one runner: its times_ms (SRCH_MAX_REPEATS entries)
+ * and their number *ntimes; -1 and err when a run fails. */
 int srch_time_runs(SrchRunOnce run, void *ud, const SrchTiming *tm, double cutoff_ms,
                    double *times_ms, int *ntimes, char *err, size_t errlen);
-/* Times n runners in turns (runner k's srch_time_runs with tm, no cutoff,
- * the warm-up in the first turn only, in the order 0..n-1, then n-1..0,
- * and so on, turns times), so that what
- * slows the machine for a while slows all alike; times_ms[k] gets runner
- * k's runs of every turn (up to SRCH_MAX_REPEATS), outliers dropped, their
- * number ntimes[k]. -1 and err when a run fails. */
-int srch_time_turns(int n, SrchRunOnce run, void *const *ud, const SrchTiming *tm, int turns,
-                    double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err, size_t errlen);
+/* n runners, each warmed up, then timed in turns of runs runs each, in
+ * the order 0..n-1, then n-1..0, and so on, turns times; out[k] gets
+ * runner k's runs of every turn (up to SRCH_MAX_REPEATS), the slow ones
+ * and outliers dropped. -1 and err when a run fails. */
+int srch_time_turns(int n, SrchRunOnce run, void *const *ud, int turns, int runs,
+                    SrchTimed *out, char *err, size_t errlen);
 /* The interquartile range of n times over their median (INFINITY for
  * fewer than 2). */
 double srch_spread(const double *t, int n);
-/* Drops the outliers of t in place (none of fewer than 4); the number
- * kept. */
+/* Drops from t in place the slow runs (slower than the fastest by more
+ * than SRCH_QUIET_BAND), then the outliers of the rest (further than
+ * SRCH_OUTLIER_SIGMAS robust deviations from their median; none of fewer
+ * than 4); the number kept. */
 int srch_drop_outliers(double *t, int n);
 /* Times stage st with mk at dims into times_ms (SRCH_MAX_REPEATS entries),
  * their number in *ntimes (>= 1): on the CPU as srch_time_runs does with
- * the measurer's timing, on CUDA five runs after a warm-up, on the model
- * its one analytic time. -1 and err on failure. */
+ * the measurer's timing, on CUDA five runs after two warm-ups, on the
+ * model its one analytic time. -1 and err on failure. */
 int srch_measure(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, const int64_t *dims,
                  double cutoff_ms, double *times_ms, int *ntimes, char *err, size_t errlen);
+/* n candidates (stage st[k] with mk[k] at dims[k]; n <= 64) built, then
+ * timed together as srch_time_batch does (cutoff_ms as there), into
+ * out[k]; a candidate that cannot be built is failed with why. */
+void srch_measure_batch(SrchMeasurer *m, int n, const SrchStage *const *st,
+                        const MicroKernel *mk, const int64_t *const *dims,
+                        const double *cutoff_ms, SrchTimed *out);
 /* Close contenders a and b of stage st at dims timed again in turns of
- * runs runs each (srch_time_turns): times_ms[0] and [1], ntimes[0] and
- * [1]. */
+ * runs runs each (srch_time_turns) into out[0] and out[1]. */
 int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *a,
                        const MicroKernel *b, const int64_t *dims, int turns, int runs,
-                       double (*times_ms)[SRCH_MAX_REPEATS], int *ntimes, char *err,
-                       size_t errlen);
+                       SrchTimed out[2], char *err, size_t errlen);
 /* The CPU backend's timing (default: a budget of 20 ms). */
 void srch_measurer_set_timing(SrchMeasurer *m, const SrchTiming *tm);
 /* GPU backends with ptxas installed: ptxas's report on stage st built
@@ -517,6 +560,9 @@ typedef struct SrchStageResult {
     int measured, reused;       /* search trials: new, and found in the records */
     int select_measured, select_reused;
     int select_turns;           /* of select_measured: close contenders measured again in turns */
+    int checked;                /* shape points whose choice was measured again against the next best */
+    int check_changed;          /* of those, where the tree fitted after picks another kernel */
+    int64_t runs, dropped;      /* runs timed for the stage, and dropped as slow or outliers */
     int nshapes;
     /* over the shapes, of what the dispatch picks and of the best kernel:
      * times measured at the shape (the joint search's also scaled from a

@@ -27,8 +27,9 @@ ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # Prints "stage|mk|shape|class" for every record, class being baseline or
-# joint: a key that appears twice was measured twice (a "turns" record is
-# the selection's deliberate second measurement of a close contender).
+# joint: a key that appears twice was measured twice (a "turns" or "check"
+# record is the selection's or the final check's deliberate second
+# measurement of a close contender).
 keys() {
     python3 - "$1" <<'PY'
 import json, sys
@@ -37,7 +38,8 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
         r = json.loads(line)
     except ValueError:
         continue
-    if not isinstance(r, dict) or "shape" not in r or r["kind"] == "turns":
+    again = ("turns", "check", "baseline-check")
+    if not isinstance(r, dict) or "shape" not in r or r["kind"] in again:
         continue  # a dispatch tree, or measured again on purpose
     shape = ",".join("%s=%d" % kv for kv in sorted(r["shape"].items()))
     cls = "baseline" if r["kind"] == "baseline" else "joint"

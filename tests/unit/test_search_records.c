@@ -375,6 +375,63 @@ static void assert_warning(SrchRecords *r, int i, int64_t line, const char *need
 /* Fuse lines: the latest per (program, tensor) wins, in memory at once
  * and read back; "cost" reads as FUSE_COST; another program's are foreign;
  * a bad choice or a missing tensor is a damaged line. */
+/* The check's kinds of both classes, and the runs a timing dropped: kept
+ * through a round trip ("dropped" written only when some were); a count
+ * that is not one is damage. */
+static void test_check_kinds_and_dropped(void **state)
+{
+    SrchRecords *r = open_ok("wl1");
+    double t1[] = {0.5, 0.25}, t2[] = {0.3};
+    int64_t v1[2], v2[2];
+    SrchRecord a = make_rec(MK1, 4, 768, t1, 2, RK_CHECK, 0, v1);
+    SrchRecord b = make_rec(MK1, 4, 768, t2, 1, RK_BASELINE_CHECK, 0, v2);
+    a.ndropped = 3;
+    append_ok(r, &a);
+    append_ok(r, &b);
+    srch_records_close(r);
+    size_t len;
+    char *text = slurp(&len);
+    char *second = strchr(text, '\n') + 1;
+    assert_non_null(strstr(text, "\"kind\":\"check\""));
+    assert_true(strstr(text, "\"dropped\":3") && strstr(text, "\"dropped\":3") < second);
+    assert_null(strstr(second, "dropped"));
+    assert_non_null(strstr(second, "\"kind\":\"baseline-check\""));
+    free(text);
+
+    r = open_ok("wl1");
+    assert_int_equal(srch_records_count(r), 2);
+    assert_int_equal(srch_records_ncorrupt(r), 0);
+    const SrchRecord *x = srch_records_at(r, 0), *y = srch_records_at(r, 1);
+    assert_int_equal(x->kind, RK_CHECK);
+    assert_int_equal(x->ndropped, 3);
+    assert_int_equal(y->kind, RK_BASELINE_CHECK);
+    assert_int_equal(y->ndropped, 0);
+    assert_true(srch_record_is_turns(RK_CHECK) && srch_record_is_check(RK_CHECK));
+    assert_true(srch_record_is_turns(RK_TURNS) && !srch_record_is_check(RK_TURNS));
+    assert_true(srch_record_is_baseline(RK_BASELINE_CHECK) && !srch_record_is_baseline(RK_CHECK));
+    /* each class finds its own */
+    int64_t vals[2] = {4, 768};
+    assert_ptr_equal(srch_records_find_class(r, "wl1", &x->mk, 2, names2, vals, false), x);
+    assert_ptr_equal(srch_records_find_class(r, "wl1", &x->mk, 2, names2, vals, true), y);
+    srch_records_close(r);
+
+    const char *bad[] = {"-1", "1.5", "\"2\"", "1e12"};
+    char line[1024], *buf = calloc(1, 8192);
+    for (int i = 0; i < 4; i++) {
+        good_line(line, sizeof line, "wl1", "cpu", i);
+        snprintf(strrchr(line, '}'), 64, ",\"dropped\":%s}\n", bad[i]);
+        strcat(buf, line);
+    }
+    write_file(buf, strlen(buf));
+    free(buf);
+    r = open_ok("wl1");
+    assert_int_equal(srch_records_count(r), 0);
+    assert_int_equal(srch_records_ncorrupt(r), 4);
+    for (int i = 0; i < 4; i++)
+        assert_warning(r, i, i + 1, "\"dropped\"");
+    srch_records_close(r);
+}
+
 static void test_fuse_lines(void **state)
 {
     (void)state;
@@ -817,6 +874,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_kinds_and_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_features, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_finds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trees, setup, teardown),
