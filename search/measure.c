@@ -13,10 +13,12 @@
  * buffers of the same tensors.
  *
  *   cpu    one warm-up run, then runs until enough of them are quiet
- *          (within SRCH_QUIET_BAND of the fastest) and their spread is
- *          small or the budget (20 ms unless set) has run, at most
- *          SRCH_BUSY_BUDGETS budgets or SRCH_MAX_REPEATS runs, wall clock;
- *          the slow runs and the outliers dropped (srch_time_batch). The
+ *          (undisturbed: no involuntary context switch of this process's
+ *          threads while it ran, getrusage; and within SRCH_QUIET_BAND
+ *          of the fastest) and their spread is small or the budget (20
+ *          ms unless set) has run, at most SRCH_BUSY_BUDGETS budgets or
+ *          SRCH_MAX_REPEATS runs, wall clock; the disturbed runs, the
+ *          slow ones and the outliers dropped (srch_time_batch). The
  *          candidates a step asks for together are timed interleaved, one
  *          run each per turn, the order reversed each turn, so that a
  *          stretch in which the machine is busy slows all of them alike.
@@ -29,7 +31,9 @@
 #include "dietcode/exec.h"
 #include "dietcode/search.h"
 
+#include <limits.h>
 #include <math.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,19 +324,44 @@ int srch_drop_outliers(double *t, int n)
     return k;
 }
 
-/* Whether runner r, with its runs so far, is timed enough by tm: at least
- * lo runs within SRCH_QUIET_BAND of its fastest (runs of a slow stretch
- * do not count), and those within tol of each other or its budget spent;
- * on a machine that stays busy, SRCH_BUSY_BUDGETS budgets at most; never
- * more than hi runs. */
-static bool timed_enough(const double *t, int n, double total, int lo, int hi, double tol,
-                         double budget)
+/* The runs that count of n runs t, preempted pre[i] times each: the
+ * undisturbed ones (when every one was disturbed and all is true, the
+ * least disturbed: the best there is), then the slow ones and the
+ * outliers dropped; into q, their number. */
+static int counted(const double *t, const int *pre, int n, bool all, double *q)
+{
+    int least = 0, k = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || pre[i] < least)
+            least = pre[i];
+    for (int i = 0; i < n && (least == 0 || all); i++)
+        if (pre[i] == least)
+            q[k++] = t[i];
+    return srch_drop_outliers(q, k);
+}
+
+/* o's runs reduced to those that count (counted), the rest dropped. */
+static void keep_counted(SrchTimed *o, const int *pre)
+{
+    double q[SRCH_MAX_REPEATS];
+    int kept = counted(o->times_ms, pre, o->ntimes, true, q);
+    memcpy(o->times_ms, q, sizeof *q * (size_t)kept);
+    o->ndropped = o->ntimes - kept;
+    o->ntimes = kept;
+}
+
+/* Whether a runner, with its runs t so far, is timed enough by tm: at
+ * least lo runs that count (a run another process disturbed, or one of
+ * a slow stretch, does not), and those within tol of each other or its
+ * budget spent; on a machine that stays busy, SRCH_BUSY_BUDGETS budgets
+ * at most; never more than hi runs. */
+static bool timed_enough(const double *t, const int *pre, int n, double total, int lo, int hi,
+                         double tol, double budget)
 {
     if (n >= hi)
         return true;
     double q[SRCH_MAX_REPEATS];
-    memcpy(q, t, sizeof *q * (size_t)n);
-    int nq = srch_drop_outliers(q, n);
+    int nq = counted(t, pre, n, false, q);
     if (nq >= lo && (total >= budget || srch_spread(q, nq) <= tol))
         return true;
     return n >= lo && total >= SRCH_BUSY_BUDGETS * budget;
@@ -347,6 +376,7 @@ void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming 
     if (lo > hi)
         lo = hi;
     bool done[n + 1];
+    int pre[n + 1][SRCH_MAX_REPEATS];
     double total[n + 1];
     int left = 0;
     for (int k = 0; k < n; k++) {
@@ -354,12 +384,18 @@ void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming 
         *o = (SrchTimed){.ntimes = 0};
         total[k] = 0;
         /* the warm-ups; the first one's time decides the cutoff (a later
-         * one may capture a graph, which costs more than the run) */
+         * one may capture a graph, which costs more than the run), taken
+         * again when it was disturbed and over */
         double first = 0, again;
-        bool ok = true;
-        for (int w = 0; w < (tm->warmups > 1 ? tm->warmups : 1) && ok; w++)
-            ok = once(ud[k], w == 0 ? &first : &again, o->err, sizeof o->err) == 0;
-        done[k] = !ok || (cutoff_ms && cutoff_ms[k] > 0 && first > cutoff_ms[k]);
+        int rc = 0;
+        double cut = cutoff_ms && cutoff_ms[k] > 0 ? cutoff_ms[k] : INFINITY;
+        for (int w = 0; w < (tm->warmups > 1 ? tm->warmups : 1) && rc >= 0; w++)
+            rc = once(ud[k], w == 0 ? &first : &again, o->err, sizeof o->err);
+        if (rc > 0 && first > cut &&
+            (rc = once(ud[k], &again, o->err, sizeof o->err)) >= 0 && again < first)
+            first = again;
+        bool ok = rc >= 0;
+        done[k] = !ok || first > cut;
         if (ok && done[k])
             o->times_ms[o->ntimes++] = first; /* hopeless: one run */
         o->failed = !ok;
@@ -374,26 +410,25 @@ void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming 
             if (done[k])
                 continue;
             double t;
-            if (once(ud[k], &t, o->err, sizeof o->err) != 0) {
+            int rc = once(ud[k], &t, o->err, sizeof o->err);
+            if (rc < 0) {
                 o->failed = true;
                 done[k] = true;
                 left--;
                 continue;
             }
+            pre[k][o->ntimes] = rc;
             o->times_ms[o->ntimes++] = t;
             total[k] += t;
-            if (timed_enough(o->times_ms, o->ntimes, total[k], lo, hi, tol, tm->budget_ms))
+            if (timed_enough(o->times_ms, pre[k], o->ntimes, total[k], lo, hi, tol, tm->budget_ms))
                 done[k] = true, left--;
         }
     for (int k = 0; k < n; k++) {
         SrchTimed *o = &out[k];
-        if (o->failed) {
+        if (o->failed)
             o->ntimes = 0;
-            continue;
-        }
-        int kept = srch_drop_outliers(o->times_ms, o->ntimes);
-        o->ndropped = o->ntimes - kept;
-        o->ntimes = kept;
+        else if (o->ntimes > 1) /* a hopeless one's single run stands */
+            keep_counted(o, pre[k]);
     }
 }
 
@@ -414,10 +449,11 @@ int srch_time_runs(SrchRunOnce once, void *ud, const SrchTiming *tm, double cuto
 int srch_time_turns(int n, SrchRunOnce once, void *const *ud, int turns, int runs,
                     SrchTimed *out, char *err, size_t errlen)
 {
+    int pre[n + 1][SRCH_MAX_REPEATS];
     for (int k = 0; k < n; k++) {
         double warm;
         out[k] = (SrchTimed){.ntimes = 0};
-        if (once(ud[k], &warm, err, errlen) != 0)
+        if (once(ud[k], &warm, err, errlen) < 0)
             return -1;
     }
     for (int r = 0; r < turns; r++)
@@ -425,17 +461,17 @@ int srch_time_turns(int n, SrchRunOnce once, void *const *ud, int turns, int run
             int k = r % 2 ? n - 1 - i : i; /* a b, b a, a b, ... */
             for (int j = 0; j < runs; j++) {
                 double t;
-                if (once(ud[k], &t, err, errlen) != 0)
+                int rc = once(ud[k], &t, err, errlen);
+                if (rc < 0)
                     return -1;
-                if (out[k].ntimes < SRCH_MAX_REPEATS)
+                if (out[k].ntimes < SRCH_MAX_REPEATS) {
+                    pre[k][out[k].ntimes] = rc;
                     out[k].times_ms[out[k].ntimes++] = t;
+                }
             }
         }
-    for (int k = 0; k < n; k++) {
-        int kept = srch_drop_outliers(out[k].times_ms, out[k].ntimes);
-        out[k].ndropped = out[k].ntimes - kept;
-        out[k].ntimes = kept;
-    }
+    for (int k = 0; k < n; k++)
+        keep_counted(&out[k], pre[k]);
     return 0;
 }
 
@@ -459,12 +495,23 @@ static int run_once(void *ud, double *ms, char *err, size_t errlen)
             *ms *= 1.5;
         return *ms < 0 ? -1 : 0;
     }
+    /* on the CPU, whether another process took a core from one of this
+     * one's threads during the run: the involuntary context switches of
+     * all its threads (the pool's) */
     float gpu_ms = 0;
+    struct rusage u0, u1;
+    getrusage(RUSAGE_SELF, &u0);
     double t0 = rt_now_ms();
     if (run(c->m, c->b, c->dims, &gpu_ms, err, errlen) != 0)
         return -1;
-    *ms = c->m->bk == BK_CUDA ? gpu_ms : rt_now_ms() - t0;
-    return 0;
+    if (c->m->bk == BK_CUDA) {
+        *ms = gpu_ms;
+        return 0;
+    }
+    *ms = rt_now_ms() - t0;
+    getrusage(RUSAGE_SELF, &u1);
+    long n = u1.ru_nivcsw - u0.ru_nivcsw;
+    return n > 0 ? (n < INT_MAX ? (int)n : INT_MAX) : 0;
 }
 
 /* How the backend repeats: the model is deterministic, CUDA's events
@@ -509,7 +556,7 @@ void srch_measure_batch(SrchMeasurer *m, int n, const SrchStage *const *st,
     if (m->bk == BK_MODEL) { /* no warm-up to take, one exact time */
         for (int i = 0; i < nlive; i++) {
             SrchTimed *o = &out[live[i]];
-            o->failed = run_once(&c[i], &o->times_ms[0], o->err, sizeof o->err) != 0;
+            o->failed = run_once(&c[i], &o->times_ms[0], o->err, sizeof o->err) < 0;
             o->ntimes = !o->failed;
         }
         return;
@@ -546,7 +593,7 @@ int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *
     if (m->bk == BK_MODEL) {
         for (int k = 0; k < 2; k++) {
             out[k] = (SrchTimed){.ntimes = 1};
-            if (run_once(&c[k], &out[k].times_ms[0], err, errlen) != 0)
+            if (run_once(&c[k], &out[k].times_ms[0], err, errlen) < 0)
                 return -1;
         }
         return 0;

@@ -106,7 +106,7 @@ typedef struct Tuner {
     /* and the kernels their dispatch trees chose */
     int nwarm_mk;
     struct WarmKernel *warm_mk;
-    /* the runs timed, and of those dropped as slow or outliers (noise) */
+    /* the runs timed, and of those dropped as disturbed, slow or outliers (noise) */
     int64_t runs, dropped;
 } Tuner;
 

@@ -1496,8 +1496,9 @@ static int cmd_tune(int argc, char **argv)
                    "best, in turns; %d changed\n", s->checked, s->checked == 1 ? "" : "s",
                    s->check_changed);
         if (s->runs > 0)
-            printf("  noise: %lld of %lld timed runs (%.1f%%) dropped as slow or outliers%s\n",
-                   (long long)s->dropped, (long long)s->runs, 100.0 * (double)s->dropped / (double)s->runs,
+            printf("  noise: %lld of %lld timed runs (%.1f%%) dropped as disturbed by other "
+                   "processes, slow or outliers%s\n", (long long)s->dropped, (long long)s->runs,
+                   100.0 * (double)s->dropped / (double)s->runs,
                    s->dropped * 5 > s->runs ? " (a busy machine: the kept runs decided)" : "");
         const SrchTree *t = s->tree;
         int leaves = 0;

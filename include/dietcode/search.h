@@ -49,8 +49,9 @@
  *    "trial": 17,                     the search's trial index (integer >= 0)
  *    "times_ms": [0.51, 0.50, 0.52],  every repeat, at least one, finite, >= 0
  *    "median_ms": 0.51,               their median
- *    "dropped": 2,                    optional: runs dropped as slow or
- *                                     outliers (integer >= 0), not in times_ms
+ *    "dropped": 2,                    optional: runs dropped as disturbed,
+ *                                     slow or outliers (integer >= 0), not
+ *                                     in times_ms
  *    "ts": 1712345678}                seconds since the epoch
  *
  * and, after a stage is tuned, its dispatch tree:
@@ -114,7 +115,7 @@ typedef struct SrchRecord {
     int64_t *dim_values;
     int ntimes;
     double *times_ms;        /* ntimes >= 1 */
-    int ndropped;            /* runs timed but dropped: slow (the machine busy) or outliers */
+    int ndropped;            /* runs timed but dropped: disturbed, slow (the machine busy), outliers */
     double median_ms;        /* filled by srch_records_append */
     SrchRecordKind kind;
     int64_t trial;
@@ -420,12 +421,13 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
                                 const SrchTarget *tg, const int64_t *shapes, int nshapes,
                                 char *err, size_t errlen);
 /* How long a measurement repeats a run on the CPU: after a warm-up, until
- * at least min_runs (0: 3) runs are quiet (within SRCH_QUIET_BAND of the
- * fastest) and the interquartile range of those is within spread (0:
- * SRCH_SPREAD) of their median or budget_ms has run; on a machine that
- * stays busy, until SRCH_BUSY_BUDGETS budgets have run; max_runs (0 or
- * more than SRCH_MAX_REPEATS: SRCH_MAX_REPEATS) at most. Then the slow
- * runs and the outliers are dropped (srch_drop_outliers). */
+ * at least min_runs (0: 3) runs are quiet (undisturbed: no other process
+ * took a core from it, and within SRCH_QUIET_BAND of the fastest) and
+ * the interquartile range of those is within spread (0: SRCH_SPREAD) of
+ * their median or budget_ms has run; on a machine that stays busy, until
+ * SRCH_BUSY_BUDGETS budgets have run; max_runs (0 or more than
+ * SRCH_MAX_REPEATS: SRCH_MAX_REPEATS) at most. Then the disturbed runs,
+ * the slow ones and the outliers are dropped (srch_drop_outliers). */
 enum { SRCH_MAX_REPEATS = 25 };
 #define SRCH_SPREAD 0.02
 #define SRCH_OUTLIER_SIGMAS 3.0
@@ -441,10 +443,14 @@ typedef struct SrchTiming {
     double spread;
     int warmups; /* untimed runs first (0: one) */
 } SrchTiming;
-/* One run: its time in *ms; -1 and err on failure. */
+/* One run: its time in *ms, and how many times another process took a
+ * core from one of its threads while it ran (0: undisturbed; else its
+ * time is partly the machine's, not the kernel's); -1 and err on
+ * failure. */
 typedef int (*SrchRunOnce)(void *ud, double *ms, char *err, size_t errlen);
 /* What timing one runner gave: the runs kept, how many were dropped as
- * slow or outliers (the machine's noise), or that a run failed and why. */
+ * disturbed, slow or outliers (the machine's noise), or that a run failed
+ * and why. */
 typedef struct SrchTimed {
     double times_ms[SRCH_MAX_REPEATS];
     int ntimes;             /* >= 1 unless failed */
@@ -455,9 +461,11 @@ typedef struct SrchTimed {
 /* Times n runners as tm says, interleaved: each warmed up, then turns of
  * one run each, the order reversed every turn (0..n-1, n-1..0, ...), so
  * that what slows the machine for a while slows all alike, until each is
- * timed enough. A runner whose warm-up takes longer than cutoff_ms[k] (>
- * 0; cutoff_ms may be NULL) has that one time: hopeless candidates cost
- * one run, not ten. A runner whose run fails is out (failed, err), the
+ * timed enough: its undisturbed runs count (when every run was
+ * disturbed, the least disturbed ones: the best there is). A runner whose warm-up takes longer
+ * than cutoff_ms[k] (> 0; cutoff_ms may be NULL; a disturbed warm-up is
+ * taken again once) has that one time: hopeless candidates cost one run,
+ * not ten. A runner whose run fails is out (failed, err), the
  * others go on. The clock is run's: a test injects a noisy one. */
 void srch_time_batch(int n, SrchRunOnce run, void *const *ud, const SrchTiming *tm,
                      const double *cutoff_ms, SrchTimed *out);
@@ -467,8 +475,9 @@ int srch_time_runs(SrchRunOnce run, void *ud, const SrchTiming *tm, double cutof
                    double *times_ms, int *ntimes, char *err, size_t errlen);
 /* n runners, each warmed up, then timed in turns of runs runs each, in
  * the order 0..n-1, then n-1..0, and so on, turns times; out[k] gets
- * runner k's runs of every turn (up to SRCH_MAX_REPEATS), the slow ones
- * and outliers dropped. -1 and err when a run fails. */
+ * runner k's runs of every turn (up to SRCH_MAX_REPEATS), the disturbed
+ * ones (all but the least disturbed, when all were), the slow ones and
+ * outliers dropped. -1 and err when a run fails. */
 int srch_time_turns(int n, SrchRunOnce run, void *const *ud, int turns, int runs,
                     SrchTimed *out, char *err, size_t errlen);
 /* The interquartile range of n times over their median (INFINITY for
@@ -562,7 +571,7 @@ typedef struct SrchStageResult {
     int select_turns;           /* of select_measured: close contenders measured again in turns */
     int checked;                /* shape points whose choice was measured again against the next best */
     int check_changed;          /* of those, where the tree fitted after picks another kernel */
-    int64_t runs, dropped;      /* runs timed for the stage, and dropped as slow or outliers */
+    int64_t runs, dropped;      /* runs timed for the stage, and dropped (disturbed, slow, outliers) */
     int nshapes;
     /* over the shapes, of what the dispatch picks and of the best kernel:
      * times measured at the shape (the joint search's also scaled from a
