@@ -4,8 +4,10 @@
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char *openblas_get_corename(void);
@@ -109,7 +111,7 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
                 r->fusion[i].ms, r->fusion[i].same ? r->fusion[i].ms : r->fusion[i].other_ms);
     const SrchStageResult *s = &r->stages[0];
     BenchTuned t = {r->seconds, s->measured + s->reused, s->select_measured + s->select_reused,
-                    0, NULL};
+                    0, s->runs, s->dropped, s->checked, s->check_changed, NULL};
     for (int k = 0; k < s->tree->nnodes; k++) {
         const SrchTreeNode *n = srch_tree_node(s->tree, k);
         t.kernels += n->kind == TN_LEAF && !srch_tree_uses(s->tree, n->kernel, k);
@@ -128,4 +130,27 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
     }
     free(sched);
     return t;
+}
+
+int bench_busy_start(void)
+{
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        perror("bench: fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        volatile unsigned long x = 0;
+        while (getppid() == parent) /* the parent gone: the loop ends */
+            for (int i = 0; i < 1 << 20; i++)
+                x += (unsigned long)i;
+        _exit(0);
+    }
+    return (int)pid;
+}
+
+void bench_busy_stop(int pid)
+{
+    kill((pid_t)pid, SIGKILL);
+    waitpid((pid_t)pid, NULL, 0);
 }

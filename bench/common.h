@@ -34,13 +34,23 @@ void bench_dcrt_threads(int n);
 /* A tuning run on the CPU (o: trials, ranges or points, per-shape,
  * records; its progress and warnings go to stderr) and the dispatch its
  * records hold, JIT-compiled: its time, the measurements of its first
- * stage (search trials, selection) and the distinct kernels its tree
- * dispatches to. Exits with a message on failure. */
+ * stage (search trials, selection), the distinct kernels its tree
+ * dispatches to, and the noise its timing saw (timed runs, those dropped
+ * as slow or outliers; shape points checked, picks the check changed).
+ * Exits with a message on failure. */
 typedef struct BenchTuned {
     double seconds;
     int trials, select, kernels;
+    int64_t runs, dropped;
+    int checked, changed;
     ExCpu *cp;
 } BenchTuned;
 BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o);
+
+/* A process that keeps one core busy (a CPU-bound loop, as a test suite or
+ * a second tune beside a tuning run): started, and stopped (killed and
+ * waited for). It ends on its own when its parent does. */
+int bench_busy_start(void);
+void bench_busy_stop(int pid);
 
 #endif

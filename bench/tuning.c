@@ -1,7 +1,8 @@
 /* bench/tuning: DietCode's claim, measured in one run on one machine.
  *
  * The BERT-base QKV layer (examples/bert_qkv.tex: Y[T, 2304] = X[T, 768]
- * W^T + b) on the CPU target, tuned for T = 1..128 twice:
+ * W^T + b) on the CPU target, or with --layer gpt2 GPT-2's (bench/layers/
+ * gpt2_qkv.tex: Y[T, 2304] = X[T, 768] W + b, T = 1..256), tuned twice:
  *   joint      one search for the whole range (--trials N in all), then the
  *              measured selection at every T and the dispatch tree;
  *   per-shape  a search of N trials for each T on its own (the Ansor way).
@@ -17,15 +18,20 @@
  * per-shape, and each (the joint one JIT and AOT) against oneDNN and
  * OpenBLAS.
  *
- *   tuning [--trials N] [--step S] [--reps R] [--keep DIR] [--seeds A,B | --warm] [SRCDIR]
+ *   tuning [--layer bert|gpt2] [--trials N] [--step S | --points P] [--reps R]
+ *          [--keep DIR] [--busy] [--seeds A,B | --warm] [SRCDIR]
  *
- * --step S tunes and times T = 1, 1+S, ..., and 128 instead of every T;
+ * --step S tunes and times T = 1, 1+S, ..., and the largest T instead of
+ * every T; --points P tunes and times P values of T spread evenly over the
+ * range (as `dcc tune --shapes T=1..256:P` takes them);
  * --seeds A,B tunes jointly twice, with seeds A and B, and times the two
  * dispatches in turns at every T instead (the search's stability);
  * --warm tunes QKV, then BERT FFN2 with all trials, half of them, and half
  * after a warm start from QKV's records, and times the three instead;
  * --keep DIR keeps the two records files there (a rerun with the same DIR
- * reuses them, so its tuning times are not comparable). Not a test.
+ * reuses them, so its tuning times are not comparable); --busy runs a
+ * CPU-bound process beside every tuning run (not beside the timing of
+ * what they chose: the question is whether the choices hold). Not a test.
  */
 #include "dietcode/exec.h"
 #include "dietcode/frontend.h"
@@ -43,6 +49,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A dense layer Y[T, n] = X[T, k] W + b, W stored [n, k] (wt: Y = X W^T,
+ * as torch.nn.Linear) or [k, n] (a Conv1D, as GPT-2's), T = 1..tmax. */
+typedef struct Layer {
+    const char *name, *title, *file;
+    int n, k, tmax;
+    bool wt;
+} Layer;
+
+static const Layer layers[] = {
+    {"bert", "BERT QKV", "examples/bert_qkv.tex", 2304, 768, 128, true},
+    {"gpt2", "GPT-2 QKV (c_attn)", "bench/layers/gpt2_qkv.tex", 2304, 768, 256, false},
+};
+
+enum { MAX_T = 256 };
 
 typedef struct Prog {
     FeUnit u;
@@ -65,18 +86,34 @@ static Prog load(const char *path)
     return g;
 }
 
+/* --busy: the CPU-bound process running beside each tuning run */
+static bool busy;
+
 static BenchTuned tune(Prog *g, bool per_shape, int trials, uint64_t seed, SrchRange *range,
                        const char *records)
 {
     SrchTuneOpts o = {.trials = trials, .seed = seed, .per_shape = per_shape, .records = records,
                       .nranges = 1, .ranges = range};
-    return bench_tune(g->p, &o);
+    int pid = busy ? bench_busy_start() : 0;
+    BenchTuned t = bench_tune(g->p, &o);
+    if (busy)
+        bench_busy_stop(pid);
+    return t;
+}
+
+/* What a tuning run's timing saw: its runs dropped, its choices checked. */
+static void print_noise(const char *who, const BenchTuned *t)
+{
+    printf("  %s: %lld of %lld timed runs dropped (%.1f%%); choice checked at %d points, %d "
+           "changed\n", who, (long long)t->dropped, (long long)t->runs,
+           t->runs ? 100.0 * (double)t->dropped / (double)t->runs : 0.0, t->checked, t->changed);
 }
 
 typedef struct Case {
     ExCpu *cp;
     int64_t T;
     float **bufs; /* X W b Y */
+    const Layer *l;
 } Case;
 
 static void run_dcc(void *ctx)
@@ -93,31 +130,33 @@ static void run_dcc(void *ctx)
 static void run_blas(void *ctx)
 {
     Case *c = ctx;
+    const Layer *l = c->l;
     float *Y = c->bufs[3];
     for (int64_t i = 0; i < c->T; i++)
-        memcpy(Y + i * 2304, c->bufs[2], 2304 * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->T, 2304, 768, 1.0f, c->bufs[0],
-                768, c->bufs[1], 768, 1.0f, Y, 2304);
+        memcpy(Y + i * l->n, c->bufs[2], (size_t)l->n * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->wt ? CblasTrans : CblasNoTrans, (int)c->T, l->n,
+                l->k, 1.0f, c->bufs[0], l->k, c->bufs[1], l->wt ? l->k : l->n, 1.0f, Y, l->n);
 }
 
 static void run_dnnl(void *ctx)
 {
     Case *c = ctx;
+    const Layer *l = c->l;
     float *Y = c->bufs[3];
     for (int64_t i = 0; i < c->T; i++)
-        memcpy(Y + i * 2304, c->bufs[2], 2304 * sizeof(float));
-    if (dnnl_sgemm('N', 'T', c->T, 2304, 768, 1.0f, c->bufs[0], 768, c->bufs[1], 768, 1.0f, Y,
-                   2304) != dnnl_success) {
+        memcpy(Y + i * l->n, c->bufs[2], (size_t)l->n * sizeof(float));
+    if (dnnl_sgemm('N', l->wt ? 'T' : 'N', c->T, l->n, l->k, 1.0f, c->bufs[0], l->k, c->bufs[1],
+                   l->wt ? l->k : l->n, 1.0f, Y, l->n) != dnnl_success) {
         fprintf(stderr, "tuning: dnnl_sgemm failed\n");
         exit(1);
     }
 }
 
-/* Buffers for a dense layer Y[T, n] = X[T, k] W^T + b at T <= 128: X W b Y,
- * seeded. */
-static void dense_bufs(float *bufs[4], int64_t n, int64_t k)
+/* Buffers for a dense layer Y[T, n] = X[T, k] W + b at T <= tmax: X W b
+ * Y, seeded. */
+static void dense_bufs(float *bufs[4], int64_t n, int64_t k, int64_t tmax)
 {
-    int64_t len[4] = {128 * k, n * k, n, 128 * n};
+    int64_t len[4] = {tmax * k, n * k, n, tmax * n};
     for (int i = 0; i < 4; i++) {
         bufs[i] = aligned_alloc(64, ((size_t)len[i] * sizeof(float) + 63) / 64 * 64);
         rt_rng_fill(9, (uint64_t)i, bufs[i], (size_t)len[i]);
@@ -154,7 +193,7 @@ static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, con
         printf("  %-22s %4d trials + %4d selection measurements, %d kernels, %6.1f s\n", how[k],
                ntr[k], t[k].select, t[k].kernels, t[k].seconds);
     float *bufs[4];
-    dense_bufs(bufs, 768, 3072);
+    dense_bufs(bufs, 768, 3072, 128);
     printf("%5s %12s %12s %12s\n", "T", "full ms", "half ms", "warm ms");
     double lg[3] = {0, 0, 0};
     for (int i = 0; i < nt; i++) {
@@ -162,7 +201,7 @@ static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, con
         for (int round = 0; round < 3; round++)
             for (int j = 0; j < 3; j++) {
                 int k = (j + round + i) % 3; /* each first in turn */
-                Case c = {t[k].cp, Ts[i], bufs};
+                Case c = {t[k].cp, Ts[i], bufs, NULL};
                 r[k][round] = bench_median_ms(reps, run_dcc, &c);
             }
         for (int k = 0; k < 3; k++) {
@@ -190,8 +229,9 @@ static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, con
 /* --seeds A,B: the joint search twice, with seeds A and B, then both
  * dispatches timed in turns at every T (three rounds of reps runs each,
  * the order swapped every round; the median of the rounds). */
-static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *range,
-                     const int64_t *Ts, int nt, int reps, const char *dir, bool keep)
+static int stability(const Layer *l, Prog *g, int trials, const uint64_t seeds[2],
+                     SrchRange *range, const int64_t *Ts, int nt, int reps, const char *dir,
+                     bool keep)
 {
     char rec[2][1100];
     BenchTuned t[2];
@@ -200,13 +240,17 @@ static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *ra
         t[k] = tune(g, false, trials, seeds[k], range, rec[k]);
     }
     float *bufs[4];
-    dense_bufs(bufs, 2304, 768);
+    dense_bufs(bufs, l->n, l->k, l->tmax);
     printf("the joint search with %d trials, seeds %llu and %llu\n", trials,
            (unsigned long long)seeds[0], (unsigned long long)seeds[1]);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
+        char who[64];
         printf("seed %llu: %4d trials + %4d selection measurements, %d kernels, %6.1f s\n",
                (unsigned long long)seeds[k], t[k].trials, t[k].select, t[k].kernels,
                t[k].seconds);
+        snprintf(who, sizeof who, "seed %llu", (unsigned long long)seeds[k]);
+        print_noise(who, &t[k]);
+    }
     printf("%5s %12s %12s %8s\n", "T", "seed A ms", "seed B ms", "B / A");
     double lg[2] = {0, 0};
     for (int i = 0; i < nt; i++) {
@@ -214,7 +258,7 @@ static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *ra
         /* the two in turns, round by round */
         double ra[3], rb[3];
         for (int r = 0; r < 3; r++) {
-            Case a = {t[0].cp, Ts[i], bufs}, b = {t[1].cp, Ts[i], bufs};
+            Case a = {t[0].cp, Ts[i], bufs, l}, b = {t[1].cp, Ts[i], bufs, l};
             if ((r + i) % 2) {
                 ra[r] = bench_median_ms(reps, run_dcc, &a);
                 rb[r] = bench_median_ms(reps, run_dcc, &b);
@@ -248,13 +292,16 @@ static int stability(Prog *g, int trials, const uint64_t seeds[2], SrchRange *ra
 int main(int argc, char **argv)
 {
     bench_openblas_coretype(argv);
-    int trials = 32, step = 1, reps = 9;
+    int trials = 32, step = 1, points = 0, reps = 9;
     uint64_t seeds[2] = {0, 0};
     bool warm_mode = false;
-    const char *keep = NULL, *srcdir = ".";
+    const char *keep = NULL, *srcdir = ".", *layer = "bert";
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && strcmp(argv[i], "--trials") == 0) trials = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--step") == 0) step = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--points") == 0) points = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--layer") == 0) layer = argv[++i];
+        else if (strcmp(argv[i], "--busy") == 0) busy = true;
         else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--keep") == 0) keep = argv[++i];
         else if (strcmp(argv[i], "--warm") == 0) warm_mode = true;
@@ -269,17 +316,27 @@ int main(int argc, char **argv)
         }
         else if (argv[i][0] != '-') srcdir = argv[i];
         else {
-            fprintf(stderr, "usage: tuning [--trials N] [--step S] [--reps R] [--keep DIR] "
-                            "[--seeds A,B | --warm] [SRCDIR]\n");
+            fprintf(stderr, "usage: tuning [--layer bert|gpt2] [--trials N] [--step S | --points P] "
+                            "[--reps R] [--keep DIR] [--busy] [--seeds A,B | --warm] [SRCDIR]\n");
             return 2;
         }
     }
-    if (trials < 1 || step < 1 || reps < 1 || reps > 64) {
-        fprintf(stderr, "tuning: bad --trials, --step or --reps (1..64)\n");
+    const Layer *l = NULL;
+    for (size_t k = 0; k < sizeof layers / sizeof layers[0]; k++)
+        if (strcmp(layer, layers[k].name) == 0)
+            l = &layers[k];
+    if (!l || (warm_mode && l != &layers[0])) {
+        fprintf(stderr, "tuning: --layer takes bert or gpt2 (--warm: bert)\n");
+        return 2;
+    }
+    if (trials < 1 || step < 1 || reps < 1 || reps > 64 || points < 0 || points == 1 ||
+        points > l->tmax || (points && step > 1)) {
+        fprintf(stderr, "tuning: bad --trials, --step, --points (2..%d, not with --step) or "
+                        "--reps (1..64)\n", l->tmax);
         return 2;
     }
     char path[1024], rec_joint[1100], rec_shape[1100], dir[1024];
-    snprintf(path, sizeof path, "%s/examples/bert_qkv.tex", srcdir);
+    snprintf(path, sizeof path, "%s/%s", srcdir, l->file);
     if (keep) {
         snprintf(dir, sizeof dir, "%s", keep);
     } else {
@@ -296,15 +353,21 @@ int main(int argc, char **argv)
     bench_dnnl_threads(threads);
 
     Prog g = load(path);
-    int64_t Ts[130];
+    int64_t Ts[MAX_T + 1];
     int nt = 0;
-    for (int64_t T = 1; T < 128; T += step)
-        Ts[nt++] = T;
-    Ts[nt++] = 128;
+    if (points) /* as the tuner spreads a range's COUNT points */
+        for (int i = 0; i < points; i++)
+            Ts[nt++] = 1 + (int64_t)(l->tmax - 1) * i / (points - 1);
+    else {
+        for (int64_t T = 1; T < l->tmax; T += step)
+            Ts[nt++] = T;
+        Ts[nt++] = l->tmax;
+    }
     int npts = nt;
-    SrchRange range = {"T", 1, 128, npts};
-    printf("BERT QKV on the CPU: Y[T, 2304] = X[T, 768] W^T + b, %d values of T in 1..128, "
-           "%d threads\n", npts, threads);
+    SrchRange range = {"T", 1, l->tmax, npts};
+    printf("%s on the CPU: Y[T, %d] = X[T, %d] W%s + b, %d values of T in 1..%d, %d threads%s\n",
+           l->title, l->n, l->k, l->wt ? "^T" : "", npts, l->tmax, threads,
+           busy ? "; tuned with a CPU-bound process running beside it" : "");
     if (warm_mode) {
         int rc = warm(&g, srcdir, trials, &range, Ts, nt, reps, dir, keep != NULL);
         if (!keep)
@@ -312,7 +375,7 @@ int main(int argc, char **argv)
         return rc;
     }
     if (seeds[0]) {
-        int rc = stability(&g, trials, seeds, &range, Ts, nt, reps, dir, keep != NULL);
+        int rc = stability(l, &g, trials, seeds, &range, Ts, nt, reps, dir, keep != NULL);
         if (!keep)
             rmdir(dir);
         return rc;
@@ -323,6 +386,8 @@ int main(int argc, char **argv)
            joint.select, joint.seconds);
     printf("per-shape search: %5d trials (%d per shape),            %8.1f s\n", shape.trials,
            trials, shape.seconds);
+    print_noise("joint", &joint);
+    print_noise("per-shape", &shape);
 
     /* the same buffers for all; all of dcc first, then oneDNN, then
      * OpenBLAS, whose idle threads spin for a while after each call (they
@@ -332,26 +397,26 @@ int main(int argc, char **argv)
      * hundred milliseconds would otherwise halve one column's cells */
     enum { ROUNDS = 3 };
     float *bufs[4];
-    dense_bufs(bufs, 2304, 768);
+    dense_bufs(bufs, l->n, l->k, l->tmax);
     BenchObject *obj = bench_object(g.p, path, rec_joint);
     for (int i = 0; i < nt; i++)
-        bench_object_check(obj, joint.cp, &Ts[i], bufs, (size_t)Ts[i] * 2304);
-    double tj[130], to[130], ts[130], tb[130], td[130];
+        bench_object_check(obj, joint.cp, &Ts[i], bufs, (size_t)Ts[i] * (size_t)l->n);
+    double tj[MAX_T + 1], to[MAX_T + 1], ts[MAX_T + 1], tb[MAX_T + 1], td[MAX_T + 1];
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < nt; i++) {
-            Case a = {joint.cp, Ts[i], bufs}, o = {obj->cp, Ts[i], bufs};
-            Case b = {shape.cp, Ts[i], bufs};
+            Case a = {joint.cp, Ts[i], bufs, l}, o = {obj->cp, Ts[i], bufs, l};
+            Case b = {shape.cp, Ts[i], bufs, l};
             bench_round_ms(&tj[i], round, reps, run_dcc, &a);
             bench_round_ms(&to[i], round, reps, run_dcc, &o);
             bench_round_ms(&ts[i], round, reps, run_dcc, &b);
         }
         for (int i = 0; i < nt; i++) {
-            Case c = {NULL, Ts[i], bufs};
+            Case c = {NULL, Ts[i], bufs, l};
             bench_round_ms(&td[i], round, reps, run_dnnl, &c);
         }
         usleep(20000);
         for (int i = 0; i < nt; i++) {
-            Case c = {NULL, Ts[i], bufs};
+            Case c = {NULL, Ts[i], bufs, l};
             bench_round_ms(&tb[i], round, reps, run_blas, &c);
         }
         bench_openblas_quiet();
@@ -384,7 +449,7 @@ int main(int argc, char **argv)
     printf("speed against oneDNN (oneDNN / dcc):   joint %.2fx (worst %.2fx at T = %d), AOT %.2fx "
            "(worst %.2fx at T = %d), per-shape %.2fx\n", ld / lj, worst[0], tworst[0], ld / lo,
            worst[1], tworst[1], ld / ls);
-    printf("tuning time, per-shape / joint:        %6.1fx  (target >= 64x over all 128 T)\n",
+    printf("tuning time, per-shape / joint:        %6.1fx  (target >= 64x over all 128 T of BERT)\n",
            shape.seconds / joint.seconds);
     printf("latency, joint / per-shape:            %6.3fx  (target <= 1.05x)\n", lj / ls);
     printf("speed against OpenBLAS (BLAS / dcc):   joint %.2fx, AOT %.2fx, per-shape %.2fx  "
