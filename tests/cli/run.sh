@@ -384,6 +384,15 @@ awk 'BEGIN { printf "dim T in 1..8\ninput X[T] f32\noutput Y[i: T] = X[i]";
              for (i = 0; i < 20000; i++) printf " + X[i]"; print " + Q[i]" }' >longline.tex
 "$dcc" longline.tex --emit=te >out.txt 2>err.txt
 [ "$(wc -c <err.txt)" -lt 1000 ] && grep -q '^ \.\.\..*\.\.\.$' err.txt || bad "a long line's diagnostic is not cut: $(head -c 300 err.txt)"
+# threads the system cannot give (their stacks over an address-space
+# limit): the message says how many were asked for and by whom (not
+# under a sanitizer, whose shadow memory the limit refuses first)
+(ulimit -v 3000000 && DCRT_NUM_THREADS=1000 exec "$dcc" run prog.tex --set T=4) >out.txt 2>err.txt
+st=$?
+if ! grep -q Sanitizer err.txt; then
+    [ $st -eq 1 ] && grep -q "cannot start a thread pool of 1000 threads (DCRT_NUM_THREADS=1000)" err.txt ||
+        bad "DCRT_NUM_THREADS=1000 refused: status $st, $(cat err.txt)"
+fi
 
 # ---- 14. micro-kernel budgets: a kernel accepted runs (issue 31 items 3, 4) ----
 cat >dense.tex <<'EOF'
