@@ -239,8 +239,10 @@ static bool record(Tuner *tu, const Ask *a, SrchRecordKind kind, const SrchTimed
         .times_ms = times, .ndropped = t->ndropped, .kind = kind, .trial = a->trial,
         .nfeat = a->feat ? SRCH_NFEAT : 0, .features = a->feat, .work = a->work,
     };
-    tu->runs += t->ntimes + t->ndropped;
-    tu->dropped += t->ndropped;
+    if (strcmp(tu->tg.name, "model") != 0) { /* the model's time is no run: no noise */
+        tu->runs += t->ntimes + t->ndropped;
+        tu->dropped += t->ndropped;
+    }
     if (!srch_records_append(tu->rec, &rec, tu->err, tu->errlen))
         tu->failed = true;
     return !tu->failed;

@@ -1499,7 +1499,7 @@ static int cmd_tune(int argc, char **argv)
             printf("  noise: %lld of %lld timed runs (%.1f%%) dropped as disturbed by other "
                    "processes, slow or outliers%s\n", (long long)s->dropped, (long long)s->runs,
                    100.0 * (double)s->dropped / (double)s->runs,
-                   s->dropped * 5 > s->runs ? " (a busy machine: the kept runs decided)" : "");
+                   s->dropped * 2 > s->runs ? " (a busy machine: the kept runs decided)" : "");
         const SrchTree *t = s->tree;
         int leaves = 0;
         for (int k = 0; k < t->nnodes; k++)

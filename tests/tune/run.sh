@@ -161,6 +161,17 @@ resume)
     grep -q "from records" "$tmp/out2" &&
         [ "$(sed -n 's/.*search [0-9]* measured + \([0-9]*\) from records.*/\1/p' "$tmp/out2")" -ge 1 ] &&
         ok "the resumed run reused the search's records" || bad "nothing reused"
+    # the noise the summary reports is what the new records hold: runs
+    # kept (times_ms) and dropped ("dropped"), counted over them
+    noise=$(sed -n 's/.*noise: \([0-9]*\) of \([0-9]*\) timed runs.*/\1 \2/p' "$tmp/out2")
+    held=$(tail -n +"$((before + 1))" "$rec" | python3 -c '
+import json, sys
+recs = [json.loads(l) for l in sys.stdin]
+recs = [r for r in recs if "times_ms" in r]
+d = sum(r.get("dropped", 0) for r in recs)
+print(d, d + sum(len(r["times_ms"]) for r in recs))')
+    [ -n "$noise" ] && [ "$noise" = "$held" ] && ok "noise: $noise dropped of timed, as the records hold" ||
+        bad "the summary's noise '$noise' is not the records' '$held'"
     # Ctrl-C: the run stops before its next measurement, says so in one
     # line, exits 1, and every line written is whole
     rec2=$tmp/int.jsonl
@@ -195,6 +206,7 @@ records)
         { cat "$tmp/err"; bad "no warning for the damaged line"; }
     grep -q "search 0 measured" "$tmp/out" && ok "nothing lost to the damaged lines" ||
         bad "measured again after a damaged line"
+    grep -q "noise:" "$tmp/out" && bad "the model's exact times reported as noise"
     # a longer search (many candidate reallocations: under ASan, the
     # population's pointers must stay valid)
     "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 96 --shapes T=1..128:8 \
@@ -543,6 +555,39 @@ EOF
         fi
     done <"$tmp/kernels"
     [ "$nk" -gt 0 ] && ok "$nk chosen kernels, spills reported as ptxas says" || bad "no kernel in the summary"
+    # the preference itself: records where a kernel that spills (ptxas:
+    # 1,264 bytes) is 3% faster than one that does not, at every point,
+    # and both faster than all else: the one without spills is chosen; 15%
+    # faster, the spilling one, and the summary says why
+    "$dcc" tune "$tmp/k4096.tex" --target=model --arch sm_90 --trials 4 --shapes T=1..256:4 \
+        --records "$tmp/sp.jsonl" >/dev/null 2>&1 || bad "the small model tune failed"
+    for ratio in 0.97 0.85; do
+        python3 - "$tmp/sp.jsonl" "$ratio" >"$tmp/sp$ratio.jsonl" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if '"kind":"tree"' not in l]
+wl = json.loads(lines[0])["workload"]
+sys.stdout.writelines(lines)
+spills = "threads [32, 32] tile [8, 8] rchunk 32 unroll 4 vec 4 staged"
+clean = "threads [16, 16] tile [4, 4] rchunk 32 unroll 4 vec 4 staged"
+for t in (1, 86, 171, 256):
+    for mk, ms in ((clean, 0.001 * t), (spills, 0.001 * t * float(sys.argv[2]))):
+        print(json.dumps({"v": 2, "workload": wl, "target": "model", "arch": "sm_90",
+                          "stage": "Y", "mk": mk, "shape": {"T": t}, "kind": "select",
+                          "trial": 0, "times_ms": [ms], "median_ms": ms, "ts": 1}))
+PY
+        "$dcc" tune "$tmp/k4096.tex" --target=model --arch sm_90 --trials 4 --shapes T=1..256:4 \
+            --records "$tmp/sp$ratio.jsonl" >"$tmp/sp.out" 2>&1 || bad "the tune over sp$ratio failed"
+        if [ "$ratio" = 0.97 ]; then
+            grep -q "kernel: threads \[16, 16\] tile \[4, 4\] rchunk 32" "$tmp/sp.out" &&
+                ! grep -q "threads \[32, 32\] tile \[8, 8\]" "$tmp/sp.out" &&
+                ok "3% faster with spills: the kernel without is chosen" ||
+                bad "3% faster with spills: $(grep kernel: "$tmp/sp.out")"
+        else
+            grep -q "kernel: threads \[32, 32\] tile \[8, 8\].*(spills [0-9]* bytes: no kernel without spills within 5%" "$tmp/sp.out" &&
+                ok "15% faster with spills: chosen, and the summary says why" ||
+                bad "15% faster with spills: $(grep kernel: "$tmp/sp.out")"
+        fi
+    done
     ;;
 *)
     echo "unknown test $what"
