@@ -387,11 +387,11 @@ awk 'BEGIN { printf "dim T in 1..8\ninput X[T] f32\noutput Y[i: T] = X[i]";
 # threads the system cannot give (their stacks over an address-space
 # limit): the message says how many were asked for and by whom (not
 # under a sanitizer, whose shadow memory the limit refuses first)
-(ulimit -v 3000000 && DCRT_NUM_THREADS=1000 exec "$dcc" run prog.tex --set T=4) >out.txt 2>err.txt
+(ulimit -v 3000000 && DCRT_NUM_THREADS=4096 exec "$dcc" run prog.tex --set T=4) >out.txt 2>err.txt
 st=$?
 if ! grep -q Sanitizer err.txt; then
-    [ $st -eq 1 ] && grep -q "cannot start a thread pool of 1000 threads (DCRT_NUM_THREADS=1000)" err.txt ||
-        bad "DCRT_NUM_THREADS=1000 refused: status $st, $(cat err.txt)"
+    [ $st -eq 1 ] && grep -q "cannot start a thread pool of 4096 threads (DCRT_NUM_THREADS=4096)" err.txt ||
+        bad "DCRT_NUM_THREADS=4096 refused: status $st, $(cat err.txt)"
 fi
 
 # ---- 14. micro-kernel budgets: a kernel accepted runs (issue 31 items 3, 4) ----
