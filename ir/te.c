@@ -2,6 +2,7 @@
  * A program owns its arena and expression context; destroying the program
  * frees every node at once. */
 #include "dietcode/abi.h"
+#include "dietcode/hash.h"
 #include "dietcode/ir.h"
 
 #include <stdlib.h>
@@ -48,13 +49,7 @@ typedef struct TeNames {
     struct { const char *name; Var *dim; Tensor *tensor; } *slot;
 } TeNames;
 
-uint64_t ir_name_hash(const char *s)
-{
-    uint64_t h = 14695981039346656037ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+uint64_t ir_name_hash(const char *s) { return dc_fnv1a_str(s); }
 
 /* The slot of name: where it is, or the empty one where it would go. */
 static int name_slot(const TeNames *t, const char *name)

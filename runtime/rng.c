@@ -9,6 +9,7 @@
  * unrelated points and their sequences do not visibly overlap. Each output
  * takes the top 24 bits of a draw, which a float holds exactly.
  */
+#include "dietcode/hash.h"
 #include "dietcode/runtime.h"
 
 #define GOLDEN 0x9e3779b97f4a7c15ull
@@ -29,10 +30,4 @@ void rt_rng_fill(uint64_t seed, uint64_t stream, float *out, size_t n)
     }
 }
 
-uint64_t rt_rng_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
+uint64_t rt_rng_hash(const char *s) { return dc_fnv1a_str(s); }

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dietcode/hash.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 #include "dietcode/search.h"
@@ -162,36 +163,27 @@ static const char *check_record(const SrchRecord *rec)
 
 /* ---- hash table ---- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t key_hash(const char *workload, const MicroKernel *mk, int ndims,
                          const char *const *names, const int64_t *values)
 {
-    uint64_t h = 14695981039346656037ull;
-    h = fnv(h, workload, strlen(workload) + 1);
+    uint64_t h = dc_fnv1a(DC_FNV_OFFSET, workload, strlen(workload) + 1);
     int f[2 * MK_MAX_AXES + 6] = {mk->rchunk, mk->unroll, mk->vec, (int)mk->vaxis, mk->stage,
                                   mk->split};
     memcpy(f + 6, mk->threads, sizeof mk->threads);
     memcpy(f + 6 + MK_MAX_AXES, mk->tile, sizeof mk->tile);
-    h = fnv(h, f, sizeof f);
+    h = dc_fnv1a(h, f, sizeof f);
     /* a set of pairs: combine their hashes order-independently */
     uint64_t sum = 0;
     for (int i = 0; i < ndims; i++) {
-        uint64_t d = fnv(14695981039346656037ull, names[i], strlen(names[i]) + 1);
-        d = fnv(d, &values[i], sizeof values[i]);
+        uint64_t d = dc_fnv1a(DC_FNV_OFFSET, names[i], strlen(names[i]) + 1);
+        d = dc_fnv1a(d, &values[i], sizeof values[i]);
         d ^= d >> 29;
         d *= 0xbf58476d1ce4e5b9ull;
         d ^= d >> 32;
         sum += d;
     }
-    h = fnv(h, &sum, sizeof sum);
-    h = fnv(h, &ndims, sizeof ndims);
+    h = dc_fnv1a(h, &sum, sizeof sum);
+    h = dc_fnv1a(h, &ndims, sizeof ndims);
     return h;
 }
 

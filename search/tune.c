@@ -21,6 +21,7 @@
  * Every measurement goes through the records: found there, it is reused;
  * otherwise it is taken and appended before the search goes on.
  */
+#include "dietcode/hash.h"
 #include "dietcode/runtime.h"
 #include "dietcode/search.h"
 
@@ -1861,10 +1862,7 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
             }
         if (why)
             break;
-        uint64_t h = 1469598103934665603ull;
-        for (int d = 0; d < nd; d++)
-            h = (h ^ (uint64_t)row[d]) * 1099511628211ull;
-        size_t at = (size_t)h & (nslots - 1);
+        size_t at = (size_t)dc_fnv1a(DC_FNV_OFFSET, row, sizeof *row * (size_t)nd) & (nslots - 1);
         bool dup = false;
         for (; slot[at] >= 0 && !dup; at = (at + 1) & (nslots - 1))
             dup = memcmp(pts + (size_t)slot[at] * (size_t)nd, row, sizeof *row * (size_t)nd) == 0;

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dietcode/hash.h"
 #include "dietcode/runtime.h"
 
 static char scratch[4096];
@@ -546,6 +547,9 @@ static void test_rng(void **state)
     assert_int_equal(rt_rng_hash("a"), 0xaf63dc4c8601ec8cull);
     assert_int_equal(rt_rng_hash("foobar"), 0x85944171f73967e8ull);
     assert_true(rt_rng_hash("A") != rt_rng_hash("B"));
+    /* the one hash (dietcode/hash.h), which the IR's names and the records use too */
+    assert_int_equal(dc_fnv1a_str("foobar"), 0x85944171f73967e8ull);
+    assert_int_equal(dc_fnv1a(dc_fnv1a(DC_FNV_OFFSET, "foo", 3), "bar", 3), 0x85944171f73967e8ull);
     assert_true(c[0] == -0x1.3712ap-3f && c[1] == -0x1.6b2658p-2f && c[2] == 0x1.05abf8p-1f);
 }
 
