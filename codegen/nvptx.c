@@ -48,7 +48,13 @@
 
 #define LIBDEVICE_PATH "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
 
-static const char *const archs[] = {"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"};
+/* the archs, and whether each has cp.async (sm_80 on; the schedule's side
+ * of the same fact: pass_target_gpu_arch) */
+static const struct {
+    const char *name;
+    bool async;
+} archs[] = {{"sm_75", false}, {"sm_80", true}, {"sm_86", true}, {"sm_87", true},
+             {"sm_89", true},  {"sm_90", true}, {"sm_90a", true}};
 enum { NARCHS = sizeof archs / sizeof *archs };
 
 static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
@@ -445,7 +451,7 @@ static void nvptx_init(void)
             targets[i][l] = (CgTarget){
                 .name = "nvptx",
                 .triple = "nvptx64-nvidia-cuda",
-                .cpu = archs[i],
+                .cpu = archs[i].name,
                 .features = "+ptx80",
                 .kernel_begin = nvptx_kernel_begin,
                 .kernel_end = nvptx_kernel_end,
@@ -453,8 +459,8 @@ static void nvptx_init(void)
                 .barrier = nvptx_barrier,
                 .shared_alloc = nvptx_shared_alloc,
                 .shuffle_xor = nvptx_shuffle_xor,
-                .async_copy = atoi(archs[i] + 3) >= 80 ? nvptx_async_copy : NULL,
-                .async_wait = atoi(archs[i] + 3) >= 80 ? nvptx_async_wait : NULL,
+                .async_copy = archs[i].async ? nvptx_async_copy : NULL,
+                .async_wait = archs[i].async ? nvptx_async_wait : NULL,
                 .index32 = true,
                 .math = l ? math_libdevice : cg_nvptx_approx_math,
             };
@@ -465,7 +471,7 @@ bool cg_nvptx_arch_valid(const char *arch)
     if (!arch)
         return false;
     for (int i = 0; i < NARCHS; i++)
-        if (strcmp(arch, archs[i]) == 0)
+        if (strcmp(arch, archs[i].name) == 0)
             return true;
     return false;
 }
@@ -482,7 +488,7 @@ const CgTarget *cg_target_nvptx(const char *arch, bool libdevice)
     if (!arch)
         arch = "sm_80";
     for (int i = 0; i < NARCHS; i++)
-        if (strcmp(arch, archs[i]) == 0)
+        if (strcmp(arch, archs[i].name) == 0)
             return &targets[i][libdevice && have_libdevice];
     return NULL;
 }

@@ -9,6 +9,7 @@
  */
 #include "dietcode/passes.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +74,21 @@ void pass_host_caches(int64_t cache[3])
     }
 }
 
+int pass_sm_version(const char *arch)
+{
+    if (!arch || strncmp(arch, "sm_", 3) != 0 || !isdigit((unsigned char)arch[3]))
+        return 80;
+    int sm = 0;
+    for (const char *c = arch + 3; isdigit((unsigned char)*c) && sm < 10000; c++)
+        sm = 10 * sm + (*c - '0');
+    return sm;
+}
+
 void pass_target_gpu_arch(TargetInfo *ti, const char *arch)
 {
     if (ti->kind != PT_GPU)
         return;
-    int sm = arch && strncmp(arch, "sm_", 3) == 0 ? atoi(arch + 3) : 80;
+    int sm = pass_sm_version(arch);
     ti->async_copy = sm >= 80;
     /* the most shared memory a block may opt into (above 48 KB, dynamic) */
     ti->shared_bytes = sm >= 90 ? 227 << 10 : sm == 86 || sm == 89 ? 99 << 10

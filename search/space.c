@@ -46,9 +46,7 @@ SrchTarget srch_target_cpu(void)
 
 SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm)
 {
-    int sm = 80;
-    if (arch && strncmp(arch, "sm_", 3) == 0)
-        sm = atoi(arch + 3);
+    int sm = pass_sm_version(arch);
     SrchTarget t = {name, pass_target_info(PT_GPU), nsm, 2048, 164 * 1024, 0};
     pass_target_gpu_arch(&t.ti, arch);
     if (nsm <= 0)

@@ -163,6 +163,10 @@ TargetInfo pass_target_info(PassTarget kind);
  * may opt into (64 KB on sm_75 up to 227 KB on sm_90; pass_target_info's
  * 48 KB is what any kernel may declare statically). */
 void pass_target_gpu_arch(TargetInfo *ti, const char *arch);
+/* The compute capability arch names, as a number: 75 for "sm_75", 90 for
+ * "sm_90a"; 80 (the default arch) for NULL or a name of another form. The
+ * one reading of an arch's name (which archs exist: cg_target_nvptx). */
+int pass_sm_version(const char *arch);
 /* The typical L1 data, L2 and L3 cache sizes: 32 KiB, 1 MiB, 32 MiB. */
 void pass_typical_caches(int64_t cache[3]);
 /* This host's L1 data, L2 and L3 cache sizes in bytes, as sysfs reports

@@ -236,6 +236,22 @@ static void test_arch_checks(void **state)
     assert_null(cg_emit_ptx(c.lp, "sm_70", true, err, sizeof err));
     assert_non_null(strstr(err, "sm_70"));
     compiled_free(&c);
+    /* one reading of an arch's name; cp.async where the arch has it, on
+     * both sides (the schedule's and the target's) */
+    assert_int_equal(pass_sm_version("sm_75"), 75);
+    assert_int_equal(pass_sm_version("sm_90a"), 90);
+    assert_int_equal(pass_sm_version(NULL), 80);
+    assert_int_equal(pass_sm_version("sm_x"), 80);
+    assert_int_equal(pass_sm_version("compute_90"), 80);
+    const char *archs[] = {"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"};
+    for (int i = 0; i < 7; i++) {
+        TargetInfo ti = pass_target_info(PT_GPU);
+        pass_target_gpu_arch(&ti, archs[i]);
+        const CgTarget *g = cg_target_nvptx(archs[i], false);
+        assert_non_null(g);
+        assert_int_equal(ti.async_copy, g->async_copy != NULL);
+        assert_int_equal(ti.async_copy, pass_sm_version(archs[i]) >= 80);
+    }
 }
 
 /* Kernels compute in 32 bits exactly when every integer provably fits for
