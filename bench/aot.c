@@ -18,6 +18,7 @@
 #include "dietcode/runtime.h"
 
 #include "bert_qkv.h"
+#include "load.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,15 +48,7 @@ int main(int argc, char **argv)
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/examples/bert_qkv.tex", src);
     FeUnit u;
-    int rc = fe_load(path, &u, err, sizeof err);
-    if (rc != 0) {
-        if (rc < 0)
-            fprintf(stderr, "aot: %s\n", err);
-        else
-            ir_diags_print(&u.diags, stderr);
-        return 1;
-    }
-    TeProgram *p = u.prog;
+    TeProgram *p = bench_load("aot", path, &u);
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err);
     ExCpu *jit = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;

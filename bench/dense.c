@@ -48,6 +48,7 @@
 #include "bert_ffn2.h"
 #include "bert_qkv.h"
 #include "common.h"
+#include "load.h"
 #include "object.h"
 
 #include <cblas.h>
@@ -242,13 +243,7 @@ int main(int argc, char **argv)
         char path[1024], err[512];
         snprintf(path, sizeof path, "%s/%s", src, l->path);
         FeUnit u;
-        int rc = fe_load(path, &u, err, sizeof err);
-        if (rc != 0) {
-            if (rc > 0)
-                ir_diags_print(&u.diags, stderr);
-            die(path, rc < 0 ? err : "does not compile");
-        }
-        TeProgram *p = u.prog;
+        TeProgram *p = bench_load("dense", path, &u);
         MicroKernel *mks = NULL;
         if (mkspec) {
             mks = calloc((size_t)p->ntensors, sizeof *mks);

@@ -23,6 +23,8 @@
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
+#include "load.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,15 +210,7 @@ int main(int argc, char **argv)
 
     char err[1024];
     FeUnit u;
-    int rc = fe_load(file, &u, err, sizeof err);
-    if (rc != 0) {
-        if (rc < 0)
-            fprintf(stderr, "bench_model: %s\n", err);
-        else
-            ir_diags_print(&u.diags, stderr);
-        return 1;
-    }
-    Model m = {.p = u.prog};
+    Model m = {.p = bench_load("bench_model", file, &u)};
     if (m.p->ndims > 64) {
         fprintf(stderr, "bench_model: more than 64 dims\n");
         return 1;

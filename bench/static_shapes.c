@@ -24,6 +24,7 @@
 #include "dietcode/search.h"
 
 #include "common.h"
+#include "load.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -96,11 +97,7 @@ int main(int argc, char **argv)
     snprintf(rec[0], sizeof rec[0], "%s/joint.jsonl", dir);
     snprintf(rec[1], sizeof rec[1], "%s/per_shape.jsonl", dir);
     FeUnit u;
-    if (fe_load(path, &u, err, sizeof err) != 0) {
-        fprintf(stderr, "static_shapes: %s: cannot load it\n", path);
-        return 1;
-    }
-    TeProgram *p = u.prog;
+    TeProgram *p = bench_load("static_shapes", path, &u);
     int npts = 0;
     int64_t *pts = srch_shape_points_file(p, list, &npts, err, sizeof err);
     if (!pts) {

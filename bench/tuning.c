@@ -40,6 +40,7 @@
 #include "dietcode/search.h"
 
 #include "common.h"
+#include "load.h"
 #include "object.h"
 
 #include <cblas.h>
@@ -73,16 +74,7 @@ typedef struct Prog {
 static Prog load(const char *path)
 {
     Prog g;
-    char err[512];
-    int rc = fe_load(path, &g.u, err, sizeof err);
-    if (rc != 0) {
-        if (rc < 0)
-            fprintf(stderr, "tuning: %s\n", err);
-        else
-            ir_diags_print(&g.u.diags, stderr);
-        exit(1);
-    }
-    g.p = g.u.prog;
+    g.p = bench_load("tuning", path, &g.u);
     return g;
 }
 
