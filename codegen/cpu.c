@@ -180,13 +180,10 @@ static LLVMValueRef mvec_chunk(CgFn *g, const char *name, unsigned w, LLVMValueR
     return LLVMBuildCall2(g->b, fty, cg_math_fn(g, sym, fty), args, nargs, "");
 }
 
+/* v in every lane of a vector shaped like like. */
 static LLVMValueRef splat(CgFn *g, LLVMValueRef like, double v)
 {
-    unsigned n = LLVMGetVectorSize(LLVMTypeOf(like));
-    LLVMValueRef c = LLVMConstReal(g->f32, v), e[MVEC_LANES];
-    for (unsigned i = 0; i < n; i++)
-        e[i] = c;
-    return LLVMConstVector(e, n);
+    return cg_splat(g, LLVMConstReal(g->f32, v), LLVMGetVectorSize(LLVMTypeOf(like)));
 }
 
 /* f over the lanes of a (and b) in chunks of 16, 8 or 4 lanes, as wide as

@@ -102,23 +102,25 @@ static LLVMTypeRef like(Lower *L, LLVMTypeRef scalar, LLVMValueRef shape)
     return is_vec(shape) ? LLVMVectorType(scalar, LLVMGetVectorSize(LLVMTypeOf(shape))) : scalar;
 }
 
-static LLVMValueRef splat_n(Lower *L, LLVMValueRef v, unsigned n)
+LLVMValueRef cg_splat(CgFn *g, LLVMValueRef v, unsigned n)
 {
-    if (is_vec(v))
+    if (LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind)
         return v;
+    IR_ASSERT(n <= MAX_VEC);
     if (LLVMIsConstant(v)) {
         LLVMValueRef c[MAX_VEC];
         for (unsigned i = 0; i < n; i++)
             c[i] = v;
         return LLVMConstVector(c, n);
     }
-    LLVMBuilderRef b = L->g->b;
     LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(v), n);
-    LLVMValueRef x = LLVMBuildInsertElement(b, LLVMGetPoison(vt), v,
-                                            LLVMConstInt(L->g->i32, 0, 0), "");
-    return LLVMBuildShuffleVector(b, x, LLVMGetPoison(vt),
-                                  LLVMConstNull(LLVMVectorType(L->g->i32, n)), "splat");
+    LLVMValueRef x = LLVMBuildInsertElement(g->b, LLVMGetPoison(vt), v,
+                                            LLVMConstInt(g->i32, 0, 0), "");
+    return LLVMBuildShuffleVector(g->b, x, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(g->i32, n)), "splat");
 }
+
+static LLVMValueRef splat_n(Lower *L, LLVMValueRef v, unsigned n) { return cg_splat(L->g, v, n); }
 
 static LLVMValueRef splat(Lower *L, LLVMValueRef v) { return splat_n(L, v, (unsigned)L->width); }
 

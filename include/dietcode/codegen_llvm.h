@@ -127,6 +127,9 @@ LLVMValueRef cg_math_fn(CgFn *g, const char *name, LLVMTypeRef fty);
 /* Calls float NAME(float) from the C library on each lane of x. */
 LLVMValueRef cg_libm_call(CgFn *g, const char *name, LLVMValueRef x);
 LLVMValueRef cg_entry_alloca(CgFn *g, LLVMTypeRef ty, const char *name);
+/* Scalar v in every lane of an n-lane vector (a constant vector when v is
+ * constant); a vector v as it is. n <= 64. */
+LLVMValueRef cg_splat(CgFn *g, LLVMValueRef v, unsigned n);
 /* Integer floor division (mod false) or modulo of i64 scalars or vectors,
  * with ir/semantics.c's rules for 0 and -1 divisors. */
 LLVMValueRef cg_floordivmod(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, bool mod);
