@@ -249,6 +249,18 @@ static bool record(Tuner *tu, const Ask *a, SrchRecordKind kind, const SrchTimed
     return !tu->failed;
 }
 
+/* Whether the tune was asked to stop (Ctrl-C): then it fails with
+ * "interrupted" before its next measurement. */
+static bool stopped(Tuner *tu)
+{
+    if (!tu->o->stop || !*tu->o->stop)
+        return false;
+    if (!tu->failed)
+        srch_seterr(tu->err, tu->errlen, "interrupted");
+    tu->failed = true;
+    return true;
+}
+
 /* The median times of the n measurements asked for, into ms[k], from the
  * records or measured now (those together, interleaved: srch_measure_batch)
  * and appended; fresh[k] says which. NAN where one cannot be measured (the
@@ -272,12 +284,8 @@ static void measure_all(Tuner *tu, int n, const Ask *ask, double *ms, bool *fres
     }
     if (ntodo == 0)
         return;
-    if (tu->o->stop && *tu->o->stop) {
-        if (!tu->failed)
-            srch_seterr(tu->err, tu->errlen, "interrupted");
-        tu->failed = true;
+    if (stopped(tu))
         return;
-    }
     const SrchStage *st[ntodo];
     MicroKernel mk[ntodo];
     const int64_t *dims[ntodo];
@@ -711,15 +719,16 @@ static bool remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, cons
 {
     SrchTimed t[2];
     char err[512];
-    if (srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), SELECT_TURNS, 2, t, err,
-                           sizeof err) != 0)
+    if (stopped(tu) || srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), SELECT_TURNS, 2, t,
+                                          err, sizeof err) != 0)
         return false;
     const MicroKernel *mk[2] = {a, b};
     for (int k = 0; k < 2 && !tu->failed; k++) {
         Ask ask = {st, mk[k], s, kind, 0, INFINITY, NULL, 0};
         record(tu, &ask, kind, &t[k]);
-        res->select_measured++;
-        res->select_turns++;
+        /* the selection's count; the check's is res->checked */
+        res->select_measured += kind == RK_TURNS;
+        res->select_turns += kind == RK_TURNS;
     }
     return !tu->failed;
 }
@@ -1022,10 +1031,11 @@ static bool turned(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
 
 /* The final check of the choices: at each of or's shape points of this
  * tune, the kernel the tree picks (picks[j]) and the next best known
- * there, when within CHECK_CLOSE of it and the two were not measured in
- * turns there yet, measured again in turns (kind: the turns of the joint
- * search's class or the baseline's), so a time taken in a slow stretch
- * cannot decide the choice. The number of points checked. */
+ * there, when within CHECK_CLOSE of it and not both already measured in
+ * turns there (each against any other), measured again in turns (kind:
+ * the check of the joint search's class or the baseline's), so a time
+ * taken in a slow stretch cannot decide the choice. The number of pairs
+ * measured. */
 static int check_choices(Tuner *tu, const SrchStage *st, SrchRecordKind kind,
                          const SrchOracle *or, const bool *known, const int *picks,
                          SrchStageResult *res)
@@ -1113,7 +1123,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
         fills += missing > 0;
         /* all known: the choices checked (not the model's: its times are
          * exact), then fitted again, until a check finds every pick checked
-         * (so a resumed run fits the same tree and measures nothing), at
+         * (then a rerun fits the same tree and measures nothing; when the
+         * CHECK_ROUNDS rounds run out first, a rerun may check again), at
          * most CHECK_ROUNDS times; how many picks differ from the first
          * check's */
         bool check = missing == 0 && rounds < CHECK_ROUNDS && strcmp(tu->tg.name, "model") != 0;

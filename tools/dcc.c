@@ -1492,9 +1492,9 @@ static int cmd_tune(int argc, char **argv)
                s->stage, s->measured, s->reused, s->select_measured, s->select_turns,
                s->select_reused);
         if (s->checked)
-            printf("  check: the choice at %d shape point%s measured again against the next "
-                   "best, in turns; %d changed\n", s->checked, s->checked == 1 ? "" : "s",
-                   s->check_changed);
+            printf("  check: %d choice%s measured again against the next best, in turns; the "
+                   "tree then picks another kernel at %d shape point%s\n", s->checked,
+                   s->checked == 1 ? "" : "s", s->check_changed, s->check_changed == 1 ? "" : "s");
         if (s->runs > 0)
             printf("  noise: %lld of %lld timed runs (%.1f%%) dropped as disturbed by other "
                    "processes, slow or outliers%s\n", (long long)s->dropped, (long long)s->runs,

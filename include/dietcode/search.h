@@ -94,7 +94,8 @@ typedef enum SrchRecordKind {
     RK_CHECK,    /* before the tree is written, the choice at a shape point
                   * and the next best there, measured again in turns: what
                   * the tree is fitted on, but not what the search or the
-                  * selection saw (a resumed run replays them unchanged) */
+                  * selection saw (a rerun's search and selection go as the
+                  * first run's did) */
     RK_BASELINE_CHECK, /* the same, of the per-shape baseline's choices */
 } SrchRecordKind;
 /* Whether a record of kind k is the per-shape baseline's (the joint
@@ -569,8 +570,9 @@ typedef struct SrchStageResult {
     int measured, reused;       /* search trials: new, and found in the records */
     int select_measured, select_reused;
     int select_turns;           /* of select_measured: close contenders measured again in turns */
-    int checked;                /* shape points whose choice was measured again against the next best */
-    int check_changed;          /* of those, where the tree fitted after picks another kernel */
+    int checked;                /* pairs the check measured again in turns (a point in two rounds twice) */
+    int check_changed;          /* shape points where the final tree picks another kernel than the
+                                 * tree the first check checked */
     int64_t runs, dropped;      /* runs timed for the stage, and dropped (disturbed, slow, outliers) */
     int nshapes;
     /* over the shapes, of what the dispatch picks and of the best kernel:

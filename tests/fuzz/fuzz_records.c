@@ -195,7 +195,7 @@ static void check_records(const SrchRecords *r, bool relevant[NPROGRAMS][NTARGET
     for (int i = 0; i < n; i++) {
         const SrchRecord *rec = srch_records_at(r, i);
         if (!srch_records_find_class(r, rec->workload, &rec->mk, rec->ndims, rec->dim_names,
-                                     rec->dim_values, rec->kind == RK_BASELINE))
+                                     rec->dim_values, srch_record_is_baseline(rec->kind)))
             abort();
         if (rec->nfeat && (rec->nfeat != SRCH_NFEAT || !rec->features || !(rec->work > 0) ||
                            !isfinite(rec->work)))
