@@ -187,8 +187,8 @@ static uint64_t key_hash(const char *workload, const MicroKernel *mk, int ndims,
     return h;
 }
 
-static bool key_equal(const SrchRecord *r, const char *workload, const MicroKernel *mk,
-                      int ndims, const char *const *names, const int64_t *values)
+bool srch_record_has_key(const SrchRecord *r, const char *workload, const MicroKernel *mk,
+                         int ndims, const char *const *names, const int64_t *values)
 {
     if (r->ndims != ndims || strcmp(r->workload, workload) != 0 ||
         ir_microkernel_cmp(&r->mk, mk) != 0)
@@ -214,7 +214,7 @@ static size_t find_slot(const SrchRecords *r, uint64_t h, const char *workload,
         if (!s)
             return i;
         if (r->hashes[i] == h &&
-            key_equal(r->recs[s - 1], workload, mk, ndims, names, values))
+            srch_record_has_key(r->recs[s - 1], workload, mk, ndims, names, values))
             return i;
     }
 }
@@ -882,7 +882,7 @@ const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *work
     for (int i = r->nrecs - 1; i >= 0; i--) {
         const SrchRecord *x = r->recs[i];
         if (srch_record_is_baseline(x->kind) == baseline &&
-            key_equal(x, workload, mk, ndims, dim_names, dim_values))
+            srch_record_has_key(x, workload, mk, ndims, dim_names, dim_values))
             return x;
     }
     return NULL;

@@ -169,23 +169,6 @@ typedef enum View {
     SEEN_LATEST,    /* the check and the fit: the latest */
 } View;
 
-/* Whether record r is of st with mk at the shape of values vals. */
-static bool same_key(const Tuner *tu, const SrchRecord *r, const SrchStage *st,
-                     const MicroKernel *mk, const int64_t *vals)
-{
-    if (r->ndims != tu->p->ndims || strcmp(r->workload, st->workload) != 0 ||
-        ir_microkernel_cmp(&r->mk, mk) != 0)
-        return false;
-    for (int d = 0; d < tu->p->ndims; d++) {
-        int e = 0;
-        while (e < r->ndims && strcmp(r->dim_names[e], tu->dim_names[d]) != 0)
-            e++;
-        if (e == r->ndims || r->dim_values[e] != vals[d])
-            return false;
-    }
-    return true;
-}
-
 /* The record of st with mk at shape s, of the joint search's class
  * (baseline false) or the baseline's, that view v sees; NULL when none. */
 static const SrchRecord *seen(const Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s,
@@ -204,7 +187,7 @@ static const SrchRecord *seen(const Tuner *tu, const SrchStage *st, const MicroK
         bool hidden = v == SEEN_FIRST ? srch_record_is_turns(x->kind)
                                       : srch_record_is_check(x->kind);
         if (srch_record_is_baseline(x->kind) == baseline && !hidden && x->median_ms > 0 &&
-            same_key(tu, x, st, mk, vals))
+            srch_record_has_key(x, st->workload, mk, tu->p->ndims, tu->dim_names, vals))
             return x;
     }
     return NULL;
@@ -224,9 +207,9 @@ typedef struct Ask {
     double work;
 } Ask;
 
-/* Appends what timing t took of a as a record of kind; false (tu failed)
- * when the records cannot be written. */
-static bool record(Tuner *tu, const Ask *a, SrchRecordKind kind, const SrchTimed *t)
+/* Appends what timing t took of a as a record of a's kind; false (tu
+ * failed) when the records cannot be written. */
+static bool record(Tuner *tu, const Ask *a, const SrchTimed *t)
 {
     const TeProgram *p = tu->p;
     int64_t vals[SRCH_MAX_DIMS];
@@ -237,7 +220,7 @@ static bool record(Tuner *tu, const Ask *a, SrchRecordKind kind, const SrchTimed
         .workload = a->st->workload, .target = tu->tg.name, .arch = tu->arch,
         .stage = a->st->t->name, .mk = *a->mk, .nspatial = a->st->rank, .ndims = p->ndims,
         .dim_names = tu->dim_names, .dim_values = vals, .ntimes = t->ntimes,
-        .times_ms = times, .ndropped = t->ndropped, .kind = kind, .trial = a->trial,
+        .times_ms = times, .ndropped = t->ndropped, .kind = a->kind, .trial = a->trial,
         .nfeat = a->feat ? SRCH_NFEAT : 0, .features = a->feat, .work = a->work,
     };
     if (strcmp(tu->tg.name, "model") != 0) { /* the model's time is no run: no noise */
@@ -313,7 +296,7 @@ static void measure_all(Tuner *tu, int n, const Ask *ask, double *ms, bool *fres
             }
             continue;
         }
-        if (!record(tu, a, a->kind, &t[i]))
+        if (!record(tu, a, &t[i]))
             break;
         int64_t vals[SRCH_MAX_DIMS];
         shape_vals(tu, a->s, vals);
@@ -712,8 +695,9 @@ static double known(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s
 
 /* Close contenders a and b at shape s measured again in turns; each gets a
  * record of its runs of all turns (kind: RK_TURNS for the selection,
- * RK_CHECK or RK_BASELINE_CHECK for the check), which later lookups find. False when they could
- * not be measured (both keep their first measurement). */
+ * RK_CHECK or RK_BASELINE_CHECK for the check), which later lookups find.
+ * False when they could not be measured (both keep their first
+ * measurement). */
 static bool remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
                       int s, SrchRecordKind kind, SrchStageResult *res)
 {
@@ -725,7 +709,7 @@ static bool remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, cons
     const MicroKernel *mk[2] = {a, b};
     for (int k = 0; k < 2 && !tu->failed; k++) {
         Ask ask = {st, mk[k], s, kind, 0, INFINITY, NULL, 0};
-        record(tu, &ask, kind, &t[k]);
+        record(tu, &ask, &t[k]);
         /* the selection's count; the check's is res->checked */
         res->select_measured += kind == RK_TURNS;
         res->select_turns += kind == RK_TURNS;

@@ -171,6 +171,10 @@ const SrchRecord *srch_records_find_class(const SrchRecords *r, const char *work
                                           const MicroKernel *mk, int ndims,
                                           const char *const *dim_names,
                                           const int64_t *dim_values, bool baseline);
+/* Whether record x is of (workload, micro-kernel, shape), the shape as
+ * above: the one rule of a record's key, which the lookups use. */
+bool srch_record_has_key(const SrchRecord *x, const char *workload, const MicroKernel *mk,
+                         int ndims, const char *const *dim_names, const int64_t *dim_values);
 /* Appends a fuse line: intermediate stage of the program whose fingerprint
  * is workload is inlined, materialised, or (FUSE_COST) left to the cost
  * model. */
