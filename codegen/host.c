@@ -539,6 +539,18 @@ static const char **param_names(Arena *a, const TeProgram *te, int *n)
     return names;
 }
 
+/* The C type of a tensor's elements in the header. */
+static const char *c_elem_type(DType t)
+{
+    switch (t) {
+    case DT_F32: return "float";
+    case DT_I32: return "int32_t";
+    case DT_I64: return "int64_t";
+    case DT_BOOL: return "uint8_t"; /* one byte, 0 or 1 */
+    }
+    IR_UNREACHABLE();
+}
+
 /* "int64_t T, int64_t N" and the tensors after them, as the entry takes
  * them, with names from param_names. */
 static void signature(FILE *f, const TeProgram *te, const char **names, bool gpu, bool dims_only)
@@ -550,8 +562,12 @@ static void signature(FILE *f, const TeProgram *te, const char **names, bool gpu
     for (int pass = 0; pass < 2 && !dims_only; pass++)
         for (int i = 0; i < te->ntensors; i++)
             if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
-                fprintf(f, "%s%s%s", first ? "" : ", ",
-                        gpu ? "uint64_t " : pass ? "float *" : "const float *", names[k++]);
+                const char *ty = c_elem_type(te->tensors[i]->dtype);
+                if (gpu)
+                    fprintf(f, "%suint64_t %s", first ? "" : ", ", names[k++]);
+                else
+                    fprintf(f, "%s%s%s *%s", first ? "" : ", ", pass ? "" : "const ", ty,
+                            names[k++]);
                 first = false;
             }
     if (!dims_only)
@@ -617,7 +633,8 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
                 prog, prog);
     else
         fprintf(f, " *\n * %s_run checks the dims and that no tensor exceeds 2^31 - 2^20 - 1 elements,\n"
-                   " * computes the outputs (tensors row-major, float32) with a thread pool\n"
+                   " * computes the outputs (tensors row-major, of the element types the\n"
+                   " * arguments say; a bool is one byte, 0 or 1) with a thread pool\n"
                    " * (one thread per core), running the kernels built for the best of the\n"
                    " * instruction sets below that this CPU has. workspace holds the\n"
                    " * intermediates: at least %s_workspace_size(dims) bytes, 256-byte\n"

@@ -76,7 +76,7 @@ static Expr *capped(Capped *k, Expr *e) { return ir_rewrite(k->c, e, rewrite_var
 
 static bool fits(Capped *k, Expr *e)
 {
-    if (e->type != DT_I32)
+    if (e->type != DT_I64)
         return true;
     Interval iv = ir_interval(k->c, capped(k, e), RANGE_OPEN);
     return k->ok && iv.lo >= INT32_MIN && iv.hi <= INT32_MAX;
@@ -98,7 +98,7 @@ static void check_expr(Capped *k, Expr *e)
 /* The factors of a product (the block loop's extent: the grid). */
 static void check_factors(Capped *k, Expr *e)
 {
-    if (e->kind == EX_MUL && e->type == DT_I32) {
+    if (e->kind == EX_MUL && e->type == DT_I64) {
         check_factors(k, e->op.a);
         check_factors(k, e->op.b);
         return;

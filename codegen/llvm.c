@@ -467,9 +467,33 @@ static LLVMValueRef park(Lower *L, const Tensor *t, LLVMValueRef off, LLVMValueR
     return LLVMBuildSelect(L->g->b, any_lane(L, mask), off, cint(L, off, 0), "");
 }
 
+static LLVMValueRef gep_of(Lower *L, LLVMTypeRef elt, LLVMValueRef base, LLVMValueRef off)
+{
+    return LLVMBuildGEP2(L->g->b, elt, base, &off, 1, "");
+}
+
 static LLVMValueRef gep(Lower *L, LLVMValueRef base, LLVMValueRef off)
 {
-    return LLVMBuildGEP2(L->g->b, L->g->f32, base, &off, 1, "");
+    return gep_of(L, L->g->f32, base, off);
+}
+
+/* The LLVM type of an element of a tensor of type t: bool is a byte. */
+static LLVMTypeRef storage_type(CgFn *g, DType t)
+{
+    switch (t) {
+    case DT_BOOL: return LLVMInt8TypeInContext(g->cx);
+    case DT_I32: return g->i32;
+    case DT_I64: return g->i64;
+    case DT_F32: return g->f32;
+    }
+    IR_UNREACHABLE();
+}
+
+/* The alignment of a vector or scalar of type vt in memory: its element's. */
+static unsigned align_of(LLVMTypeRef vt)
+{
+    LLVMTypeRef et = LLVMGetTypeKind(vt) == LLVMVectorTypeKind ? LLVMGetElementType(vt) : vt;
+    return LLVMGetTypeKind(et) == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(et) / 8 : 4;
 }
 
 /* A vector load whose lanes are all in or all out: on SIMT targets a
@@ -484,7 +508,7 @@ static LLVMValueRef uniform_load(Lower *L, LLVMTypeRef vt, LLVMValueRef ptr, LLV
     LLVMBuildCondBr(g->b, mask, yes, join);
     LLVMPositionBuilderAtEnd(g->b, yes);
     LLVMValueRef v = LLVMBuildLoad2(g->b, vt, ptr, "");
-    LLVMSetAlignment(v, 4);
+    LLVMSetAlignment(v, align_of(vt));
     LLVMBuildBr(g->b, join);
     LLVMPositionBuilderAtEnd(g->b, join);
     LLVMValueRef phi = LLVMBuildPhi(g->b, vt, "");
@@ -500,24 +524,47 @@ static LLVMValueRef contig_load(Lower *L, const Tensor *t, LLVMTypeRef vt, LLVMV
                                 LLVMValueRef off, LLVMValueRef mask)
 {
     CgFn *g = L->g;
+    LLVMTypeRef et = LLVMGetElementType(vt);
     if (!mask) {
-        LLVMValueRef v = LLVMBuildLoad2(g->b, vt, gep(L, base, off), t->name);
-        LLVMSetAlignment(v, 4);
+        LLVMValueRef v = LLVMBuildLoad2(g->b, vt, gep_of(L, et, base, off), t->name);
+        LLVMSetAlignment(v, align_of(vt));
         return v;
     }
     if (!is_vec(mask) && g->target->shuffle_xor)
-        return uniform_load(L, vt, gep(L, base, off), mask);
+        return uniform_load(L, vt, gep_of(L, et, base, off), mask);
     LLVMTypeRef over[2] = {vt, g->ptr};
-    LLVMValueRef args[4] = {gep(L, base, park(L, t, off, mask)), LLVMConstInt(g->i32, 4, 0),
+    LLVMValueRef args[4] = {gep_of(L, et, base, park(L, t, off, mask)),
+                            LLVMConstInt(g->i32, align_of(vt), 0),
                             splat_n(L, mask, LLVMGetVectorSize(vt)), LLVMConstNull(vt)};
     return cg_intrinsic(g, "llvm.masked.load", over, 2, args, 4);
 }
 
+/* A loaded element (or vector of them) as the value its expression has:
+ * an f32, an integer of the kernel's width, or a condition. */
+static LLVMValueRef loaded(Lower *L, DType t, LLVMValueRef v)
+{
+    switch (t) {
+    case DT_F32: return v;
+    case DT_I32: case DT_I64: return LLVMBuildIntCast2(L->g->b, v, like(L, L->ity, v), true, "");
+    case DT_BOOL:
+        return LLVMBuildICmp(L->g->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    }
+    IR_UNREACHABLE();
+}
+
+static LLVMValueRef load_raw(Lower *L, Expr *e, LLVMValueRef guard);
+
 static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
+{
+    return loaded(L, e->load.t->dtype, load_raw(L, e, guard));
+}
+
+/* The element e reads, in the tensor's storage type. */
+static LLVMValueRef load_raw(Lower *L, Expr *e, LLVMValueRef guard)
 {
     CgFn *g = L->g;
     const Tensor *t = e->load.t;
-    IR_ASSERT(t->dtype == DT_F32);
+    LLVMTypeRef elt = storage_type(g, t->dtype);
     LLVMValueRef base = buffer_ptr(L, t);
     LLVMValueRef inb = e->load.padded ? inbounds(L, t, e->load.n, e->load.idx, guard) : NULL;
     LLVMValueRef mask = mask_and(L, guard, inb);
@@ -525,27 +572,27 @@ static LLVMValueRef load(Lower *L, Expr *e, LLVMValueRef guard)
     Access ac = classify(L, f, &f0);
     if (ac == AC_SCALAR && is_vec(inb))
         ac = AC_GATHER, f0 = f;
-    LLVMValueRef zero = LLVMConstReal(g->f32, 0.0);
+    LLVMValueRef zero = LLVMConstNull(elt);
     switch (ac) {
     case AC_SCALAR: {
         LLVMValueRef off = ex(L, f0, is_vec(guard) ? NULL : guard);
         if (mask) /* clamp: a lane that may not read reads element 0 */
             off = LLVMBuildSelect(g->b, any_lane(L, mask), off, cint(L, off, 0), "");
-        LLVMValueRef v = LLVMBuildLoad2(g->b, g->f32, gep(L, base, off), t->name);
-        LLVMSetAlignment(v, 4);
+        LLVMValueRef v = LLVMBuildLoad2(g->b, elt, gep_of(L, elt, base, off), t->name);
+        LLVMSetAlignment(v, align_of(elt));
         return inb ? LLVMBuildSelect(g->b, inb, v, zero, "") : v;
     }
     case AC_CONTIG:
-        return contig_load(L, t, LLVMVectorType(g->f32, (unsigned)L->width), base,
+        return contig_load(L, t, LLVMVectorType(elt, (unsigned)L->width), base,
                            ex(L, f0, NULL), mask);
     case AC_GATHER: {
         LLVMValueRef off = splat(L, ex(L, f0, guard));
         if (mask)
             off = LLVMBuildSelect(g->b, splat(L, mask), off, cint(L, off, 0), "");
-        LLVMValueRef ptrs = gep(L, base, off);
-        LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)L->width);
+        LLVMValueRef ptrs = gep_of(L, elt, base, off);
+        LLVMTypeRef vt = LLVMVectorType(elt, (unsigned)L->width);
         LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
-        LLVMValueRef args[4] = {ptrs, LLVMConstInt(g->i32, 4, 0),
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(g->i32, align_of(elt), 0),
                                 mask ? splat(L, mask) : all_true(L, (unsigned)L->width),
                                 LLVMConstNull(vt)};
         return cg_intrinsic(g, "llvm.masked.gather", over, 2, args, 4);
@@ -756,26 +803,23 @@ LLVMValueRef cg_floordivmod(LLVMBuilderRef B, LLVMValueRef a, LLVMValueRef b, bo
     return LLVMBuildSelect(B, bz, zero, res, "");
 }
 
+/* f32(a), i64(a) (EX_CAST) and i32(a) (EX_I32), as ir/semantics.c says. */
 static LLVMValueRef cast(Lower *L, Expr *e, LLVMValueRef a)
 {
     CgFn *g = L->g;
-    LLVMTypeRef et = elem_type(a);
-    switch (e->type) {
-    case DT_F32: return to_f32(L, a);
-    case DT_I32:
-    case DT_BOOL: {
-        LLVMValueRef r;
-        if (et == g->f32) { /* saturating, NaN -> 0 */
-            LLVMTypeRef over[2] = {like(L, g->i32, a), LLVMTypeOf(a)};
-            r = cg_intrinsic(g, "llvm.fptosi.sat", over, 2, &a, 1);
-            r = LLVMBuildIntCast2(g->b, r, like(L, L->ity, a), true, "");
-        } else { /* a boolean or an integer: already one */
-            r = as_int(L, a);
-        }
-        return e->type == DT_BOOL ? as_bool(L, r) : r;
+    if (e->type == DT_F32)
+        return to_f32(L, a);
+    IR_ASSERT(e->type == DT_I64);
+    LLVMTypeRef to = e->kind == EX_I32 ? g->i32 : g->i64;
+    if (elem_type(a) == g->f32) { /* saturating, NaN -> 0 */
+        LLVMTypeRef over[2] = {like(L, to, a), LLVMTypeOf(a)};
+        a = cg_intrinsic(g, "llvm.fptosi.sat", over, 2, &a, 1);
+    } else if (elem_type(a) == g->i1) {
+        return as_int(L, a);
+    } else if (e->kind == EX_I32) { /* the low 32 bits */
+        a = LLVMBuildTrunc(g->b, a, like(L, g->i32, a), "");
     }
-    }
-    IR_UNREACHABLE();
+    return LLVMBuildIntCast2(g->b, a, like(L, L->ity, a), true, "");
 }
 
 static LLVMValueRef float_op(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef b)
@@ -904,7 +948,7 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
     case EX_VAR: return var_value(L, e->var);
     case EX_LOAD: return load(L, e, guard);
     case EX_REDUCE: ir_panic(__FILE__, __LINE__, "reduction reached codegen");
-    case EX_CAST: return cast(L, e, ex(L, e->op.a, guard));
+    case EX_CAST: case EX_I32: return cast(L, e, ex(L, e->op.a, guard));
     case EX_AND: case EX_OR: {
         LLVMValueRef a = as_bool(L, ex(L, e->op.a, guard));
         LLVMValueRef c = e->kind == EX_AND ? a : mask_not(L, a);
@@ -920,7 +964,7 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
         if (e->type == DT_F32) {
             x = to_f32(L, x);
             y = to_f32(L, y);
-        } else if (e->type == DT_I32) {
+        } else if (e->type == DT_I64) {
             x = as_int(L, x);
             y = as_int(L, y);
         }

@@ -65,7 +65,9 @@ enum { FE_MAX_DEPTH = 200, FE_MAX_HEIGHT = 2048 };
     X(AF_MIN, "min", 2)                                                      \
     X(AF_POW, "pow", 2)                                                      \
     X(AF_F32, "f32", 1)                                                      \
-    X(AF_I32, "i32", 1)
+    X(AF_I32, "i32", 1)                                                      \
+    X(AF_I64, "i64", 1)                                                      \
+    X(AF_BOOL, "bool", 1)
 
 /* Reductions: constant, name. */
 #define AST_REDUCES(X)                                                       \

@@ -330,7 +330,7 @@ static Expr *check_expr(Sema *s, const AstExpr *e, Scope *scope);
 
 static const char *type_word(DType t)
 {
-    return t == DT_BOOL ? "a condition" : t == DT_I32 ? "an integer" : "a float";
+    return t == DT_BOOL ? "a condition" : t == DT_I64 ? "an integer" : "a float";
 }
 
 static bool need_number(Sema *s, const AstExpr *at, Expr *x, const char *op)
@@ -440,7 +440,7 @@ static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
         idx[i] = check_expr(s, ae, scope);
         if (!idx[i])
             return NULL;
-        if (idx[i]->type != DT_I32) {
+        if (idx[i]->type != DT_I64) {
             error(s, ae->loc,
                   "type mismatch: the index for dimension %d of '%s' must be an integer, got %s%s",
                   i, name, type_word(idx[i]->type),
@@ -531,7 +531,7 @@ static Expr *check_binary(Sema *s, const AstExpr *e, Scope *scope)
     default:
         if (!need_number(s, e->binary.a, a, ops) || !need_number(s, e->binary.b, b, ops))
             return NULL;
-        if ((op == AOP_DIV || op == AOP_MOD) && a->type == DT_I32 && b->type == DT_I32 &&
+        if ((op == AOP_DIV || op == AOP_MOD) && a->type == DT_I64 && b->type == DT_I64 &&
             !check_divisor(s, e->binary.b, op, b))
             return NULL;
         return ir_binop(s->c, kinds[op], a, b);
@@ -555,6 +555,8 @@ static Expr *check_call(Sema *s, const AstExpr *e, Scope *scope)
         return ir_select(s->c, args[0], args[1], args[2]);
     case AF_F32: return ir_cast(s->c, DT_F32, args[0]);
     case AF_I32: return ir_cast(s->c, DT_I32, args[0]);
+    case AF_I64: return ir_cast(s->c, DT_I64, args[0]);
+    case AF_BOOL: return ir_cast(s->c, DT_BOOL, args[0]);
     default: break;
     }
     for (int i = 0; i < e->call.n; i++)
@@ -653,12 +655,14 @@ static void check_dim(Sema *s, const AstStmt *st)
 static void check_input(Sema *s, const AstStmt *st)
 {
     const char *ty = st->input.type;
-    if (strcmp(ty, "f16") == 0 || strcmp(ty, "i32") == 0) {
+    DType dt;
+    if (strcmp(ty, "f16") == 0 || strcmp(ty, "bf16") == 0 || strcmp(ty, "f64") == 0) {
         error(s, st->input.type_loc, "element type '%s' is not supported yet; use f32", ty);
         return;
     }
-    if (strcmp(ty, "f32") != 0) {
-        error(s, st->input.type_loc, "unknown element type '%s' (expected f32)", ty);
+    if (!ir_dtype_parse(ty, &dt)) {
+        error(s, st->input.type_loc, "unknown element type '%s' (expected f32, i32, i64 or bool)",
+              ty);
         return;
     }
     if (st->input.n > MAX_RANK) {
@@ -672,7 +676,7 @@ static void check_input(Sema *s, const AstStmt *st)
             return;
     if (!check_size(s, st, st->input.n, shape))
         return;
-    Tensor *t = ir_te_add_input(s->p, st->name, DT_F32, st->input.n, shape);
+    Tensor *t = ir_te_add_input(s->p, st->name, dt, st->input.n, shape);
     t->loc = st->name_loc;
 }
 

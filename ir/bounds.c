@@ -90,7 +90,24 @@ static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
     switch (e->kind) {
     case EX_INT: return (Interval){e->ival, e->ival};
     case EX_VAR: return var_interval(c, e->var, m);
-    case EX_FLOAT: case EX_LOAD: case EX_REDUCE: return UNBOUNDED;
+    case EX_LOAD:
+        if (e->load.t->dtype == DT_BOOL)
+            return (Interval){0, 1};
+        if (e->load.t->dtype == DT_I32)
+            return (Interval){INT32_MIN, INT32_MAX};
+        return UNBOUNDED;
+    case EX_FLOAT: case EX_REDUCE: return UNBOUNDED;
+    case EX_I32:
+        a = e->op.a->type == DT_I64 ? interval(c, e->op.a, m, budget) : (Interval){0, -1};
+        if (a.lo >= INT32_MIN && a.hi <= INT32_MAX && a.lo <= a.hi)
+            return a;
+        if (e->op.a->type == DT_BOOL)
+            return (Interval){0, 1};
+        return (Interval){INT32_MIN, INT32_MAX};
+    case EX_CAST:
+        if (e->type == DT_I64 && e->op.a->type == DT_BOOL)
+            return (Interval){0, 1};
+        return UNBOUNDED;
     case EX_ADD:
         a = interval(c, e->op.a, m, budget);
         b = interval(c, e->op.b, m, budget);
@@ -103,11 +120,11 @@ static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
         a = interval(c, e->op.a, m, budget);
         return (Interval){sat_neg(a.hi), sat_neg(a.lo)};
     case EX_MUL:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         return iv_mul(interval(c, e->op.a, m, budget), interval(c, e->op.b, m, budget));
     case EX_DIV:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         a = interval(c, e->op.a, m, budget);
         if (ir_is_const(e->op.b, &d) && d != 0) {
@@ -119,7 +136,7 @@ static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
             return (Interval){0, a.hi};
         return UNBOUNDED;
     case EX_MOD:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         b = interval(c, e->op.b, m, budget);
         if (b.lo > 0) {
@@ -132,7 +149,7 @@ static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
             return (Interval){b.lo == IR_NEG_INF ? IR_NEG_INF : b.lo + 1, 0};
         return UNBOUNDED;
     case EX_MIN: case EX_MAX:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         a = interval(c, e->op.a, m, budget);
         b = interval(c, e->op.b, m, budget);
@@ -140,21 +157,21 @@ static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
             return (Interval){min2(a.lo, b.lo), min2(a.hi, b.hi)};
         return (Interval){max2(a.lo, b.lo), max2(a.hi, b.hi)};
     case EX_ABS:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         a = interval(c, e->op.a, m, budget);
         if (a.lo >= 0)
             return a;
         return (Interval){0, max2(sat_neg(a.lo), a.hi)};
     case EX_RELU:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         a = interval(c, e->op.a, m, budget);
         return (Interval){max2(0, a.lo), max2(0, a.hi)};
     case EX_SELECT:
         if (e->type == DT_BOOL)
             return (Interval){0, 1};
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return UNBOUNDED;
         a = interval(c, e->op.b, m, budget);
         b = interval(c, e->op.c, m, budget);
@@ -203,7 +220,7 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
         a = sym_bound(c, e->op.a, !want_max, m);
         return a ? ir_unop(c, EX_NEG, a) : NULL;
     case EX_MUL:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return NULL;
         if (ir_is_const(e->op.b, &k) || ir_is_const(e->op.a, &k)) {
             Expr *x = e->op.a->kind == EX_INT ? e->op.b : e->op.a;
@@ -229,7 +246,7 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
         }
         break;
     case EX_DIV:
-        if (e->type == DT_I32 && ir_is_const(e->op.b, &k) && k > 0) {
+        if (e->type == DT_I64 && ir_is_const(e->op.b, &k) && k > 0) {
             a = sym_bound(c, e->op.a, want_max, m);
             return a ? ir_binop(c, EX_DIV, a, e->op.b) : NULL;
         }
@@ -238,7 +255,7 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
         /* a % b for b >= 1 is a when 0 <= a < b, else somewhere in 0..b - 1:
          * i % T <= T - 1 even though both range over 0..127 */
         Interval ib = ir_interval(c, e->op.b, m);
-        if (e->type != DT_I32 || ib.lo <= 0)
+        if (e->type != DT_I64 || ib.lo <= 0)
             break;
         Interval ia = ir_interval(c, e->op.a, m);
         if (ia.lo >= 0 && ia.hi < ib.lo)
@@ -249,7 +266,7 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
         return b ? ir_binop(c, EX_SUB, b, ir_int(c, 1)) : NULL;
     }
     case EX_MIN: case EX_MAX:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             return NULL;
         a = sym_bound(c, e->op.a, want_max, m);
         b = sym_bound(c, e->op.b, want_max, m);
@@ -269,7 +286,7 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
  * loads and reductions (their insides are not terms of e). */
 static Expr *find_minmax(Expr *e)
 {
-    if ((e->kind == EX_MIN || e->kind == EX_MAX) && e->type == DT_I32)
+    if ((e->kind == EX_MIN || e->kind == EX_MAX) && e->type == DT_I64)
         return e;
     if (e->kind <= EX_REDUCE)
         return NULL;
@@ -319,8 +336,8 @@ static bool poly_in(Expr *e, const Var *d)
     case EX_INT: return true;
     case EX_VAR: return true;
     case EX_ADD: case EX_SUB: case EX_MUL:
-        return e->type == DT_I32 && poly_in(e->op.a, d) && poly_in(e->op.b, d);
-    case EX_NEG: return e->type == DT_I32 && poly_in(e->op.a, d);
+        return e->type == DT_I64 && poly_in(e->op.a, d) && poly_in(e->op.b, d);
+    case EX_NEG: return e->type == DT_I64 && poly_in(e->op.a, d);
     default: return !ir_expr_uses_var(e, d);
     }
 }
@@ -353,7 +370,7 @@ static Expr *step_bound(ExprCtx *c, Expr *e, Var *d, bool up, RangeMode m)
         }
         return NULL;
     case EX_DIV:
-        if (e->type != DT_I32 || !ir_is_const(e->op.b, &k) || k <= 0)
+        if (e->type != DT_I64 || !ir_is_const(e->op.b, &k) || k <= 0)
             return NULL;
         a = step_bound(c, e->op.a, d, up, m);
         if (!a)
@@ -428,7 +445,7 @@ static bool monotone_nonneg(ExprCtx *c, Expr *e, RangeMode m, int depth)
 
 static bool prove_nonneg(ExprCtx *c, Expr *e, RangeMode m, int splits)
 {
-    if (e->type != DT_I32)
+    if (e->type != DT_I64)
         return false;
     e = ir_simplify(c, e);
     if (ir_interval(c, e, m).lo >= 0)

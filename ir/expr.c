@@ -59,9 +59,34 @@ const char *ir_dtype_name(DType t)
     switch (t) {
     case DT_BOOL: return "bool";
     case DT_I32: return "i32";
+    case DT_I64: return "i64";
     case DT_F32: return "f32";
     }
     IR_UNREACHABLE();
+}
+
+int ir_dtype_size(DType t)
+{
+    switch (t) {
+    case DT_BOOL: return 1;
+    case DT_I32: return 4;
+    case DT_I64: return 8;
+    case DT_F32: return 4;
+    }
+    IR_UNREACHABLE();
+}
+
+DType ir_dtype_value(DType t) { return t == DT_I32 ? DT_I64 : t; }
+
+bool ir_dtype_parse(const char *name, DType *t)
+{
+    static const DType all[] = {DT_F32, DT_I32, DT_I64, DT_BOOL};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (strcmp(name, ir_dtype_name(all[i])) == 0) {
+            *t = all[i];
+            return true;
+        }
+    return false;
 }
 
 ExprCtx *ir_ctx_new(Arena *a)
@@ -210,7 +235,7 @@ Var *ir_dim(ExprCtx *c, const char *name, int64_t lo, int64_t hi)
 
 Expr *ir_int(ExprCtx *c, int64_t v)
 {
-    Expr e = {.kind = EX_INT, .type = DT_I32, .ival = v};
+    Expr e = {.kind = EX_INT, .type = DT_I64, .ival = v};
     return intern(c, &e);
 }
 
@@ -228,14 +253,18 @@ Expr *ir_float(ExprCtx *c, double v)
 
 Expr *ir_varref(ExprCtx *c, Var *v)
 {
-    Expr e = {.kind = EX_VAR, .type = DT_I32, .var = v};
+    Expr e = {.kind = EX_VAR, .type = DT_I64, .var = v};
     return intern(c, &e);
 }
 
 Expr *ir_cast(ExprCtx *c, DType to, Expr *a)
 {
+    if (to == DT_I32)
+        return ir_op(c, EX_I32, a, NULL, NULL);
     if (a->type == to)
         return a;
+    if (to == DT_BOOL)
+        return ir_binop(c, EX_NE, a, a->type == DT_F32 ? ir_float(c, 0.0) : ir_int(c, 0));
     Expr e = {.kind = EX_CAST, .type = to, .op = {a, NULL, NULL}};
     return intern(c, &e);
 }
@@ -258,7 +287,7 @@ Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x)
             b = to_float(c, b);
             e.type = DT_F32;
         } else {
-            e.type = DT_I32;
+            e.type = DT_I64;
         }
         break;
     case EX_POW:
@@ -282,8 +311,11 @@ Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x)
     case EX_AND: case EX_OR: case EX_NOT:
         e.type = DT_BOOL;
         break;
+    case EX_I32:
+        e.type = DT_I64;
+        break;
     case EX_NEG: case EX_ABS: case EX_RELU:
-        e.type = a->type == DT_F32 ? DT_F32 : DT_I32;
+        e.type = a->type == DT_F32 ? DT_F32 : DT_I64;
         break;
     case EX_SELECT:
         if (b->type == DT_F32 || x->type == DT_F32) {
@@ -309,13 +341,13 @@ Expr *ir_select(ExprCtx *c, Expr *cond, Expr *a, Expr *b) { return ir_op(c, EX_S
 
 Expr *ir_load(ExprCtx *c, Tensor *t, int n, Expr **idx, bool padded)
 {
-    Expr e = {.kind = EX_LOAD, .type = t->dtype, .load = {t, n, padded, idx}};
+    Expr e = {.kind = EX_LOAD, .type = ir_dtype_value(t->dtype), .load = {t, n, padded, idx}};
     return intern(c, &e);
 }
 
 Expr *ir_reduce(ExprCtx *c, ReduceOp op, int n, Var **axes, Expr *body)
 {
-    Expr e = {.kind = EX_REDUCE, .type = body->type == DT_F32 ? DT_F32 : DT_I32,
+    Expr e = {.kind = EX_REDUCE, .type = body->type == DT_F32 ? DT_F32 : DT_I64,
               .red = {op, n, axes, body}};
     return intern(c, &e);
 }

@@ -65,11 +65,11 @@ typedef enum NodeKind {
     N_OR,     /* a || b: b only where a does not */
     N_NOT,    /* !a */
     N_ISEL,   /* a ? b : c, integer branches */
-    N_F2I,    /* i32(a), a float: NaN is 0, clamped to the i32 range, truncated */
+    N_F2I,    /* i32(a) (op EX_I32) or i64(a) of a float: NaN is 0, saturated, truncated */
     N_TRUNC,  /* (int64_t)a: the value of an integer reduction (computed as float) */
     /* float values */
     N_FCONST, /* fval */
-    N_LOAD,   /* load: element of a tensor */
+    N_LOAD,   /* load: element of a tensor (an integer or boolean node if its type is) */
     N_I2F,    /* f32(a), a an integer: rounded to f32 */
     N_WIDEN,  /* (double)a: an integer value where a float is expected */
     N_FSEL,   /* a ? b : c, float branches */
@@ -87,7 +87,8 @@ typedef struct Node {
         double fval;
         int slot;
         struct {
-            const float *buf;
+            const void *buf;
+            DType dtype;
             const char *name;
             bool padded;
             bool eager; /* no index can fault: evaluate all for every lane */
@@ -183,6 +184,7 @@ static int mk_lazy(Prog *g, NodeKind k, int a, int b, int c)
 }
 
 static int compile_f(Prog *g, const Expr *e);
+static int compile_load(Prog *g, const Expr *e);
 
 /* e's value as an integer or boolean. */
 static int compile_i(Prog *g, const Expr *e)
@@ -207,7 +209,13 @@ static int compile_i(Prog *g, const Expr *e)
                 x.slot = i;
             }
         return add(g, x);
-    case EX_CAST: return mk(g, N_F2I, EX_CAST, compile_f(g, e->op.a), -1, -1);
+    case EX_LOAD: return compile_load(g, e);
+    case EX_CAST: case EX_I32: /* to an integer: of a float, an integer or a condition */
+        if (e->op.a->type == DT_F32)
+            return mk(g, N_F2I, e->kind, compile_f(g, e->op.a), -1, -1);
+        if (e->kind == EX_I32)
+            return mk(g, N_IUN, EX_I32, compile_i(g, e->op.a), -1, -1);
+        return compile_i(g, e->op.a);
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         if (e->op.a->type == DT_F32) {
             int a = compile_f(g, e->op.a);
@@ -257,6 +265,7 @@ static int compile_load(Prog *g, const Expr *e)
         idx[i] = compile_i(g, e->load.idx[i]);
     Node x = {.kind = N_LOAD, .a = -1, .b = -1, .c = -1, .lazy = -1};
     x.load.buf = g->bufs[t->id];
+    x.load.dtype = t->dtype;
     x.load.name = t->name;
     x.load.padded = e->load.padded;
     x.load.eager = true;
@@ -292,7 +301,10 @@ static int compile_f(Prog *g, const Expr *e)
     case EX_FLOAT:
         return add(g, (Node){.kind = N_FCONST, .a = -1, .b = -1, .c = -1, .lazy = -1,
                              .fval = e->fval});
-    case EX_LOAD: return compile_load(g, e);
+    case EX_LOAD:
+        if (e->type == DT_F32)
+            return compile_load(g, e);
+        break;
     case EX_CAST:
         if (e->type == DT_F32)
             return mk(g, N_I2F, EX_CAST, compile_i(g, e->op.a), -1, -1);
@@ -413,12 +425,18 @@ static Vals load(Worker *w, const Node *x, const Batch *b, Val *r)
         }
     }
     for (int l = 0; l < m; l++) {
-        if (off[l] >= 0) {
-            r[l].f = x->load.buf[off[l]];
-        } else {
-            r[l].f = 0.0;
+        int64_t o = off[l];
+        if (o < 0) {
+            r[l].i = 0; /* 0 and 0.0 alike */
             if (!x->load.padded && !w->fault)
                 w->fault = x->load.name;
+            continue;
+        }
+        switch (x->load.dtype) {
+        case DT_F32: r[l].f = ((const float *)x->load.buf)[o]; break;
+        case DT_I32: r[l].i = ((const int32_t *)x->load.buf)[o]; break;
+        case DT_I64: r[l].i = ((const int64_t *)x->load.buf)[o]; break;
+        case DT_BOOL: r[l].i = ((const uint8_t *)x->load.buf)[o] != 0; break;
         }
     }
     return lanes(r, m);
@@ -565,7 +583,7 @@ static Vals eval(Worker *w, int id, const Batch *b)
         u = eval(w, x->a, b);
         m = u.step ? n : 1;
         for (int l = 0; l < m; l++)
-            r[l].i = ir_sem_f32_to_i32(AT(u, l).f);
+            r[l].i = x->op == EX_I32 ? ir_sem_f32_to_i32(AT(u, l).f) : ir_sem_f32_to_i64(AT(u, l).f);
         return lanes(r, m);
     case N_TRUNC:
         u = eval(w, x->a, b);

@@ -10,7 +10,7 @@
 
 typedef struct Buf {
     const Tensor *t;
-    float *data;
+    void *data;        /* elements of t->dtype */
     int64_t ext[16];
 } Buf;
 
@@ -24,6 +24,29 @@ typedef struct LI {
 } LI;
 
 static double ev_f(LI *li, const Expr *e);
+static int64_t offset(LI *li, Buf *b, int n, Expr *const *idx);
+static Buf *find_buf(LI *li, const Tensor *t);
+
+/* A load's element, as a double (f32) or an integer (int64, a bool 0 or 1),
+ * 0 where the access is padded and outside; a fault where it is not. */
+static double load_f(LI *li, const Expr *e, int64_t *ival)
+{
+    Buf *b = find_buf(li, e->load.t);
+    int64_t off = offset(li, b, e->load.n, e->load.idx);
+    *ival = 0;
+    if (off < 0) {
+        if (!e->load.padded)
+            li->fault = e->load.t->name;
+        return 0.0;
+    }
+    switch (e->load.t->dtype) {
+    case DT_F32: return ((const float *)b->data)[off];
+    case DT_I32: *ival = ((const int32_t *)b->data)[off]; break;
+    case DT_I64: *ival = ((const int64_t *)b->data)[off]; break;
+    case DT_BOOL: *ival = ((const uint8_t *)b->data)[off] != 0; break;
+    }
+    return 0.0;
+}
 
 static Buf *find_buf(LI *li, const Tensor *t)
 {
@@ -39,10 +62,19 @@ static int64_t ev_i(LI *li, const Expr *e)
     switch (e->kind) {
     case EX_INT: return e->ival;
     case EX_VAR: return e->var->kind == VK_DIM ? li->dims[e->var->pos] : li->env[e->var->id];
+    case EX_LOAD: {
+        int64_t v;
+        load_f(li, e, &v);
+        return v;
+    }
     case EX_CAST: /* to an integer: of a float, or of a boolean */
         if (e->op.a->type == DT_F32)
-            return ir_sem_f32_to_i32(ev_f(li, e->op.a));
+            return ir_sem_f32_to_i64(ev_f(li, e->op.a));
         return ev_i(li, e->op.a);
+    case EX_I32:
+        if (e->op.a->type == DT_F32)
+            return ir_sem_f32_to_i32(ev_f(li, e->op.a));
+        return ir_sem_wrap32(ev_i(li, e->op.a));
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         if (e->op.a->type == DT_F32)
             return ir_sem_compare(e->kind, ev_f(li, e->op.a), ev_f(li, e->op.b));
@@ -75,16 +107,12 @@ static double ev_f(LI *li, const Expr *e)
 {
     switch (e->kind) {
     case EX_FLOAT: return e->fval;
-    case EX_LOAD: {
-        Buf *b = find_buf(li, e->load.t);
-        int64_t off = offset(li, b, e->load.n, e->load.idx);
-        if (off < 0) {
-            if (!e->load.padded)
-                li->fault = e->load.t->name;
-            return 0.0;
+    case EX_LOAD:
+        if (e->type == DT_F32) {
+            int64_t unused;
+            return load_f(li, e, &unused);
         }
-        return b->data[off];
-    }
+        break;
     case EX_CAST: return ir_sem_i2f(ev_i(li, e->op.a));
     case EX_SELECT: return ev_i(li, e->op.a) ? ev_f(li, e->op.b) : ev_f(li, e->op.c);
     case EX_FMA: {
@@ -131,8 +159,9 @@ static void run(LI *li, const Stmt *s)
             li->fault = s->store.buf->name;
             return;
         }
-        float v = (float)ev_f(li, s->store.value);
-        b->data[off] = s->store.atomic ? b->data[off] + v : v;
+        IR_ASSERT(s->store.buf->dtype == DT_F32);
+        float *d = b->data, v = (float)ev_f(li, s->store.value);
+        d[off] = s->store.atomic ? d[off] + v : v;
         return;
     }
     case ST_ALLOC: {
@@ -146,9 +175,11 @@ static void run(LI *li, const Stmt *s)
         }
         /* fresh memory holds garbage on real targets: make reads of unset
          * elements visible as NaN */
-        b->data = malloc((size_t)n * sizeof(float));
+        IR_ASSERT(b->t->dtype == DT_F32);
+        float *d = malloc((size_t)n * sizeof(float));
         for (int64_t i = 0; i < n; i++)
-            b->data[i] = NAN;
+            d[i] = NAN;
+        b->data = d;
         run(li, s->alloc.body);
         free(b->data);
         li->nbufs--;

@@ -9,15 +9,18 @@
  * corner case below through the JIT, the loop interpreter and the
  * reference and requires the same bits.
  *
- * Integers (the language's i32 is computed in 64 bits; a value leaves that
- * range only through wrapping arithmetic on large literals):
+ * Integers (every integer, an i32 tensor's element too, is computed in 64
+ * bits; an i32 tensor stores i32() of the value):
  *   + - * and negation wrap (two's complement); abs(INT64_MIN) = INT64_MIN
  *   a / b  floor division (rounds toward minus infinity); a / 0 = 0;
  *          a / -1 = -a, wrapping, so INT64_MIN / -1 = INT64_MIN
  *   a % b  floor modulo (the sign of b), a - b * (a / b); a % 0 = 0; a % -1 = 0
  *   min max as written; relu(a) = max(a, 0)
- *   i32(a) of an integer is a itself (integers are i32 already)
+ *   i32(a) of an integer: its low 32 bits as a signed value (wraps)
  *   i32(x) of a float: truncates toward zero, saturates, NaN is 0
+ *   i64(x) of a float: the same in the i64 range; i64(a) of an integer: a
+ *   i32(c), i64(c), f32(c) of a condition: 1 or 0
+ *   bool(a) is a != 0 (so bool(NaN) holds, as in C and numpy)
  *   f32(a) of an integer: rounded to the nearest f32
  *
  * Floats are IEEE 754 binary32, each operator rounded to f32:
@@ -84,6 +87,7 @@ int64_t ir_sem_int(ExprKind k, int64_t a, int64_t b)
     case EX_NEG: return wrap(0 - (uint64_t)a);
     case EX_ABS: return a < 0 ? wrap(0 - (uint64_t)a) : a;
     case EX_RELU: return a > 0 ? a : 0;
+    case EX_I32: return ir_sem_wrap32(a);
     default: ir_panic(__FILE__, __LINE__, "no integer semantics for %s", ir_op_name(k));
     }
 }
@@ -98,6 +102,19 @@ int64_t ir_sem_f32_to_i32(double f)
         return INT32_MIN;
     return (int64_t)f;
 }
+
+int64_t ir_sem_f32_to_i64(double f)
+{
+    if (f != f)
+        return 0;
+    if (f >= 9223372036854775808.0)
+        return INT64_MAX;
+    if (f <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)f;
+}
+
+int64_t ir_sem_wrap32(int64_t a) { return (int32_t)(uint32_t)(uint64_t)a; }
 
 double ir_sem_i2f(int64_t a) { return (float)a; }
 

@@ -147,7 +147,7 @@ static void poly_read(Poly *p, Expr *e, int *budget)
     Poly a, b;
     p->n = 0;
     p->k = 0;
-    if (e->type != DT_I32 || --*budget < 0) {
+    if (e->type != DT_I64 || --*budget < 0) {
         poly_atom(p, e);
         return;
     }
@@ -302,14 +302,14 @@ static Expr *fold_op(Simp *s, Expr *e)
     double fa, fb;
     int64_t ia, ib;
 
-    if (e->type == DT_I32 && (k == EX_ADD || k == EX_SUB || k == EX_MUL || k == EX_NEG)) {
+    if (e->type == DT_I64 && (k == EX_ADD || k == EX_SUB || k == EX_MUL || k == EX_NEG)) {
         Poly p;
         poly_of(&p, e);
         return poly_expr(c, &p);
     }
     switch (k) {
     case EX_DIV: case EX_MOD:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             break;
         if (ir_is_const(b, &ib) && ib != 0) {
             if (ir_is_const(a, &ia))
@@ -321,7 +321,7 @@ static Expr *fold_op(Simp *s, Expr *e)
         }
         return e;
     case EX_MIN: case EX_MAX:
-        if (e->type != DT_I32)
+        if (e->type != DT_I64)
             break;
         if (a == b)
             return a;
@@ -362,7 +362,7 @@ static Expr *fold_op(Simp *s, Expr *e)
     case EX_SHFL_XOR: /* a value every thread holds is every thread's */
         return fconst(a, &fa) ? a : e;
     case EX_ABS: case EX_RELU:
-        if (e->type == DT_I32) {
+        if (e->type == DT_I64) {
             if (ir_is_const(a, &ia))
                 return ir_int(c, ir_sem_int(k, ia, 0));
             Interval iv = ir_interval(c, a, RANGE_OPEN);
@@ -371,6 +371,16 @@ static Expr *fold_op(Simp *s, Expr *e)
             return e;
         }
         break;
+    case EX_I32: { /* i32(a): a itself where a's values fit */
+        if (fconst(a, &fa))
+            return ir_int(c, ir_sem_f32_to_i32(fa));
+        if (ir_is_const(a, &ia))
+            return ir_int(c, ir_sem_wrap32(ia));
+        if (a->type == DT_F32)
+            return e;
+        Interval iv = ir_interval(c, a, RANGE_OPEN);
+        return a->type == DT_I64 && iv.lo >= INT32_MIN && iv.hi <= INT32_MAX ? a : e;
+    }
     case EX_POW:
         break;
     default:
@@ -400,8 +410,8 @@ static Expr *fold_cast(ExprCtx *c, Expr *e, Expr *a)
     double f;
     if (e->type == DT_F32 && ir_is_const(a, &v))
         return ir_float(c, ir_sem_i2f(v));
-    if (e->type == DT_I32 && fconst(a, &f))
-        return ir_int(c, ir_sem_f32_to_i32(f));
+    if (e->type == DT_I64 && fconst(a, &f))
+        return ir_int(c, ir_sem_f32_to_i64(f));
     return a == e->op.a ? e : ir_cast(c, e->type, a);
 }
 

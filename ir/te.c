@@ -216,6 +216,12 @@ int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
     return n;
 }
 
+int64_t ir_te_bytes(const Tensor *t, const int64_t *dims)
+{
+    int64_t n = ir_te_numel(t, dims);
+    return n < 0 || __builtin_mul_overflow(n, ir_dtype_size(t->dtype), &n) ? -1 : n;
+}
+
 bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t errlen)
 {
     if (!IR_ARG_OK(p, err, errlen) || (p->ndims > 0 && !IR_ARG_OK(dims, err, errlen)))
@@ -309,7 +315,7 @@ static const char *verify_expr(const Verify *v, const Tensor *cur, const Expr *e
         if (e->load.n != e->load.t->rank)
             return "load with the wrong number of indices";
         for (int i = 0; i < e->load.n && !bad; i++)
-            bad = e->load.idx[i]->type != DT_I32 ? "non-integer index"
+            bad = e->load.idx[i]->type != DT_I64 ? "non-integer index"
                                                    : verify_expr(v, cur, e->load.idx[i], s);
         return bad;
     case EX_REDUCE: {

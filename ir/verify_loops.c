@@ -63,7 +63,7 @@ static void check_expr(Env *e, const Expr *x)
         if (x->load.n != x->load.t->rank)
             fail(e, "load with the wrong number of indices", x->load.t->name);
         for (int i = 0; i < x->load.n; i++) {
-            if (x->load.idx[i]->type != DT_I32)
+            if (x->load.idx[i]->type != DT_I64)
                 fail(e, "non-integer index", x->load.t->name);
             check_expr(e, x->load.idx[i]);
         }

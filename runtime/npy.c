@@ -1,12 +1,13 @@
-/* runtime/npy.c: NumPy .npy files of float32, read and written.
+/* runtime/npy.c: NumPy .npy files of float32, int32, int64 and bool, read
+ * and written.
  *
  * A .npy file is the magic "\x93NUMPY", a major and minor version byte, a
  * little-endian header length (2 bytes in version 1.0, 4 in 2.0 and 3.0),
  * the header, and the raw data. The header is a Python dict literal such as
  * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
- * spaces to a newline. We only deal in little-endian float32 in C order,
- * which is what the host (x86-64) holds in memory, so the data is copied
- * as it is.
+ * spaces to a newline. We only deal in little-endian types in C order
+ * ('<f4', '<i4', '<i8', and '|b1' for bool, one byte each), which is what
+ * the host (x86-64) holds in memory, so the data is copied as it is.
  *
  * Inputs come from users, so the reader trusts nothing: the header is
  * parsed as the small Python grammar it is (keys in any order, either
@@ -36,7 +37,26 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define ALIGN 64             /* numpy aligns the data offset to this */
 #define GROWTH_DIGITS 21     /* numpy leaves room for shape[0] to grow */
 #define MAX_HEADER (1 << 20) /* numpy itself refuses more than 10000 */
-#define MAX_NUMEL (INT64_MAX / 4)
+
+/* Each element type: numpy's name and descr, and its size. */
+static const struct {
+    const char *name, *descr;
+    int size;
+} types[] = {
+    [DCRT_F32] = {"float32", "<f4", 4},
+    [DCRT_I32] = {"int32", "<i4", 4},
+    [DCRT_I64] = {"int64", "<i8", 8},
+    [DCRT_BOOL] = {"bool", "|b1", 1},
+};
+enum { NTYPES = sizeof types / sizeof *types };
+/* The most elements of an array of dtype: its size in bytes fits in int64_t. */
+#define MAX_NUMEL(dtype) (INT64_MAX / types[dtype].size)
+
+static bool known(int32_t dtype) { return dtype >= 0 && dtype < NTYPES; }
+
+int rt_dtype_size(int32_t dtype) { return known(dtype) ? types[dtype].size : 0; }
+
+const char *rt_dtype_name(int32_t dtype) { return known(dtype) ? types[dtype].name : "?"; }
 
 typedef struct Err {
     const char *path;
@@ -64,11 +84,11 @@ __attribute__((format(printf, 2, 3))) static int fail(const Err *e, const char *
 
 int64_t rt_array_numel(const RtArray *a)
 {
-    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK)
+    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK || !known(a->dtype))
         return -1;
     int64_t n = 1;
     for (int i = 0; i < a->rank; i++) {
-        if (a->shape[i] < 0 || a->shape[i] > MAX_NUMEL / (n ? n : 1))
+        if (a->shape[i] < 0 || a->shape[i] > MAX_NUMEL(a->dtype) / (n ? n : 1))
             return -1;
         n *= a->shape[i];
     }
@@ -226,7 +246,8 @@ static int parse_header(Lex *l, Header *h)
         if (!eat(l, ':'))
             return expected(l, "':'");
         if (k == K_DESCR && !string(l, &h->descr, &h->descr_len))
-            return fail(l->e, "dtype is not a simple type string, expected float32 '<f4'");
+            return fail(l->e, "dtype is not a simple type string, expected one of '<f4' '<i4' "
+                              "'<i8' '|b1'");
         if (k == K_FORTRAN && !(h->fortran = word(l, "True")) && !word(l, "False"))
             return expected(l, "True or False");
         if (k == K_SHAPE && shape(l, h) < 0)
@@ -285,26 +306,31 @@ static int read_npy(FILE *f, const Err *e, RtArray *out, char **hbuf)
     Lex l = {*hbuf, *hbuf + hlen, e};
     if (parse_header(&l, &h) < 0)
         return -1;
-    if (h.descr_len != 3 || memcmp(h.descr, "<f4", 3))
-        return fail(e, "dtype is '%.*s', expected float32 '<f4'",
+    int32_t dt = 0;
+    while (dt < NTYPES && (h.descr_len != 3 || memcmp(h.descr, types[dt].descr, 3)))
+        dt++;
+    if (dt == NTYPES)
+        return fail(e, "dtype is '%.*s', expected float32 '<f4', int32 '<i4', int64 '<i8' or "
+                       "bool '|b1'",
                     h.descr_len > 40 ? 40 : (int)h.descr_len, h.descr);
     if (h.fortran)
         return fail(e, "fortran_order arrays are not supported");
-    RtArray a = {.rank = h.rank};
+    RtArray a = {.rank = h.rank, .dtype = dt};
+    int64_t sz = types[dt].size;
     memcpy(a.shape, h.shape, sizeof a.shape);
     int64_t n = rt_array_numel(&a), have = size - off - hlen;
     if (n < 0)
-        return fail(e, "shape is too large (more than %lld elements)", (long long)MAX_NUMEL);
-    if (have < 4 * n)
-        return fail(e, have % 4 ? "truncated: header says %lld elements, file has %lld bytes"
-                                : "truncated: header says %lld elements, file has %lld",
-                    (long long)n, (long long)(have % 4 ? have : have / 4));
-    if (have > 4 * n)
+        return fail(e, "shape is too large (more than %lld elements)", (long long)MAX_NUMEL(dt));
+    if (have < sz * n)
+        return fail(e, have % sz ? "truncated: header says %lld elements, file has %lld bytes"
+                                 : "truncated: header says %lld elements, file has %lld",
+                    (long long)n, (long long)(have % sz ? have : have / sz));
+    if (have > sz * n)
         return fail(e, "trailing data: %lld bytes after the %lld elements the header says",
-                    (long long)(have - 4 * n), (long long)n);
-    if ((uint64_t)n > SIZE_MAX / 4 || !(a.data = malloc(n ? (size_t)n * 4 : 4)))
+                    (long long)(have - sz * n), (long long)n);
+    if ((uint64_t)n > SIZE_MAX / (uint64_t)sz || !(a.data = malloc(n ? (size_t)(n * sz) : 8)))
         return fail(e, "out of memory for %lld elements", (long long)n);
-    if (!read_all(f, a.data, (size_t)n * 4) || fgetc(f) != EOF) {
+    if (!read_all(f, a.data, (size_t)(n * sz)) || fgetc(f) != EOF) {
         free(a.data);
         return fail(e, "read error: %s", ferror(f) ? strerror(errno) : "file changed");
     }
@@ -334,7 +360,7 @@ int rt_npy_read(const char *path, RtArray *out, char *err, size_t errlen)
 static size_t format_header(char *buf, const RtArray *a)
 {
     char dict[HEAD_MAX - 12 - ALIGN], *p = dict;
-    p += sprintf(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    p += sprintf(p, "{'descr': '%s', 'fortran_order': False, 'shape': (", types[a->dtype].descr);
     for (int i = 0; i < a->rank; i++)
         p += sprintf(p, i ? ", %lld" : "%lld", (long long)a->shape[i]);
     p += sprintf(p, a->rank == 1 ? ",), }" : "), }");
@@ -362,7 +388,8 @@ static size_t format_header(char *buf, const RtArray *a)
 
 size_t rt_npy_header(const RtArray *a, char buf[RT_NPY_HEAD_MAX])
 {
-    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK || rt_array_numel(a) < 0)
+    if (!a || a->rank < 0 || a->rank > RT_NPY_MAX_RANK || rt_array_numel(a) < 0 ||
+        !known(a->dtype))
         return 0;
     return format_header(buf, a);
 }
@@ -377,12 +404,15 @@ int rt_npy_write(const char *path, const RtArray *a, char *err, size_t errlen)
         return fail(&e, "shape has a negative dimension or is too large");
     if (n > 0 && !a->data)
         return fail(&e, "array has no data");
+    if (!known(a->dtype))
+        return fail(&e, "unknown element type %d", (int)a->dtype);
     char head[HEAD_MAX];
     size_t hlen = format_header(head, a);
     RtOutFiles *o = rt_out_new();
     if (!o)
         return fail(&e, "out of memory");
-    int rc = rt_out_add(o, path, head, hlen, a->data, (size_t)n * 4, err, errlen);
+    int rc = rt_out_add(o, path, head, hlen, a->data, (size_t)n * (size_t)types[a->dtype].size,
+                        err, errlen);
     if (rc == 0)
         rc = rt_out_commit(o, err, errlen);
     rt_out_free(o);

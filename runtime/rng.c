@@ -30,4 +30,22 @@ void rt_rng_fill(uint64_t seed, uint64_t stream, float *out, size_t n)
     }
 }
 
+void rt_rng_fill_elems(uint64_t seed, uint64_t stream, int32_t dtype, void *out, size_t n)
+{
+    if (dtype == DCRT_F32) {
+        rt_rng_fill(seed, stream, out, n);
+        return;
+    }
+    uint64_t s = mix(seed ^ mix(stream + GOLDEN));
+    for (size_t i = 0; i < n; i++) {
+        int32_t u = (int32_t)(mix(s += GOLDEN) >> 40);
+        switch (dtype) {
+        case DCRT_I32: ((int32_t *)out)[i] = (u >> 20) - 2; break;
+        case DCRT_I64: ((int64_t *)out)[i] = (u >> 20) - 2; break;
+        case DCRT_BOOL: ((uint8_t *)out)[i] = (uint8_t)(u >> 23); break;
+        default: return;
+        }
+    }
+}
+
 uint64_t rt_rng_hash(const char *s) { return dc_fnv1a_str(s); }

@@ -160,7 +160,8 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
             if (n > numel)
                 numel = n;
         }
-        size_t bytes = ((size_t)numel * sizeof(float) + 63) / 64 * 64;
+        const Tensor *t = p->tensors[i];
+        size_t bytes = ((size_t)numel * (size_t)ir_dtype_size(t->dtype) + 63) / 64 * 64;
         m->base[i] = aligned_alloc(64, bytes + 64);
         m->bufs[i] = m->base[i] ? m->base[i] + caller_offset(m, p->tensors[i]) : NULL;
         if (!m->bufs[i]) {
@@ -169,7 +170,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
             srch_measurer_free(m);
             return NULL;
         }
-        rt_rng_fill(0x5eed, (uint64_t)i, m->bufs[i], (size_t)numel);
+        rt_rng_fill_elems(0x5eed, (uint64_t)i, (int32_t)t->dtype, m->bufs[i], (size_t)numel);
         if (bk == BK_CUDA &&
             (rt_cuda_alloc(&m->dbufs[i], bytes, err, errlen) != DCRT_OK ||
              rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK)) {

@@ -1049,17 +1049,21 @@ static float **make_buffers(const TeProgram *p, const int64_t *dims, const Args 
             if (strcmp(inputs->a[j].name, t->name) == 0)
                 path = inputs->a[j].value;
         if (!path) {
-            bufs[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+            int64_t bytes = ir_te_bytes(t, dims);
+            bufs[i] = malloc(bytes ? (size_t)bytes : 8);
             if (!bufs[i])
-                fail("cannot allocate %lld bytes for tensor %s", (long long)n * 4, t->name);
+                fail("cannot allocate %lld bytes for tensor %s", (long long)bytes, t->name);
             if (t->kind == TK_INPUT)
-                rt_rng_fill(seed, rt_rng_hash(t->name), bufs[i], (size_t)n);
+                rt_rng_fill_elems(seed, rt_rng_hash(t->name), (int32_t)t->dtype, bufs[i], (size_t)n);
             continue;
         }
         RtArray a;
         char err[512];
         if (rt_npy_read(path, &a, err, sizeof err) != 0)
             fail("%s", err);
+        if (a.dtype != (int32_t)t->dtype)
+            fail("%s: the file holds %s, but input %s is %s", path, rt_dtype_name(a.dtype),
+                 t->name, ir_dtype_name(t->dtype));
         int64_t want[16];
         tensor_shape(t, dims, want);
         bool same = a.rank == t->rank;
@@ -1115,7 +1119,7 @@ static void cuda_buffers(Exec *x, const int64_t *dims, float **bufs, bool to_dev
         const Tensor *t = te->tensors[i];
         if (t->kind == TK_TEMP)
             continue;
-        size_t bytes = (size_t)ir_te_numel(t, dims) * sizeof(float);
+        size_t bytes = (size_t)ir_te_bytes(t, dims);
         if (to_device && (rt_cuda_alloc(&x->dbuf[i], bytes, err, sizeof err) != DCRT_OK ||
                           (t->kind == TK_INPUT &&
                            rt_cuda_copy_to_device(x->dbuf[i], bufs[i], bytes, err, sizeof err) != DCRT_OK)))

@@ -40,6 +40,13 @@
 #define DCRT_ERR_MODULE 9        /* the driver rejected the PTX */
 #define DCRT_ERR_CPU 10          /* the CPU lacks every instruction set the kernels were built for */
 
+/* Element types of tensors (the compiler's DType has the same values). A
+ * bool element is one byte, 0 or 1. */
+#define DCRT_F32 0
+#define DCRT_I32 1
+#define DCRT_I64 2
+#define DCRT_BOOL 3
+
 /* Workspace buffers start at multiples of this many bytes. */
 #define DCRT_ALIGN 256
 

@@ -19,10 +19,16 @@
 
 #include <math.h>
 
+#include "dietcode/abi.h"
 #include "dietcode/base.h"
 #include "dietcode/ops.h"
 
-typedef enum DType { DT_BOOL, DT_I32, DT_F32 } DType;
+/* Element types of tensors and types of expressions. An expression is a
+ * condition (DT_BOOL), an integer (DT_I64: every integer is computed in 64
+ * bits) or an f32. DT_I32 is an element type only: an i32 tensor's elements
+ * read as integers, and the i32() conversion is the operator EX_I32. A
+ * bool tensor's elements are bytes, 0 or 1, and read as conditions. */
+typedef enum DType { DT_F32 = DCRT_F32, DT_I32 = DCRT_I32, DT_I64 = DCRT_I64, DT_BOOL = DCRT_BOOL } DType;
 
 typedef enum ExprKind {
     EX_INT,    /* ival: integer or boolean constant */
@@ -322,6 +328,7 @@ Expr *ir_varref(ExprCtx *c, Var *v);
 Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x);
 Expr *ir_binop(ExprCtx *c, ExprKind k, Expr *a, Expr *b);
 Expr *ir_unop(ExprCtx *c, ExprKind k, Expr *a);
+/* The conversion f32(a), i32(a), i64(a) or bool(a) (which is a != 0). */
 Expr *ir_cast(ExprCtx *c, DType to, Expr *a);
 Expr *ir_select(ExprCtx *c, Expr *cond, Expr *a, Expr *b);
 Expr *ir_load(ExprCtx *c, Tensor *t, int n, Expr **idx, bool padded);
@@ -338,6 +345,12 @@ const char *ir_reduce_name(ReduceOp op);
 double ir_reduce_identity(ReduceOp op);
 ExprKind ir_reduce_combiner(ReduceOp op);
 const char *ir_dtype_name(DType t);
+/* Bytes of one element of a tensor of type t. */
+int ir_dtype_size(DType t);
+/* The type of an expression reading an element of type t. */
+DType ir_dtype_value(DType t);
+/* A type name ("f32", "i64"...) as a DType; false if it is none. */
+bool ir_dtype_parse(const char *name, DType *t);
 bool ir_is_const(const Expr *e, int64_t *v);
 /* Rebuilds e with every occurrence of variable v replaced by r. */
 Expr *ir_subst(ExprCtx *c, Expr *e, Var *v, Expr *r);
@@ -371,6 +384,8 @@ double ir_sem_float(ExprKind k, double a, double b);
 bool ir_sem_compare(ExprKind k, double a, double b);        /* < <= == != */
 bool ir_sem_compare_int(ExprKind k, int64_t a, int64_t b);
 int64_t ir_sem_f32_to_i32(double f);     /* i32() of a float: truncating, saturating, NaN 0 */
+int64_t ir_sem_f32_to_i64(double f);     /* i64() of a float: the same in the i64 range */
+int64_t ir_sem_wrap32(int64_t a);        /* i32() of an integer: its low 32 bits, signed */
 double ir_sem_i2f(int64_t a);            /* f32() of an integer */
 int64_t ir_floordiv(int64_t a, int64_t b);
 int64_t ir_floormod(int64_t a, int64_t b);
@@ -466,6 +481,8 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
  * tensor (p->tensors order); inputs filled by the caller, computed tensors
  * allocated by the caller with ir_te_numel elements. */
 int64_t ir_te_numel(const Tensor *t, const int64_t *dims);
+/* Its size in bytes: numel times its element's. */
+int64_t ir_te_bytes(const Tensor *t, const int64_t *dims);
 /* Checks values of the dims (>= lo, <= max, sizes representable); fills err. */
 bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t errlen);
 int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, size_t errlen);

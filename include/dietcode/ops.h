@@ -10,6 +10,11 @@
  * this thread's xor m (a warp shuffle, shfl.sync.bfly), and every thread
  * of the block must evaluate it together, as at a barrier.
  *
+ * i32(a) is the language's i32(): an integer whose value an i32 holds
+ * (of an integer: its low 32 bits, sign-extended; of a float: truncated,
+ * saturated, NaN 0; of a condition: 1 or 0). cast(a) converts to the
+ * node's own type: f32, or the 64-bit integer (i64()).
+ *
  * fma(a, b, c) is not in the language either: it is a * b + c rounded
  * once, what ir_contract makes of a float + or - of a product (the
  * contraction rule of docs/LANGUAGE.md) and ir_accumulate of a sum's step.
@@ -46,6 +51,7 @@
     X(RELU,    "relu",    1, CALL,   0)             \
     X(GELU,    "gelu",    1, CALL,   0)             \
     X(CAST,    "cast",    1, CALL,   0)             \
+    X(I32,     "i32",     1, CALL,   0)             \
     X(SELECT,  "select",  3, CALL,   0)             \
     X(FMA,     "fma",     3, CALL,   0)             \
     X(SHFL_XOR, "shfl_xor", 2, CALL, 0)

@@ -22,16 +22,24 @@
 /* runtime/npy.c */
 #define RT_NPY_MAX_RANK 8
 
-/* A dense float32 tensor in C (row-major) order. rank 0 is a scalar with one
- * element; shape[rank..] is unused. data is malloc'd and owned by the array. */
+/* A dense tensor in C (row-major) order of elements of type dtype (DCRT_F32
+ * when zeroed). rank 0 is a scalar with one element; shape[rank..] is
+ * unused. data is malloc'd and owned by the array. */
 typedef struct RtArray {
     int rank;
     int64_t shape[RT_NPY_MAX_RANK];
-    float *data; /* release with rt_array_free */
+    void *data; /* release with rt_array_free */
+    int32_t dtype; /* DCRT_F32, _I32, _I64, _BOOL */
 } RtArray;
 
-/* Reads a .npy file of little-endian float32 ('<f4') in C order, format
- * version 1.0, 2.0 or 3.0. On failure *out is zeroed (safe to free) and err
+/* Bytes of one element of type dtype (0 if it is none). */
+int rt_dtype_size(int32_t dtype);
+/* numpy's name of the type: "float32", "int32", "int64", "bool". */
+const char *rt_dtype_name(int32_t dtype);
+
+/* Reads a .npy file in C order, format version 1.0, 2.0 or 3.0, of
+ * little-endian float32 ('<f4'), int32 ('<i4'), int64 ('<i8') or bool
+ * ('|b1'). On failure *out is zeroed (safe to free) and err
  * holds a one-line message starting with the path. err may be NULL. */
 int rt_npy_read(const char *path, RtArray *out, char *err, size_t errlen);
 /* Writes a as a version 1.0 .npy file (2.0 if the header would not fit) with
@@ -110,6 +118,10 @@ double rt_now_ms(void);
  * determined by (seed, stream) alone; a shorter fill is a prefix of a longer
  * one. Distinct streams give independent sequences from the same seed. */
 void rt_rng_fill(uint64_t seed, uint64_t stream, float *out, size_t n);
+/* The same for n elements of type dtype (DCRT_*): floats as above, integers
+ * uniform in -2..13 (small indices, and negative ones, which count from
+ * the end), bools 0 or 1. */
+void rt_rng_fill_elems(uint64_t seed, uint64_t stream, int32_t dtype, void *out, size_t n);
 /* 64-bit FNV-1a of a NUL-terminated string: a stream id from a tensor name. */
 uint64_t rt_rng_hash(const char *s);
 

@@ -253,6 +253,24 @@ printf '{"v": 2, "broken\nnot json at all\n' >corrupt.jsonl
 expect 1 "corrupt.jsonl:1" -- "$dcc" run prog.tex --set T=3 --records=corrupt.jsonl
 grep -q "corrupt.jsonl:2" err.txt || bad "run --records does not warn about each damaged line"
 
+# ---- integer and boolean inputs from .npy: the declared type or an error ----
+cat >typed.tex <<'EOF'
+dim T in 1..8
+input ids[T] i32
+input m[T] bool
+input E[6, 4] f32
+output Y[t: T, d: 4] = select(m[t], E?[ids[t], d], 0.5)
+EOF
+for target in cpu loops emu; do
+    expect 0 "" -- "$dcc" run typed.tex --set T=6 --input ids="$src/tests/data/npy/i32_6.npy" \
+        --target $target --check
+    grep -q "Y matches" out.txt || bad "typed inputs, target $target: $(cat out.txt err.txt)"
+done
+expect 1 "i64_2x2.npy: the file holds int64, but input ids is i32" -- \
+    "$dcc" run typed.tex --set T=4 --input ids="$src/tests/data/npy/i64_2x2.npy"
+expect 1 "the file holds int32, but input m is bool" -- \
+    "$dcc" run typed.tex --set T=6 --input m="$src/tests/data/npy/i32_6.npy"
+
 # ---- NaN in min/max reductions: every target as the reference ----
 cat >mixnan.tex <<'EOF'
 dim T in 1..64

@@ -261,10 +261,11 @@ static float **reference(const TeProgram *p, const int64_t *dims)
 {
     float **ref = calloc((size_t)p->ntensors, sizeof *ref);
     for (int i = 0; i < p->ntensors; i++) {
-        int64_t n = ir_te_numel(p->tensors[i], dims);
-        ref[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
-        if (p->tensors[i]->kind == TK_INPUT)
-            rt_rng_fill(7, rt_rng_hash(p->tensors[i]->name), ref[i], (size_t)n);
+        const Tensor *t = p->tensors[i];
+        int64_t n = ir_te_numel(t, dims), bytes = ir_te_bytes(t, dims);
+        ref[i] = malloc(bytes ? (size_t)bytes : 8);
+        if (t->kind == TK_INPUT)
+            rt_rng_fill_elems(7, rt_rng_hash(t->name), (int32_t)t->dtype, ref[i], (size_t)n);
     }
     char err[512];
     if (ir_interp(p, dims, ref, err, sizeof err) != 0) {

@@ -39,7 +39,14 @@ static int64_t naive_i(Naive *it, const Expr *e)
     switch (e->kind) {
     case EX_INT: return e->ival;
     case EX_VAR: return e->var->kind == VK_DIM ? it->dims[e->var->pos] : it->env[e->var->id];
-    case EX_CAST: return ir_sem_f32_to_i32(naive_f(it, e->op.a));
+    case EX_CAST:
+        if (e->op.a->type == DT_F32)
+            return ir_sem_f32_to_i64(naive_f(it, e->op.a));
+        return naive_i(it, e->op.a);
+    case EX_I32:
+        if (e->op.a->type == DT_F32)
+            return ir_sem_f32_to_i32(naive_f(it, e->op.a));
+        return ir_sem_wrap32(naive_i(it, e->op.a));
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         if (e->op.a->type == DT_F32)
             return ir_sem_compare(e->kind, naive_f(it, e->op.a), naive_f(it, e->op.b));

@@ -28,6 +28,9 @@
 #include "dietcode/hash.h"
 #include "dietcode/runtime.h"
 
+/* An array's elements as floats. */
+#define F32(a) ((const float *)(a).data)
+
 static char scratch[4096];
 static char datadir[4096];
 
@@ -152,10 +155,10 @@ static void test_matches_numpy(void **state)
     for (int i = 0; i < 24; i++)
         c[i] = i - 12.0f;
     struct { const char *file; RtArray a; } cases[] = {
-        {"f32_v1_2x3.npy", {2, {2, 3}, m23}},
-        {"f32_0d.npy", {0, {0}, &s}},
-        {"f32_3d.npy", {3, {2, 3, 4}, c}},
-        {"f32_0x3.npy", {2, {0, 3}, NULL}},
+        {"f32_v1_2x3.npy", {2, {2, 3}, m23, DCRT_F32}},
+        {"f32_0d.npy", {0, {0}, &s, DCRT_F32}},
+        {"f32_3d.npy", {3, {2, 3, 4}, c, DCRT_F32}},
+        {"f32_0x3.npy", {2, {0, 3}, NULL, DCRT_F32}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         static char want[1024], got[1024];
@@ -183,16 +186,16 @@ static void test_read_numpy(void **state)
     }
     assert_int_equal(rt_npy_read(in(datadir, "f32_v2_5.npy"), &a, err, sizeof err), 0);
     assert_true(a.rank == 1 && a.shape[0] == 5);
-    assert_true(a.data[0] == 1 && a.data[1] == -2 && a.data[2] == 0.125f && a.data[3] == 3e38f);
-    assert_true(a.data[4] == 0 && signbit(a.data[4]));
+    assert_true(F32(a)[0] == 1 && F32(a)[1] == -2 && F32(a)[2] == 0.125f && F32(a)[3] == 3e38f);
+    assert_true(F32(a)[4] == 0 && signbit(F32(a)[4]));
     rt_array_free(&a);
     assert_int_equal(rt_npy_read(in(datadir, "f32_0d.npy"), &a, err, sizeof err), 0);
-    assert_true(a.rank == 0 && rt_array_numel(&a) == 1 && a.data[0] == 3.5f);
+    assert_true(a.rank == 0 && rt_array_numel(&a) == 1 && F32(a)[0] == 3.5f);
     rt_array_free(&a);
     assert_int_equal(rt_npy_read(in(datadir, "f32_3d.npy"), &a, err, sizeof err), 0);
     assert_true(a.rank == 3 && a.shape[0] == 2 && a.shape[1] == 3 && a.shape[2] == 4);
     for (int i = 0; i < 24; i++)
-        assert_true(a.data[i] == i - 12.0f);
+        assert_true(F32(a)[i] == i - 12.0f);
     rt_array_free(&a);
     assert_int_equal(rt_npy_read(in(datadir, "f32_0x3.npy"), &a, err, sizeof err), 0);
     assert_true(a.rank == 2 && a.shape[0] == 0 && a.shape[1] == 3 && a.data);
@@ -200,12 +203,50 @@ static void test_read_numpy(void **state)
     rt_array_free(&a);
 }
 
+/* Integer and boolean arrays: read as they are, written back byte for byte. */
+static void test_typed(void **state)
+{
+    static const struct { const char *file; int32_t dtype; int rank; int64_t n; } cases[] = {
+        {"i32_6.npy", DCRT_I32, 1, 6},
+        {"i64_2x2.npy", DCRT_I64, 2, 4},
+        {"bool_5.npy", DCRT_BOOL, 1, 5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        RtArray a;
+        char err[256] = "";
+        const char *src = in(datadir, cases[i].file);
+        if (rt_npy_read(src, &a, err, sizeof err))
+            fail_msg("%s: %s", cases[i].file, err);
+        assert_int_equal(a.dtype, cases[i].dtype);
+        assert_int_equal(a.rank, cases[i].rank);
+        assert_int_equal(rt_array_numel(&a), cases[i].n);
+        if (a.dtype == DCRT_I32)
+            assert_true(((int32_t *)a.data)[0] == -2 && ((int32_t *)a.data)[5] == 3);
+        if (a.dtype == DCRT_I64)
+            assert_true(((int64_t *)a.data)[1] == INT64_C(1) << 40 &&
+                        ((int64_t *)a.data)[3] == INT64_MIN);
+        if (a.dtype == DCRT_BOOL)
+            assert_memory_equal(a.data, "\1\0\0\1\1", 5);
+        static char want[1024], got[1024];
+        const char *p = in(scratch, "typed.npy");
+        assert_int_equal(rt_npy_write(p, &a, err, sizeof err), 0);
+        size_t n = slurp(src, want, sizeof want);
+        assert_int_equal(slurp(p, got, sizeof got), n);
+        assert_memory_equal(got, want, n);
+        rt_array_free(&a);
+    }
+    assert_int_equal(rt_dtype_size(DCRT_I64), 8);
+    assert_int_equal(rt_dtype_size(DCRT_BOOL), 1);
+    assert_int_equal(rt_dtype_size(7), 0);
+    assert_string_equal(rt_dtype_name(DCRT_I32), "int32");
+}
+
 static void test_bad_files(void **state)
 {
     static const char *cases[][2] = {
         {"bad_f64.npy", "dtype is '<f8', expected float32 '<f4'"},
         {"bad_bigendian.npy", "'>f4'"},
-        {"bad_int32.npy", "'<i4'"},
+        {"bad_uint8.npy", "dtype is '|u1', expected float32 '<f4', int32 '<i4', int64 '<i8' or bool"},
         {"bad_fortran.npy", "fortran_order"},
         {"bad_truncated.npy", "truncated: header says 6 elements, file has 4"},
         {"bad_trailing.npy", "trailing data: 4 bytes"},
@@ -255,7 +296,7 @@ static void test_header_grammar(void **state)
         if (rt_npy_read(handmade(good[i], 2), &a, err, sizeof err))
             fail_msg("header %zu: %s", i, err);
         assert_int_equal(rt_array_numel(&a), 2);
-        assert_true(a.data[0] == 0.5f && a.data[1] == 1.5f);
+        assert_true(F32(a)[0] == 0.5f && F32(a)[1] == 1.5f);
         rt_array_free(&a);
     }
     static const char *bad[][2] = {
@@ -332,7 +373,7 @@ static void test_fuzz(void **state)
 
 static void test_write_missing_dir(void **state)
 {
-    RtArray a = {1, {2}, (float[]){1, 2}};
+    RtArray a = {1, {2}, (float[]){1, 2}, DCRT_F32};
     char err[256] = "";
     int before = count_entries(scratch);
     assert_int_equal(rt_npy_write(in(scratch, "nope/x.npy"), &a, err, sizeof err), -1);
@@ -350,7 +391,7 @@ static void test_write_keeps_old_file(void **state)
     /* fails in the middle of writing the data: file size limit */
     enum { N = 100000 };
     float *big = calloc(N, 4);
-    RtArray a = {2, {N / 10, 10}, big};
+    RtArray a = {2, {N / 10, 10}, big, DCRT_F32};
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
     lim = old;
@@ -372,12 +413,12 @@ static void test_write_keeps_old_file(void **state)
     a.rank = 9;
     assert_int_equal(rt_npy_write(p, &a, err, sizeof err), -1);
     assert_non_null(strstr(err, "rank 9"));
-    a = (RtArray){1, {3}, NULL};
+    a = (RtArray){1, {3}, NULL, DCRT_F32};
     assert_int_equal(rt_npy_write(p, &a, err, sizeof err), -1);
     assert_non_null(strstr(err, "no data"));
     assert_int_equal(slurp(p, got, sizeof got), 8);
     /* the rename fails: the target is a directory */
-    a = (RtArray){1, {1}, (float[]){1}};
+    a = (RtArray){1, {1}, (float[]){1}, DCRT_F32};
     assert_int_equal(rt_npy_write(scratch, &a, err, sizeof err), -1);
     assert_non_null(strstr(err, "is a directory"));
     assert_int_equal(count_entries(scratch), before);
@@ -385,7 +426,7 @@ static void test_write_keeps_old_file(void **state)
     assert_int_equal(rt_npy_write(p, &a, err, sizeof err), 0);
     RtArray b;
     assert_int_equal(rt_npy_read(p, &b, err, sizeof err), 0);
-    assert_true(b.rank == 1 && b.data[0] == 1);
+    assert_true(b.rank == 1 && F32(b)[0] == 1);
     rt_array_free(&b);
     assert_int_equal(count_entries(scratch), before);
     free(big);
@@ -509,6 +550,10 @@ static void test_numel(void **state)
     assert_int_equal(rt_array_numel(&a), (int64_t)1 << 60);
     a = (RtArray){.rank = 2, .shape = {1 << 30, INT64_C(1) << 31}}; /* 2^61 elements */
     assert_int_equal(rt_array_numel(&a), -1);
+    a = (RtArray){.rank = 2, .shape = {1 << 30, 1 << 30}, .dtype = DCRT_I64}; /* 2^63 bytes */
+    assert_int_equal(rt_array_numel(&a), -1);
+    a.shape[1] = 1 << 29;
+    assert_int_equal(rt_array_numel(&a), (int64_t)1 << 59);
     a = (RtArray){.rank = 1, .shape = {-1}};
     assert_int_equal(rt_array_numel(&a), -1);
     a = (RtArray){.rank = RT_NPY_MAX_RANK + 1};
@@ -559,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_matches_numpy),
         cmocka_unit_test(test_read_numpy),
+        cmocka_unit_test(test_typed),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_header_grammar),
         cmocka_unit_test(test_fuzz),

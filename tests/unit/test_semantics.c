@@ -52,6 +52,17 @@ static void test_integer_table(void **state)
     assert_true(ir_sem_f32_to_i32(-3.7) == -3);
     assert_true(ir_sem_f32_to_i32(3.7) == 3);
     assert_true(ir_sem_i2f(16777217) == 16777216.0);
+    assert_true(ir_sem_f32_to_i64(NAN) == 0);
+    assert_true(ir_sem_f32_to_i64(INFINITY) == INT64_MAX);
+    assert_true(ir_sem_f32_to_i64(-INFINITY) == INT64_MIN);
+    assert_true(ir_sem_f32_to_i64(1e19) == INT64_MAX);
+    assert_true(ir_sem_f32_to_i64(3e9) == 3000000000);
+    assert_true(ir_sem_f32_to_i64(-3.7) == -3);
+    assert_true(ir_sem_wrap32(INT64_MIN) == 0);
+    assert_true(ir_sem_wrap32(2147483648) == INT32_MIN);
+    assert_true(ir_sem_wrap32(-2147483649) == INT32_MAX);
+    assert_true(ir_sem_wrap32(4294967295) == -1);
+    assert_true(ir_sem_int(EX_I32, INT64_MAX, 0) == -1);
 }
 
 static void test_float_table(void **state)
@@ -171,6 +182,10 @@ static char *corner_program(void)
     float_chain(f, "i");
     fprintf(f, ")\noutput F2I[i: %d] = f32(i32(", NF);
     float_chain(f, "i");
+    fprintf(f, "))\noutput F2L[i: %d] = f32(i64(", NF);
+    float_chain(f, "i");
+    fprintf(f, "))\noutput F2B[i: %d] = f32(bool(", NF);
+    float_chain(f, "i");
     /* prefix reductions: max and min over the first i + 1 corners, and the
      * same in the opposite order */
     fprintf(f, "))\noutput RMAX[i: %d, o: 2] = max[k: %d](select(k <= i, ", NF, NF);
@@ -188,7 +203,7 @@ static char *corner_program(void)
 static Expr *to_divmod(ExprCtx *c, Expr *e, void *ud)
 {
     ExprKind k = *(const ExprKind *)ud;
-    if (e->type == DT_I32 && e->kind == (k == EX_DIV ? EX_MIN : EX_MAX))
+    if (e->type == DT_I64 && e->kind == (k == EX_DIV ? EX_MIN : EX_MAX))
         return ir_binop(c, k, e->op.a, e->op.b);
     return e;
 }
@@ -285,7 +300,7 @@ static void test_every_evaluator(void **state)
         }
         assert_true(unchunk(nv, i, 0, 1) ==
                     ir_sem_int(EX_ADD, ir_sem_int(EX_ABS, ia[i], 0), ir_sem_int(EX_NEG, ia[i], 0)));
-        assert_true(output(&ref, "SAT")[i] == (float)ir_sem_i2f(ia[i]));
+        assert_true(output(&ref, "SAT")[i] == (float)ir_sem_i2f(ir_sem_wrap32(ia[i])));
     }
     static const double fv[NF] = {1.5, -0.0, 0.0, NAN, -INFINITY, INFINITY};
     for (int i = 0; i < NF; i++) {
@@ -295,6 +310,8 @@ static void test_every_evaluator(void **state)
         }
         assert_true(same(output(&ref, "RELU")[i], (float)ir_sem_float(EX_RELU, fv[i], 0)));
         assert_true(output(&ref, "F2I")[i] == (float)ir_sem_f32_to_i32(fv[i]));
+        assert_true(output(&ref, "F2L")[i] == (float)ir_sem_i2f(ir_sem_f32_to_i64(fv[i])));
+        assert_true(output(&ref, "F2B")[i] == (fv[i] != 0));
         for (int o = 0; o < 2; o++) {
             double mx = -INFINITY, mn = INFINITY;
             for (int k = 0; k <= i; k++) {
