@@ -217,13 +217,14 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
     }
     LLVMValueRef dims = array(h, dim_t, v, p->ndims, "dc.dims");
 
-    LLVMTypeRef buf_t = record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32, I32, I32}, 8);
+    LLVMTypeRef buf_t =
+        record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32, I32, I32, I32}, 9);
     for (int i = 0; i < p->nbuffers; i++) {
         const DcrtBuffer *b = &p->buffers[i];
         v[i] = record(h, (LLVMValueRef[]){string(h, b->name), ci32(h, b->kind), ci32(h, b->rank),
                                           ci32(h, b->extents), ci32(h, b->stage),
                                           ci32(h, b->variant), ci32(h, b->first),
-                                          ci32(h, b->last)}, 8);
+                                          ci32(h, b->last), ci32(h, b->dtype)}, 9);
     }
     LLVMValueRef bufs = array(h, buf_t, v, p->nbuffers, "dc.buffers");
 
@@ -662,6 +663,7 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
           "#define DCRT_ERR_CUDA 8\n"
           "#define DCRT_ERR_MODULE 9\n"
           "#define DCRT_ERR_CPU 10\n"
+          "#define DCRT_ERR_INDEX 11\n"
           "const char *dcrt_error_string(int code);\n"
           "/* The calling thread's last failure in detail (\"\" before any). */\n"
           "const char *dcrt_last_error(void);\n\n", f);

@@ -73,6 +73,12 @@ typedef struct Lower {
     MemoEnt *memo; /* per statement: expressions are straight-line code */
     size_t memocap, memocount;
     LLVMTypeRef ity; /* the kernel's integers: i64, or i32 (cg_index32) */
+    /* checked gathers: each EX_CHECK index of the loads lowered so far and
+     * the code the error record takes for it (LoopProgram.index_error) */
+    int64_t out_id;  /* the kernel's stage's tensor */
+    Expr *chk[32];
+    int64_t chk_code[32];
+    int nchk;
 } Lower;
 
 static void st(Lower *L, Stmt *s, LLVMValueRef guard);
@@ -565,6 +571,11 @@ static LLVMValueRef load_raw(Lower *L, Expr *e, LLVMValueRef guard)
     CgFn *g = L->g;
     const Tensor *t = e->load.t;
     LLVMTypeRef elt = storage_type(g, t->dtype);
+    for (int i = 0; i < e->load.n; i++)
+        if (e->load.idx[i]->kind == EX_CHECK && L->nchk < 32) {
+            L->chk[L->nchk] = e->load.idx[i];
+            L->chk_code[L->nchk++] = 1 + i + 16 * ((t->id > 0 ? t->id : 0) + 65536 * L->out_id);
+        }
     LLVMValueRef base = buffer_ptr(L, t);
     LLVMValueRef inb = e->load.padded ? inbounds(L, t, e->load.n, e->load.idx, guard) : NULL;
     LLVMValueRef mask = mask_and(L, guard, inb);
@@ -803,6 +814,80 @@ LLVMValueRef cg_floordivmod(LLVMBuilderRef B, LLVMValueRef a, LLVMValueRef b, bo
     return LLVMBuildSelect(B, bz, zero, res, "");
 }
 
+/* The lane of v (a vector, or a scalar for all) that mask's first set lane
+ * picks, widened to i64: selects over constant lanes, last to first (a
+ * lane picked by a variable index would put a GPU thread's registers in
+ * local memory). */
+static LLVMValueRef first_lane(Lower *L, LLVMValueRef mask, LLVMValueRef v)
+{
+    CgFn *g = L->g;
+    if (is_vec(v)) {
+        unsigned w = LLVMGetVectorSize(LLVMTypeOf(mask));
+        LLVMValueRef r = LLVMBuildExtractElement(g->b, v, LLVMConstInt(g->i32, w - 1, 0), "");
+        for (unsigned i = w - 1; i-- > 0;) {
+            LLVMValueRef at = LLVMConstInt(g->i32, i, 0);
+            r = LLVMBuildSelect(g->b, LLVMBuildExtractElement(g->b, mask, at, ""),
+                                LLVMBuildExtractElement(g->b, v, at, ""), r, "");
+        }
+        v = r;
+    }
+    return LLVMBuildIntCast2(g->b, v, g->i64, true, "");
+}
+
+/* A gather's index (EX_CHECK): i, or i + n where i < 0, when in 0..n-1;
+ * else 0, and the first lane that is out writes the error record once
+ * (compare-and-swap on its code word, then the index, n and the element). */
+static LLVMValueRef checked(Lower *L, Expr *e, LLVMValueRef guard)
+{
+    CgFn *g = L->g;
+    LLVMBuilderRef B = g->b;
+    LLVMValueRef v = as_int(L, ex(L, e->op.a, guard)), n = ex(L, e->op.b, guard);
+    LLVMValueRef pos = ex(L, e->op.c, guard);
+    bcast(L, &v, &n);
+    bcast(L, &v, &pos);
+    bcast(L, &n, &pos);
+    LLVMValueRef zero = cint(L, v, 0);
+    LLVMValueRef i = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, zero, ""),
+                                     LLVMBuildAdd(B, v, n, ""), v, "");
+    LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntUGE, i, n, "");
+    LLVMValueRef res = LLVMBuildSelect(B, bad, zero, i, "");
+    const Tensor *rec = g->lp->index_error;
+    if (!rec)
+        return res;
+    LLVMValueRef live = mask_and(L, guard, bad);
+    if (is_vec(live) && !is_vec(v)) { /* one value for every lane */
+        live = any_lane(L, live);
+    }
+    int64_t code = 0;
+    for (int k = 0; k < L->nchk; k++)
+        if (L->chk[k] == e)
+            code = L->chk_code[k];
+    if (!code)
+        code = 16; /* an index whose access is unknown */
+    LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_out");
+    LLVMBasicBlockRef record = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_record");
+    LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_ok");
+    LLVMBuildCondBr(B, any_lane(L, live), out, cont);
+    LLVMPositionBuilderAtEnd(B, out);
+    LLVMValueRef vals[3] = {first_lane(L, live, v), first_lane(L, live, n),
+                            first_lane(L, live, pos)};
+    LLVMValueRef base = buffer_ptr(L, rec);
+    LLVMValueRef xchg = LLVMBuildAtomicCmpXchg(B, base, LLVMConstInt(g->i64, 0, 0),
+                                               LLVMConstInt(g->i64, (unsigned long long)code, 0),
+                                               LLVMAtomicOrderingMonotonic,
+                                               LLVMAtomicOrderingMonotonic, false);
+    LLVMBuildCondBr(B, LLVMBuildExtractValue(B, xchg, 1, ""), record, cont);
+    LLVMPositionBuilderAtEnd(B, record);
+    for (int k = 0; k < 3; k++) {
+        LLVMValueRef at = LLVMConstInt(g->i64, (unsigned long long)k + 1, 0);
+        LLVMValueRef st = LLVMBuildStore(B, vals[k], gep_of(L, g->i64, base, at));
+        LLVMSetAlignment(st, 8);
+    }
+    LLVMBuildBr(B, cont);
+    LLVMPositionBuilderAtEnd(B, cont);
+    return res;
+}
+
 /* f32(a), i64(a) (EX_CAST) and i32(a) (EX_I32), as ir/semantics.c says. */
 static LLVMValueRef cast(Lower *L, Expr *e, LLVMValueRef a)
 {
@@ -949,6 +1034,7 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
     case EX_LOAD: return load(L, e, guard);
     case EX_REDUCE: ir_panic(__FILE__, __LINE__, "reduction reached codegen");
     case EX_CAST: case EX_I32: return cast(L, e, ex(L, e->op.a, guard));
+    case EX_CHECK: return checked(L, e, guard);
     case EX_AND: case EX_OR: {
         LLVMValueRef a = as_bool(L, ex(L, e->op.a, guard));
         LLVMValueRef c = e->kind == EX_AND ? a : mask_not(L, a);
@@ -1322,9 +1408,12 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     if (!use)
         ir_panic(__FILE__, __LINE__, "out of memory");
     ir_kernel_uses(k, use, NULL);
+    if (lp->index_error) /* any kernel may write the gathers' error record */
+        use[lp->index_error->id] |= IR_WRITES;
     g.use = use;
     bool narrow = t->index32 && cg_index32(lp, k);
-    Lower L = {.g = &g, .nvars = ir_var_count(te->ctx), .ity = narrow ? g.i32 : g.i64};
+    Lower L = {.g = &g, .nvars = ir_var_count(te->ctx), .ity = narrow ? g.i32 : g.i64,
+               .out_id = lp->stages[k->stage].out->id};
     L.env = calloc((size_t)L.nvars + 1, sizeof *L.env);
     if (!g.dimv || !g.bufv || !L.env)
         ir_panic(__FILE__, __LINE__, "out of memory");

@@ -25,6 +25,8 @@ static int32_t size_index(CgTable *t, Expr *e)
 
 static int32_t buffer_kind(const LoopProgram *lp, const Tensor *b)
 {
+    if (b == lp->index_error)
+        return DCRT_BUF_CHECK;
     if (b->id >= lp->te->ntensors)
         return DCRT_BUF_SCRATCH;
     switch (b->kind) {
@@ -93,7 +95,8 @@ CgTable *cg_table_new(const LoopProgram *lp)
     }
     for (int i = 0; i < lp->nbuffers; i++) {
         const Tensor *b = lp->buffers[i];
-        bufs[i] = (DcrtBuffer){b->name, buffer_kind(lp, b), b->rank, t->nsizes, -1, -1, -1, -1};
+        bufs[i] = (DcrtBuffer){b->name, buffer_kind(lp, b), b->rank, t->nsizes, -1, -1, -1, -1,
+                               (int32_t)b->dtype};
         for (int j = 0; j < b->rank; j++)
             t->sizes[t->nsizes++] = b->shape[j];
     }
@@ -127,6 +130,10 @@ CgTable *cg_table_new(const LoopProgram *lp)
         }
     }
     spans(lp, bufs);
+    if (lp->index_error) { /* written anywhere, read after the last launch */
+        bufs[lp->index_error->id].first = 0;
+        bufs[lp->index_error->id].last = lp->nstages > 0 ? lp->nstages - 1 : 0;
+    }
     t->prog = (DcrtProgram){
         .abi = DCRT_ABI_VERSION,
         .name = te->name,

@@ -138,8 +138,15 @@ int ex_emu_run(ExEmu *x, RtPool *pool, const int64_t *dims, float *const *tensor
         return -1;
     ExCall c;
     int rc = ex_call_begin(x->prog, dims, tensors, &c, err, errlen);
+    const DcrtProgram *p = ex_program_table(x->prog);
+    if (rc == 0)
+        dcrt_index_reset(p, c.bufs);
     for (int i = 0; rc == 0 && i < c.plan->nlaunches; i++)
         rc = launch(x, pool, &c.plan->launches[i], dims, c.bufs, err, errlen);
+    if (rc == 0 && dcrt_index_check(p, dims, c.bufs) != DCRT_OK) {
+        snprintf(err, errlen, "%s", dcrt_last_error());
+        rc = -1;
+    }
     ex_call_end(&c);
     return rc;
 }

@@ -40,6 +40,7 @@ typedef struct Sema {
      * -1), same[i] the next statement after i with i's name (or -1) */
     int cap, *slot, *same;
     const char *defining; /* the tensor whose body is being checked */
+    Expr *def_pos;        /* its element's flat offset over its axes */
     int index;            /* of the statement being checked */
     bool syntax_errors;   /* the parser dropped statements */
     bool failed;          /* the current statement had an error */
@@ -378,10 +379,23 @@ static void mark_dims(Expr *e, bool *mark)
 }
 
 /* Proves one plain index in bounds, reporting at the index when it fails. */
-static void check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *idx)
+static void has_load(Expr *e, void *ud)
+{
+    if (e->kind == EX_LOAD)
+        *(bool *)ud = true;
+}
+
+/* The index of a plain access, checked: where it reads a tensor and no
+ * proof bounds it, a gather checked when it runs (EX_CHECK); NULL and an
+ * error where it is not provably in bounds otherwise. */
+static Expr *check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *idx)
 {
     Interval iv;
     Expr *ext = t->shape[dim];
+    bool gather = false;
+    ir_expr_visit(idx, has_load, &gather);
+    if (gather && s->def_pos && !ir_prove_in_bounds(s->c, idx, ext, RANGE_OPEN, NULL))
+        return ir_op(s->c, EX_CHECK, idx, ext, s->def_pos);
     if (!ir_prove_in_bounds(s->c, idx, ext, RANGE_DECLARED, &iv)) {
         Interval ev = ir_interval(s->c, ext, RANGE_DECLARED);
         Expr *last = ir_simplify(s->c, ir_binop(s->c, EX_SUB, ext, ir_int(s->c, 1)));
@@ -394,7 +408,7 @@ static void check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *id
               "extent %s, so valid indices are 0..%s; use %s?[...] to read zeros outside",
               str(s, idx), t->name, surely ? "is" : "may be",
               range_str(s, iv), dim, ext_desc, str(s, last), t->name);
-        return;
+        return NULL;
     }
     if (!ir_prove_in_bounds(s->c, idx, ext, RANGE_OPEN, NULL)) {
         /* holds only within the declared range: refuse larger sizes */
@@ -405,6 +419,7 @@ static void check_index(Sema *s, const AstExpr *at, Tensor *t, int dim, Expr *id
             if (mark[i])
                 s->p->dims[i]->max = s->p->dims[i]->hi;
     }
+    return idx;
 }
 
 static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
@@ -447,8 +462,9 @@ static Expr *check_access(Sema *s, const AstExpr *e, Scope *scope)
                   idx[i]->type == DT_F32 ? " (convert it with i32(...))" : "");
             return NULL;
         }
-        if (!e->access.padded)
-            check_index(s, ae, t, i, idx[i]);
+        Expr *checked = e->access.padded ? NULL : check_index(s, ae, t, i, idx[i]);
+        if (checked) /* else an error, and the rest is checked as it is */
+            idx[i] = checked;
     }
     return ir_load(s->c, t, t->rank, idx, e->access.padded);
 }
@@ -697,8 +713,14 @@ static void check_def(Sema *s, const AstStmt *st)
     if (!check_size(s, st, st->def.n, shape))
         return;
     s->defining = st->name;
+    s->def_pos = ir_int(s->c, 0);
+    for (int i = 0; i < st->def.n; i++)
+        s->def_pos = ir_binop(s->c, EX_ADD, ir_binop(s->c, EX_MUL, s->def_pos, shape[i]),
+                              ir_varref(s->c, axes[i]));
+    s->def_pos = ir_simplify(s->c, s->def_pos);
     Expr *body = check_expr(s, st->def.body, scope);
     s->defining = NULL;
+    s->def_pos = NULL;
     if (!body)
         return;
     if (body->type == DT_BOOL) {

@@ -108,6 +108,9 @@ static Interval interval(ExprCtx *c, Expr *e, RangeMode m, int *budget)
         if (e->type == DT_I64 && e->op.a->type == DT_BOOL)
             return (Interval){0, 1};
         return UNBOUNDED;
+    case EX_CHECK: /* 0 .. n - 1 */
+        b = interval(c, e->op.b, m, budget);
+        return (Interval){0, b.hi == IR_POS_INF ? IR_POS_INF : max2(0, b.hi - 1)};
     case EX_ADD:
         a = interval(c, e->op.a, m, budget);
         b = interval(c, e->op.b, m, budget);
@@ -271,6 +274,11 @@ static Expr *sym_bound(ExprCtx *c, Expr *e, bool want_max, RangeMode m)
         a = sym_bound(c, e->op.a, want_max, m);
         b = sym_bound(c, e->op.b, want_max, m);
         return a && b ? ir_binop(c, e->kind, a, b) : NULL;
+    case EX_CHECK: /* 0 .. n - 1 */
+        if (!want_max)
+            return ir_int(c, 0);
+        b = sym_bound(c, e->op.b, true, m);
+        return b ? ir_binop(c, EX_SUB, b, ir_int(c, 1)) : NULL;
     default:
         break;
     }

@@ -311,7 +311,7 @@ Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x)
     case EX_AND: case EX_OR: case EX_NOT:
         e.type = DT_BOOL;
         break;
-    case EX_I32:
+    case EX_I32: case EX_CHECK:
         e.type = DT_I64;
         break;
     case EX_NEG: case EX_ABS: case EX_RELU:

@@ -67,6 +67,7 @@ typedef enum NodeKind {
     N_ISEL,   /* a ? b : c, integer branches */
     N_F2I,    /* i32(a) (op EX_I32) or i64(a) of a float: NaN is 0, saturated, truncated */
     N_TRUNC,  /* (int64_t)a: the value of an integer reduction (computed as float) */
+    N_CHECK,  /* checked(a, b, c): a gather's index into chk's tensor and axis */
     /* float values */
     N_FCONST, /* fval */
     N_LOAD,   /* load: element of a tensor (an integer or boolean node if its type is) */
@@ -102,6 +103,7 @@ typedef struct Node {
             int *var;      /* n Var ids: slots in env */
             int64_t *ext;  /* n extents */
         } red;
+        struct { const char *tensor; int axis; } chk;
     };
 } Node;
 
@@ -155,6 +157,7 @@ typedef struct Worker {
     Lazy *lazy;         /* per lazy node */
     Val *ax;            /* rank * LANES: the batch's axis values */
     const char *fault;  /* the first tensor accessed out of bounds */
+    IrGatherFault gf;   /* the first gather's index out of range (gf.tensor NULL: none) */
 } Worker;
 
 /* ---- compiling a body ---- */
@@ -236,6 +239,10 @@ static int compile_i(Prog *g, const Expr *e)
     case EX_NEG: case EX_ABS: case EX_RELU:
         return mk(g, N_IUN, e->kind, compile_i(g, e->op.a), -1, -1);
     case EX_REDUCE: return mk(g, N_TRUNC, EX_REDUCE, compile_f(g, e), -1, -1);
+    case EX_CHECK: {
+        int a = compile_i(g, e->op.a), b = compile_i(g, e->op.b);
+        return mk(g, N_CHECK, EX_CHECK, a, b, compile_i(g, e->op.c));
+    }
     case EX_ADD: case EX_SUB: case EX_MUL: case EX_DIV: case EX_MOD: case EX_MIN: case EX_MAX: {
         int a = compile_i(g, e->op.a);
         return mk(g, N_IBIN, e->kind, a, compile_i(g, e->op.b), -1);
@@ -251,7 +258,7 @@ static bool can_fault(const Prog *g, int id)
     if (id < 0)
         return false;
     const Node *x = &g->nodes[id];
-    if (x->kind == N_LOAD || x->kind == N_TRUNC)
+    if (x->kind == N_LOAD || x->kind == N_TRUNC || x->kind == N_CHECK)
         return true;
     return can_fault(g, x->a) || can_fault(g, x->b) || can_fault(g, x->c);
 }
@@ -261,8 +268,13 @@ static int compile_load(Prog *g, const Expr *e)
     const Tensor *t = e->load.t;
     IR_ASSERT(e->load.n == t->rank);
     int *idx = IR_NEWN(g->arena, int, t->rank ? t->rank : 1);
-    for (int i = 0; i < t->rank; i++)
+    for (int i = 0; i < t->rank; i++) {
         idx[i] = compile_i(g, e->load.idx[i]);
+        if (g->nodes[idx[i]].kind == N_CHECK) {
+            g->nodes[idx[i]].chk.tensor = t->name;
+            g->nodes[idx[i]].chk.axis = i;
+        }
+    }
     Node x = {.kind = N_LOAD, .a = -1, .b = -1, .c = -1, .lazy = -1};
     x.load.buf = g->bufs[t->id];
     x.load.dtype = t->dtype;
@@ -585,6 +597,22 @@ static Vals eval(Worker *w, int id, const Batch *b)
         for (int l = 0; l < m; l++)
             r[l].i = x->op == EX_I32 ? ir_sem_f32_to_i32(AT(u, l).f) : ir_sem_f32_to_i64(AT(u, l).f);
         return lanes(r, m);
+    case N_CHECK: {
+        u = eval(w, x->a, b);
+        v = eval(w, x->b, b);
+        Vals pos = eval(w, x->c, b);
+        m = u.step || v.step ? n : 1;
+        for (int l = 0; l < m; l++) {
+            int64_t i = ir_sem_gather_index(AT(u, l).i, AT(v, l).i);
+            if (i < 0 && !w->gf.tensor)
+                w->gf = (IrGatherFault){x->chk.tensor, x->chk.axis, AT(u, l).i, AT(v, l).i,
+                                        AT(pos, l).i};
+            r[l].i = i < 0 ? 0 : i;
+        }
+        if (w->gf.tensor && !w->fault)
+            w->fault = w->gf.tensor;
+        return lanes(r, m);
+    }
     case N_TRUNC:
         u = eval(w, x->a, b);
         m = u.step ? n : 1;
@@ -715,7 +743,7 @@ static int thread_count(double work, int64_t numel)
 /* Evaluates computed tensor t at every point of its index space. Returns
  * the name of a tensor accessed out of bounds, or NULL. */
 static const char *run_tensor(const TeProgram *p, const Tensor *t, const int64_t *dims,
-                              float **bufs, const Shape *shapes)
+                              float **bufs, const Shape *shapes, IrGatherFault *gf)
 {
     Prog g = {.arena = ir_arena_new(), .t = t, .shapes = shapes, .bufs = bufs, .dims = dims};
     IR_ASSERT(t->body->type == DT_F32);
@@ -751,8 +779,10 @@ static const char *run_tensor(const TeProgram *p, const Tensor *t, const int64_t
             run_range(&w[k]);
     }
     const char *fault = NULL;
-    for (int k = 0; k < nthreads && !fault; k++)
+    for (int k = 0; k < nthreads && !fault; k++) {
         fault = w[k].fault;
+        *gf = w[k].gf;
+    }
     ir_arena_destroy(g.arena);
     return fault;
 }
@@ -784,9 +814,21 @@ int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, 
         }
     }
     const char *fault = NULL;
+    IrGatherFault gf = {0};
+    const Tensor *at = NULL;
     for (int i = 0; i < p->ntensors && !fault; i++)
         if (p->tensors[i]->kind != TK_INPUT)
-            fault = run_tensor(p, p->tensors[i], dims, bufs, shapes);
+            fault = run_tensor(p, at = p->tensors[i], dims, bufs, shapes, &gf);
+    if (gf.tensor) {
+        int64_t coord[MAX_RANK];
+        for (int j = at->rank - 1; j >= 0; j--) {
+            coord[j] = shapes[at->id].ext[j] ? gf.pos % shapes[at->id].ext[j] : 0;
+            gf.pos = shapes[at->id].ext[j] ? gf.pos / shapes[at->id].ext[j] : 0;
+        }
+        ir_gather_error(err, errlen, &gf, at->name, at->rank, coord);
+        free(shapes);
+        return -1;
+    }
     free(shapes);
     if (fault) {
         snprintf(err, errlen, "access to %s out of bounds for these sizes", fault);

@@ -21,6 +21,9 @@ typedef struct LI {
     Buf bufs[96];
     int nbufs;
     const char *fault;
+    const Tensor *at;   /* the access whose indices are being evaluated */
+    int axis;
+    IrGatherFault gf;   /* the first gather's index out of range */
 } LI;
 
 static double ev_f(LI *li, const Expr *e);
@@ -71,6 +74,16 @@ static int64_t ev_i(LI *li, const Expr *e)
         if (e->op.a->type == DT_F32)
             return ir_sem_f32_to_i64(ev_f(li, e->op.a));
         return ev_i(li, e->op.a);
+    case EX_CHECK: {
+        const Tensor *t = li->at;
+        int axis = li->axis;
+        int64_t i = ev_i(li, e->op.a), n = ev_i(li, e->op.b), v = ir_sem_gather_index(i, n);
+        if (v < 0 && !li->fault) {
+            li->gf = (IrGatherFault){t->name, axis, i, n, ev_i(li, e->op.c)};
+            li->fault = t->name;
+        }
+        return v < 0 ? 0 : v;
+    }
     case EX_I32:
         if (e->op.a->type == DT_F32)
             return ir_sem_f32_to_i32(ev_f(li, e->op.a));
@@ -95,6 +108,8 @@ static int64_t offset(LI *li, Buf *b, int n, Expr *const *idx)
 {
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
+        li->at = b->t;
+        li->axis = i;
         int64_t x = ev_i(li, idx[i]);
         if (x < 0 || x >= b->ext[i])
             return -1;
@@ -199,7 +214,7 @@ int ir_run_kernel_loops(const LoopProgram *lp, const Kernel *k, const int64_t *d
 {
     const TeProgram *p = lp->te;
     IR_ASSERT(lp->nbuffers <= 96);
-    LI li = {lp, dims, calloc((size_t)ir_var_count(p->ctx) + 1, sizeof(int64_t)), {{0}}, 0, NULL};
+    LI li = {.lp = lp, .dims = dims, .env = calloc((size_t)ir_var_count(p->ctx) + 1, sizeof(int64_t))};
     for (int i = 0; i < lp->nbuffers; i++) {
         if (!lp->materialized[i])
             continue;
@@ -211,6 +226,17 @@ int ir_run_kernel_loops(const LoopProgram *lp, const Kernel *k, const int64_t *d
     }
     run(&li, k->body);
     free(li.env);
+    if (li.gf.tensor) {
+        const Tensor *out = lp->stages[k->stage].out;
+        int64_t coord[16], pos = li.gf.pos;
+        for (int j = out->rank - 1; j >= 0; j--) {
+            int64_t e = ir_eval_dims(out->shape[j], dims);
+            coord[j] = e ? pos % e : 0;
+            pos = e ? pos / e : 0;
+        }
+        ir_gather_error(err, errlen, &li.gf, out->name, out->rank, coord);
+        return -1;
+    }
     if (li.fault) {
         snprintf(err, errlen, "loop IR: access to %s out of bounds in kernel %s", li.fault, k->name);
         return -1;

@@ -82,6 +82,9 @@ static void print_prec(FILE *out, const Expr *e, int min_prec)
         print_prec(out, e->red.body, 0);
         fputc(')', out);
         break;
+    case EX_CHECK: /* the index as written */
+        print_prec(out, e->op.a, p);
+        break;
     case EX_CAST:
         fprintf(out, "%s(", ir_dtype_name(e->type));
         print_prec(out, e->op.a, 0);

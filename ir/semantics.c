@@ -21,6 +21,8 @@
  *   i64(x) of a float: the same in the i64 range; i64(a) of an integer: a
  *   i32(c), i64(c), f32(c) of a condition: 1 or 0
  *   bool(a) is a != 0 (so bool(NaN) holds, as in C and numpy)
+ *   checked(i, n, pos), a gather's index: i, or i + n when i < 0, if that
+ *          lies in 0..n-1; else the run fails (and the index reads as 0)
  *   f32(a) of an integer: rounded to the nearest f32
  *
  * Floats are IEEE 754 binary32, each operator rounded to f32:
@@ -101,6 +103,25 @@ int64_t ir_sem_f32_to_i32(double f)
     if (f <= -2147483648.0)
         return INT32_MIN;
     return (int64_t)f;
+}
+
+int64_t ir_sem_gather_index(int64_t i, int64_t n)
+{
+    if (i < 0)
+        i = wrap((uint64_t)i + (uint64_t)n);
+    return i >= 0 && i < n ? i : -1;
+}
+
+void ir_gather_error(char *err, size_t errlen, const IrGatherFault *f, const char *out, int rank,
+                     const int64_t *coord)
+{
+    int n = snprintf(err, errlen, "index %lld of %s on axis %d is out of range %lld..%lld (computing %s[",
+                     (long long)f->value, f->tensor, f->axis, -(long long)f->extent,
+                     (long long)f->extent - 1, out);
+    for (int i = 0; i < rank && n >= 0 && (size_t)n < errlen; i++)
+        n += snprintf(err + n, errlen - (size_t)n, i ? ", %lld" : "%lld", (long long)coord[i]);
+    if (n >= 0 && (size_t)n < errlen)
+        snprintf(err + n, errlen - (size_t)n, "])");
 }
 
 int64_t ir_sem_f32_to_i64(double f)

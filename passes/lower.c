@@ -393,7 +393,8 @@ static void panel_vars(Expr *e, void *ud)
 static void find_panel(Expr *e, void *ud)
 {
     Panel *pn = ud;
-    if (pn->load || e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL)
+    if (pn->load || e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL ||
+        e->load.t->dtype != DT_F32)
         return;
     int uses_j = 0;
     bool uses_k = false;
@@ -521,12 +522,27 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     return true;
 }
 
+static void has_check(Expr *e, void *ud)
+{
+    if (e->kind == EX_CHECK)
+        *(bool *)ud = true;
+}
+
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
                         const StageSchedule *sched, const TargetInfo *ti)
 {
     Lower l = {p, p->ctx, p->arena, 0};
     LoopProgram *lp = ir_loop_program_new(p);
     memcpy(lp->materialized, materialized, sizeof(bool) * (size_t)p->ntensors);
+    bool checks = false;
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i]->kind != TK_INPUT && materialized[i])
+            ir_expr_visit(bodies[i], has_check, &checks);
+    if (checks) { /* the gathers' error record */
+        Expr *four = ir_int(p->ctx, 4);
+        lp->index_error = ir_loop_program_add_scratch(lp, "index_error", 1, &four);
+        lp->index_error->dtype = DT_I64;
+    }
     for (int i = 0; i < p->ntensors; i++) {
         Tensor *t = p->tensors[i];
         if (t->kind == TK_INPUT || !materialized[i])

@@ -378,7 +378,10 @@ static bool worth_packing(Stager *s, const Expr *ld)
 static void collect_loads(Expr *e, void *ud)
 {
     Stager *s = ud;
-    if (e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL || s->nst == MAX_STAGED)
+    /* staging buffers hold f32: integer and bool tensors (gathers' indices,
+     * masks) are read where they are */
+    if (e->kind != EX_LOAD || e->load.t->scope != MS_GLOBAL || e->load.t->dtype != DT_F32 ||
+        s->nst == MAX_STAGED)
         return;
     for (int i = 0; i < s->nst; i++)
         if (s->st[i].orig == e)

@@ -38,6 +38,7 @@ const char *dcrt_error_string(int code)
     case DCRT_ERR_CUDA: return "a CUDA driver call failed";
     case DCRT_ERR_MODULE: return "the kernels could not be loaded";
     case DCRT_ERR_CPU: return "this CPU lacks the instruction sets the kernels were built for";
+    case DCRT_ERR_INDEX: return "an index read from a tensor is out of range";
     default: return "unknown error code";
     }
 }
@@ -306,6 +307,50 @@ float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const 
     return bufs;
 }
 
+/* The gathers' error record of a call (DCRT_BUF_CHECK), or NULL. */
+static int64_t *index_record(const DcrtProgram *p, float *const *bufs)
+{
+    for (int i = 0; i < p->nbuffers; i++)
+        if (p->buffers[i].kind == DCRT_BUF_CHECK)
+            return (int64_t *)bufs[i];
+    return NULL;
+}
+
+void dcrt_index_reset(const DcrtProgram *p, float *const *bufs)
+{
+    int64_t *r = index_record(p, bufs);
+    if (r)
+        memset(r, 0, 4 * sizeof *r);
+}
+
+int dcrt_index_check(const DcrtProgram *p, const int64_t *dims, float *const *bufs)
+{
+    const int64_t *r = index_record(p, bufs);
+    if (!r || r[0] == 0)
+        return DCRT_OK;
+    int64_t code = r[0] - 1, axis = code % 16, t = code / 16 % 65536, out = code / 16 / 65536;
+    if (t >= p->nbuffers || out >= p->nbuffers)
+        return dcrt_fail(DCRT_ERR_INDEX, "an index read from a tensor is out of range");
+    const DcrtBuffer *o = &p->buffers[out];
+    int64_t coord[16], pos = r[3];
+    for (int j = o->rank - 1; j >= 0 && j < 16; j--) {
+        int32_t ovf = 0;
+        int64_t e = p->size(p->size_ctx, o->extents + j, dims, &ovf);
+        coord[j] = e > 0 ? pos % e : 0;
+        pos = e > 0 ? pos / e : 0;
+    }
+    char msg[512];
+    int n = snprintf(msg, sizeof msg,
+                     "%s: index %lld of %s on axis %d is out of range %lld..%lld (computing %s[",
+                     p->name, (long long)r[1], p->buffers[t].name, (int)axis, -(long long)r[2],
+                     (long long)r[2] - 1, o->name);
+    for (int j = 0; j < o->rank && j < 16 && n >= 0 && n < (int)sizeof msg; j++)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, j ? ", %lld" : "%lld", (long long)coord[j]);
+    if (n >= 0 && n < (int)sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, "])");
+    return dcrt_fail(DCRT_ERR_INDEX, msg);
+}
+
 int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace)
 {
     int rc = dcrt_check_call(p, dims, tensors);
@@ -331,6 +376,8 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
         rc = DCRT_ERR_THREADS; /* pool_acquire said why */
     void *ud;
     DcrtLaunchHook h = dcrt_launch_hook(&ud);
+    if (rc == DCRT_OK)
+        dcrt_index_reset(p, bufs);
     for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
         const DcrtLaunch *l = &pl->launches[i];
         Job j = {p->fns[(size_t)isa * (size_t)p->nkernels + (size_t)l->kernel], dims, bufs};
@@ -340,6 +387,8 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
             h(ud, p, l, rt_now_ms() - t0);
     }
     pool_release(workers);
+    if (rc == DCRT_OK)
+        rc = dcrt_index_check(p, dims, bufs);
     free(bufs);
     dcrt_plan_free(pl);
     return rc;

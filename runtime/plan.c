@@ -230,7 +230,10 @@ static void give(Layout *lo, int64_t at, int64_t bytes)
     lo->free_bytes[lo->nfree++] = bytes;
 }
 
-static int64_t padded_bytes(int64_t numel) { return (numel * 4 + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN; }
+static int64_t padded_bytes(const DcrtBuffer *b, int64_t numel)
+{
+    return (numel * rt_dtype_size(b->dtype) + DCRT_ALIGN - 1) / DCRT_ALIGN * DCRT_ALIGN;
+}
 
 /* Offsets for the buffers marked with offset 0, by lifetime. */
 static void layout(const DcrtProgram *p, DcrtPlan *pl)
@@ -243,11 +246,11 @@ static void layout(const DcrtProgram *p, DcrtPlan *pl)
     for (int s = 0; s < p->nstages; s++) {
         for (int k = lo->first[s]; k < lo->first[s + 1]; k++) {
             int i = lo->by_first[k];
-            pl->offset[i] = take(lo, pl, padded_bytes(pl->numel[i]));
+            pl->offset[i] = take(lo, pl, padded_bytes(&p->buffers[i], pl->numel[i]));
         }
         for (int k = lo->last[s]; k < lo->last[s + 1]; k++) {
             int i = lo->by_last[k];
-            give(lo, pl->offset[i], padded_bytes(pl->numel[i]));
+            give(lo, pl->offset[i], padded_bytes(&p->buffers[i], pl->numel[i]));
         }
     }
 }
@@ -268,7 +271,7 @@ int dcrt_plan(const DcrtProgram *p, const int64_t *dims, DcrtPlan *pl)
         if (b->kind == DCRT_BUF_SCRATCH && pl->variant[b->stage] != b->variant)
             continue;
         rc = buffer_size(p, b, dims, &pl->numel[i]);
-        if (b->kind == DCRT_BUF_TEMP || b->kind == DCRT_BUF_SCRATCH)
+        if (b->kind == DCRT_BUF_TEMP || b->kind == DCRT_BUF_SCRATCH || b->kind == DCRT_BUF_CHECK)
             pl->offset[i] = 0; /* in the workspace: laid out below */
     }
     if (rc == DCRT_OK && p->nstages > 0)

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define DCRT_ABI_VERSION 3
+#define DCRT_ABI_VERSION 4
 
 /* The most elements a tensor (or scratch buffer) may have: 2^31 - 2^20 - 1,
  * so that GPU kernels may index in 32 bits, every position of a tile that
@@ -39,6 +39,7 @@
 #define DCRT_ERR_CUDA 8          /* another CUDA driver error */
 #define DCRT_ERR_MODULE 9        /* the driver rejected the PTX */
 #define DCRT_ERR_CPU 10          /* the CPU lacks every instruction set the kernels were built for */
+#define DCRT_ERR_INDEX 11        /* an index read from a tensor (a gather) is out of range */
 
 /* Element types of tensors (the compiler's DType has the same values). A
  * bool element is one byte, 0 or 1. */
@@ -67,6 +68,8 @@ enum {
     DCRT_BUF_TEMP,    /* an intermediate tensor: in the workspace */
     DCRT_BUF_SCRATCH, /* what one variant's kernels pass between them: in the workspace when it runs */
     DCRT_BUF_INLINED, /* an intermediate computed inside its consumers: no memory */
+    DCRT_BUF_CHECK,   /* the gathers' error record: int64[4] in the workspace, zeroed before a
+                       * call's launches and read after them (dcrt_index_check) */
 };
 
 typedef struct DcrtDim {
@@ -85,6 +88,7 @@ typedef struct DcrtBuffer {
     /* DCRT_BUF_TEMP and _SCRATCH: the stages that write it first and read it
      * last; the plan lets buffers whose spans do not meet share memory */
     int32_t first, last;
+    int32_t dtype;         /* DCRT_F32 ... */
 } DcrtBuffer;
 
 typedef struct DcrtKernel {

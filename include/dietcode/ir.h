@@ -300,6 +300,12 @@ typedef struct LoopProgram {
     bool *materialized;  /* per buffer id: needs global memory */
     bool gpu;            /* lowered for the GPU (PT_GPU): kernels keep their
                           * thread loop, barriers and shared buffers */
+    /* The record a checked gather's index out of range writes (EX_CHECK),
+     * int64[4], in the workspace: 1 + axis + 16 * (tensor + 65536 * out),
+     * the index, the extent, the element's flat offset (out: the stage's
+     * tensor); zeroed before a call, read after it (DCRT_BUF_CHECK).
+     * NULL when no kernel checks an index. */
+    Tensor *index_error;
 } LoopProgram;
 
 /* Numeric interval; INT64_MIN / INT64_MAX stand for unbounded. */
@@ -387,6 +393,9 @@ int64_t ir_sem_f32_to_i32(double f);     /* i32() of a float: truncating, satura
 int64_t ir_sem_f32_to_i64(double f);     /* i64() of a float: the same in the i64 range */
 int64_t ir_sem_wrap32(int64_t a);        /* i32() of an integer: its low 32 bits, signed */
 double ir_sem_i2f(int64_t a);            /* f32() of an integer */
+/* A gather's index i into an axis of extent n (EX_CHECK): i, or i + n
+ * when i < 0; -1 when that is outside 0..n-1. */
+int64_t ir_sem_gather_index(int64_t i, int64_t n);
 int64_t ir_floordiv(int64_t a, int64_t b);
 int64_t ir_floormod(int64_t a, int64_t b);
 /* fma(a, b, c) on f32 values: a * b + c rounded once. */
@@ -486,6 +495,18 @@ int64_t ir_te_bytes(const Tensor *t, const int64_t *dims);
 /* Checks values of the dims (>= lo, <= max, sizes representable); fills err. */
 bool ir_check_dims(const TeProgram *p, const int64_t *dims, char *err, size_t errlen);
 int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, size_t errlen);
+/* A gather's index out of range (EX_CHECK), as every evaluator reports it:
+ * the tensor read and its axis, the index as computed, the axis's extent,
+ * and the flat offset of the element being computed. */
+typedef struct IrGatherFault {
+    const char *tensor;
+    int axis;
+    int64_t value, extent, pos;
+} IrGatherFault;
+/* "index V of E on axis A is out of range -N..N-1 (computing Y[i, j])",
+ * coord: the element pos is, in out's rank coordinates. */
+void ir_gather_error(char *err, size_t errlen, const IrGatherFault *f, const char *out, int rank,
+                     const int64_t *coord);
 
 /* ir/loop.c: statement constructors and walks */
 Stmt *ir_for(Arena *a, Var *v, ForKind fk, Stmt *body);

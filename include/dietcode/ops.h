@@ -15,6 +15,13 @@
  * saturated, NaN 0; of a condition: 1 or 0). cast(a) converts to the
  * node's own type: f32, or the 64-bit integer (i64()).
  *
+ * checked(i, n, pos) is an index read from a tensor that no proof can
+ * bound (a gather, E[ids[t], d]), the whole index of its access's axis:
+ * i, or i + n where i < 0 (ONNX Gather's rule), when that lies in 0..n-1;
+ * else 0, and the run fails (DCRT_ERR_INDEX) naming the access's tensor
+ * and axis, i, and the output element pos (a flat offset into the tensor
+ * being computed). It prints as i: the text the program was written in.
+ *
  * fma(a, b, c) is not in the language either: it is a * b + c rounded
  * once, what ir_contract makes of a float + or - of a product (the
  * contraction rule of docs/LANGUAGE.md) and ir_accumulate of a sum's step.
@@ -52,6 +59,7 @@
     X(GELU,    "gelu",    1, CALL,   0)             \
     X(CAST,    "cast",    1, CALL,   0)             \
     X(I32,     "i32",     1, CALL,   0)             \
+    X(CHECK,   "checked", 3, CALL,   0)             \
     X(SELECT,  "select",  3, CALL,   0)             \
     X(FMA,     "fma",     3, CALL,   0)             \
     X(SHFL_XOR, "shfl_xor", 2, CALL, 0)

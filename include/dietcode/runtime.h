@@ -188,6 +188,11 @@ int dcrt_check_call(const DcrtProgram *p, const int64_t *dims, const void *tenso
 int dcrt_check_params(const DcrtProgram *p, const void *const *tensors);
 /* The buffer pointers of a planned call (malloc'd, per buffer id): the
  * arguments, and slices of workspace for intermediates and scratch. */
+/* A call's checked gathers (DCRT_BUF_CHECK): the record zeroed before its
+ * launches; after them DCRT_OK, or DCRT_ERR_INDEX naming the tensor, the
+ * axis, the index and the element being computed when a kernel wrote it. */
+void dcrt_index_reset(const DcrtProgram *p, float *const *bufs);
+int dcrt_index_check(const DcrtProgram *p, const int64_t *dims, float *const *bufs);
 float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const *tensors,
                           char *workspace);
 /* Called after every launch of dcrt_run (with its time) and dcrt_cuda_run

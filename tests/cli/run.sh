@@ -271,6 +271,21 @@ expect 1 "i64_2x2.npy: the file holds int64, but input ids is i32" -- \
 expect 1 "the file holds int32, but input m is bool" -- \
     "$dcc" run typed.tex --set T=6 --input m="$src/tests/data/npy/i32_6.npy"
 
+# ---- a gather's index out of range: exit 1, the message, no output written ----
+cat >gather.tex <<'EOF'
+dim T in 1..8
+input ids[T] i32
+input E[3, 3] f32
+output Y[t: T, d: 3] = E[ids[t], d]
+EOF
+echo keep >ykeep.npy
+for target in cpu loops emu; do
+    expect 1 "index 3 of E on axis 0 is out of range -3..2 (computing Y\[5, 0\])" -- \
+        "$dcc" run gather.tex --set T=6 --input ids="$src/tests/data/npy/i32_6.npy" \
+        --target $target --output Y=ykeep.npy
+    [ "$(cat ykeep.npy)" = keep ] || bad "a failed gather replaced its output ($target)"
+done
+
 # ---- NaN in min/max reductions: every target as the reference ----
 cat >mixnan.tex <<'EOF'
 dim T in 1..64
