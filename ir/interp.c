@@ -820,12 +820,7 @@ int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, 
         if (p->tensors[i]->kind != TK_INPUT)
             fault = run_tensor(p, at = p->tensors[i], dims, bufs, shapes, &gf);
     if (gf.tensor) {
-        int64_t coord[MAX_RANK];
-        for (int j = at->rank - 1; j >= 0; j--) {
-            coord[j] = shapes[at->id].ext[j] ? gf.pos % shapes[at->id].ext[j] : 0;
-            gf.pos = shapes[at->id].ext[j] ? gf.pos / shapes[at->id].ext[j] : 0;
-        }
-        ir_gather_error(err, errlen, &gf, at->name, at->rank, coord);
+        ir_gather_error(err, errlen, &gf, at, dims);
         free(shapes);
         return -1;
     }

@@ -227,14 +227,7 @@ int ir_run_kernel_loops(const LoopProgram *lp, const Kernel *k, const int64_t *d
     run(&li, k->body);
     free(li.env);
     if (li.gf.tensor) {
-        const Tensor *out = lp->stages[k->stage].out;
-        int64_t coord[16], pos = li.gf.pos;
-        for (int j = out->rank - 1; j >= 0; j--) {
-            int64_t e = ir_eval_dims(out->shape[j], dims);
-            coord[j] = e ? pos % e : 0;
-            pos = e ? pos / e : 0;
-        }
-        ir_gather_error(err, errlen, &li.gf, out->name, out->rank, coord);
+        ir_gather_error(err, errlen, &li.gf, lp->stages[k->stage].out, dims);
         return -1;
     }
     if (li.fault) {

@@ -503,10 +503,10 @@ typedef struct IrGatherFault {
     int axis;
     int64_t value, extent, pos;
 } IrGatherFault;
-/* "index V of E on axis A is out of range -N..N-1 (computing Y[i, j])",
- * coord: the element pos is, in out's rank coordinates. */
-void ir_gather_error(char *err, size_t errlen, const IrGatherFault *f, const char *out, int rank,
-                     const int64_t *coord);
+/* "index V of E on axis A is out of range -N..N-1 (computing Y[i, j])":
+ * f->pos as coordinates of out at these dims. */
+void ir_gather_error(char *err, size_t errlen, const IrGatherFault *f, const Tensor *out,
+                     const int64_t *dims);
 
 /* ir/loop.c: statement constructors and walks */
 Stmt *ir_for(Arena *a, Var *v, ForKind fk, Stmt *body);
