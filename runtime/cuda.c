@@ -697,6 +697,16 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
         if (p->buffers[i].kind != DCRT_BUF_INLINED)
             args[na++] = &dptr[i];
     }
+    /* the gathers' error record: zeroed before the launches (a call before
+     * this one that has one has synchronised), read back after them, so a
+     * program with checked gathers waits for its kernels; inside a caller's
+     * own stream capture nothing can be read back: its indices go unchecked
+     * (an index out of range reads row 0) */
+    int rec = rt_cuda_stream_capturing(stream) ? -1 : dcrt_index_buffer(p);
+    int64_t record[4] = {0, 0, 0, 0};
+    if (rc == DCRT_OK && rec >= 0)
+        rc = recorded(rt_cuda_copy_to_device(dptr[rec], record, sizeof record, err, sizeof err),
+                      err);
     /* several launches go as one graph (a launch hook sees each launch
      * instead, and a caller capturing its own stream captures them) */
     void *ud;
@@ -708,8 +718,12 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     }
     /* the thread's own workspace is free for the next call only when this
      * one is done */
-    if (own && rc == DCRT_OK)
+    if ((own || rec >= 0) && rc == DCRT_OK)
         rc = recorded(rt_cuda_stream_sync(stream, err, sizeof err), err);
+    if (rec >= 0 && rc == DCRT_OK &&
+        (rc = recorded(rt_cuda_copy_to_host(record, dptr[rec], sizeof record, err, sizeof err),
+                       err)) == DCRT_OK)
+        rc = dcrt_index_report(p, dims, record);
     free(key);
     free(args);
     free(dimv);

@@ -310,10 +310,8 @@ float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const 
 /* The gathers' error record of a call (DCRT_BUF_CHECK), or NULL. */
 static int64_t *index_record(const DcrtProgram *p, float *const *bufs)
 {
-    for (int i = 0; i < p->nbuffers; i++)
-        if (p->buffers[i].kind == DCRT_BUF_CHECK)
-            return (int64_t *)bufs[i];
-    return NULL;
+    int i = dcrt_index_buffer(p);
+    return i >= 0 ? (int64_t *)bufs[i] : NULL;
 }
 
 void dcrt_index_reset(const DcrtProgram *p, float *const *bufs)
@@ -326,7 +324,20 @@ void dcrt_index_reset(const DcrtProgram *p, float *const *bufs)
 int dcrt_index_check(const DcrtProgram *p, const int64_t *dims, float *const *bufs)
 {
     const int64_t *r = index_record(p, bufs);
-    if (!r || r[0] == 0)
+    return r ? dcrt_index_report(p, dims, r) : DCRT_OK;
+}
+
+int dcrt_index_buffer(const DcrtProgram *p)
+{
+    for (int i = 0; i < p->nbuffers; i++)
+        if (p->buffers[i].kind == DCRT_BUF_CHECK)
+            return i;
+    return -1;
+}
+
+int dcrt_index_report(const DcrtProgram *p, const int64_t *dims, const int64_t *r)
+{
+    if (r[0] == 0)
         return DCRT_OK;
     int64_t code = r[0] - 1, axis = code % 16, t = code / 16 % 65536, out = code / 16 / 65536;
     if (t >= p->nbuffers || out >= p->nbuffers)

@@ -193,6 +193,10 @@ int dcrt_check_params(const DcrtProgram *p, const void *const *tensors);
  * axis, the index and the element being computed when a kernel wrote it. */
 void dcrt_index_reset(const DcrtProgram *p, float *const *bufs);
 int dcrt_index_check(const DcrtProgram *p, const int64_t *dims, float *const *bufs);
+/* The record's buffer id, or -1 when no kernel checks an index. */
+int dcrt_index_buffer(const DcrtProgram *p);
+/* dcrt_index_check of a record read back (the GPU's, copied to the host). */
+int dcrt_index_report(const DcrtProgram *p, const int64_t *dims, const int64_t *record);
 float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const *tensors,
                           char *workspace);
 /* Called after every launch of dcrt_run (with its time) and dcrt_cuda_run
