@@ -715,6 +715,22 @@ static void atomic_store(Lower *L, Stmt *s, LLVMValueRef guard)
     }
 }
 
+/* A value (scalar or vector) as a tensor of type t stores it. */
+static LLVMValueRef to_storage(Lower *L, DType t, LLVMValueRef v)
+{
+    CgFn *g = L->g;
+    switch (t) {
+    case DT_F32: return to_f32(L, v);
+    case DT_I32: case DT_I64: {
+        LLVMTypeRef st = storage_type(g, t);
+        return LLVMBuildIntCast2(g->b, as_int(L, v), like(L, st, v), true, "");
+    }
+    case DT_BOOL:
+        return LLVMBuildZExt(g->b, as_bool(L, v), like(L, storage_type(g, t), v), "");
+    }
+    IR_UNREACHABLE();
+}
+
 static void store(Lower *L, Stmt *s, LLVMValueRef guard)
 {
     CgFn *g = L->g;
@@ -725,29 +741,30 @@ static void store(Lower *L, Stmt *s, LLVMValueRef guard)
         return;
     }
     const Tensor *t = s->store.buf;
-    IR_ASSERT(t->dtype == DT_F32);
     IR_ASSERT(!guard || is_vec(guard));
+    LLVMTypeRef elt = storage_type(g, t->dtype);
+    unsigned align = align_of(elt);
     LLVMValueRef base = buffer_ptr(L, t);
-    LLVMValueRef val = to_f32(L, ex(L, s->store.value, guard));
+    LLVMValueRef val = to_storage(L, t->dtype, ex(L, s->store.value, guard));
     Expr *f = flat_offset(L, t, s->store.n, s->store.idx), *f0;
     Access ac = classify(L, f, &f0);
     if (ac == AC_SCALAR && !is_vec(val) && !guard) {
-        LLVMValueRef st = LLVMBuildStore(g->b, val, gep(L, base, ex(L, f0, NULL)));
-        LLVMSetAlignment(st, 4);
+        LLVMValueRef st = LLVMBuildStore(g->b, val, gep_of(L, elt, base, ex(L, f0, NULL)));
+        LLVMSetAlignment(st, align);
         return;
     }
-    LLVMTypeRef vt = LLVMVectorType(g->f32, (unsigned)L->width);
+    LLVMTypeRef vt = LLVMVectorType(elt, (unsigned)L->width);
     val = splat(L, val);
     if (ac == AC_CONTIG) {
         LLVMValueRef off = ex(L, f0, NULL);
         if (!guard) {
-            LLVMValueRef st = LLVMBuildStore(g->b, val, gep(L, base, off));
-            LLVMSetAlignment(st, 4);
+            LLVMValueRef st = LLVMBuildStore(g->b, val, gep_of(L, elt, base, off));
+            LLVMSetAlignment(st, align);
             return;
         }
         LLVMTypeRef over[2] = {vt, g->ptr};
-        LLVMValueRef args[4] = {val, gep(L, base, park(L, t, off, guard)), LLVMConstInt(g->i32, 4, 0),
-                                guard};
+        LLVMValueRef args[4] = {val, gep_of(L, elt, base, park(L, t, off, guard)),
+                                LLVMConstInt(g->i32, align, 0), guard};
         cg_intrinsic(g, "llvm.masked.store", over, 2, args, 4);
         return;
     }
@@ -756,9 +773,9 @@ static void store(Lower *L, Stmt *s, LLVMValueRef guard)
     LLVMValueRef off = splat(L, ex(L, ac == AC_SCALAR ? f0 : f, guard));
     if (guard)
         off = LLVMBuildSelect(g->b, guard, off, cint(L, off, 0), "");
-    LLVMValueRef ptrs = gep(L, base, off);
+    LLVMValueRef ptrs = gep_of(L, elt, base, off);
     LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
-    LLVMValueRef args[4] = {val, ptrs, LLVMConstInt(g->i32, 4, 0),
+    LLVMValueRef args[4] = {val, ptrs, LLVMConstInt(g->i32, align, 0),
                             guard ? guard : all_true(L, (unsigned)L->width)};
     cg_intrinsic(g, "llvm.masked.scatter", over, 2, args, 4);
 }

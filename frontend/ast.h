@@ -133,7 +133,8 @@ typedef struct AstStmt {
     union {
         struct { int64_t lo, hi; SrcLoc lo_loc, hi_loc; } dim;
         struct { int n; AstExpr **extents; const char *type; SrcLoc type_loc; } input;
-        struct { int n; AstAxis *axes; AstExpr *body; } def;
+        /* type: NULL (f32), or the element type written after the axes */
+        struct { int n; AstAxis *axes; AstExpr *body; const char *type; SrcLoc type_loc; } def;
     };
 } AstStmt;
 

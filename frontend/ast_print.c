@@ -128,6 +128,8 @@ void fe_ast_print(const AstProgram *p, FILE *out)
         case AST_OUTPUT:
             fprintf(out, "%s%s", s->kind == AST_OUTPUT ? "output " : "", s->name);
             print_axes(s->def.axes, s->def.n, out);
+            if (s->def.type)
+                fprintf(out, " %s", s->def.type);
             fputs(" = ", out);
             fe_expr_print(s->def.body, out);
             fputc('\n', out);

@@ -473,7 +473,11 @@ static void def_stmt(Parser *p, AstStmt *s, AstStmtKind kind)
     expect(p, TOK_LBRACK, "after tensor name '%s'", s->name);
     s->def.axes = axes(p, &s->def.n);
     expect(p, TOK_RBRACK, "after axes");
-    expect(p, TOK_ASSIGN, "after ']'");
+    /* an element type: a name followed by '=' */
+    Lexer ahead = p->lx;
+    if (p->tok.kind == TOK_IDENT && fe_lex_next(&ahead).kind == TOK_ASSIGN)
+        s->def.type = ident(p, &s->def.type_loc, "element type after ']'");
+    expect(p, TOK_ASSIGN, s->def.type ? "after the element type" : "after ']'");
     s->def.body = expr(p);
 }
 

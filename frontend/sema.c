@@ -668,19 +668,25 @@ static void check_dim(Sema *s, const AstStmt *st)
     d->loc = st->name_loc;
 }
 
+/* A tensor's element type by name; false and an error if it is none. */
+static bool element_type(Sema *s, const char *ty, SrcLoc loc, DType *dt)
+{
+    if (strcmp(ty, "f16") == 0 || strcmp(ty, "bf16") == 0 || strcmp(ty, "f64") == 0) {
+        error(s, loc, "element type '%s' is not supported yet; use f32", ty);
+        return false;
+    }
+    if (!ir_dtype_parse(ty, dt)) {
+        error(s, loc, "unknown element type '%s' (expected f32, i32, i64 or bool)", ty);
+        return false;
+    }
+    return true;
+}
+
 static void check_input(Sema *s, const AstStmt *st)
 {
-    const char *ty = st->input.type;
     DType dt;
-    if (strcmp(ty, "f16") == 0 || strcmp(ty, "bf16") == 0 || strcmp(ty, "f64") == 0) {
-        error(s, st->input.type_loc, "element type '%s' is not supported yet; use f32", ty);
+    if (!element_type(s, st->input.type, st->input.type_loc, &dt))
         return;
-    }
-    if (!ir_dtype_parse(ty, &dt)) {
-        error(s, st->input.type_loc, "unknown element type '%s' (expected f32, i32, i64 or bool)",
-              ty);
-        return;
-    }
     if (st->input.n > MAX_RANK) {
         error(s, st->name_loc, "tensor '%s' has rank %d; at most %d is supported", st->name,
               st->input.n, MAX_RANK);
@@ -723,15 +729,20 @@ static void check_def(Sema *s, const AstStmt *st)
     s->def_pos = NULL;
     if (!body)
         return;
-    if (body->type == DT_BOOL) {
+    DType dt = DT_F32;
+    if (st->def.type && !element_type(s, st->def.type, st->def.type_loc, &dt))
+        return;
+    if (body->type == DT_BOOL && !st->def.type) {
         error(s, st->def.body->loc,
-              "type mismatch: the value of '%s' is a condition; use select(c, 1.0, 0.0)", st->name);
+              "type mismatch: the value of '%s' is a condition; declare it a bool tensor (%s[...] "
+              "bool = ...) or use select(c, 1.0, 0.0)",
+              st->name, st->name);
         return;
     }
     if (s->failed)
         return;
-    Tensor *t = ir_te_add_compute(s->p, st->name, st->kind == AST_OUTPUT ? TK_OUTPUT : TK_TEMP,
-                                  st->def.n, axes, body);
+    Tensor *t = ir_te_add_compute_as(s->p, st->name, st->kind == AST_OUTPUT ? TK_OUTPUT : TK_TEMP,
+                                     dt, st->def.n, axes, body);
     t->loc = st->name_loc;
 }
 

@@ -260,7 +260,7 @@ Expr *ir_varref(ExprCtx *c, Var *v)
 Expr *ir_cast(ExprCtx *c, DType to, Expr *a)
 {
     if (to == DT_I32)
-        return ir_op(c, EX_I32, a, NULL, NULL);
+        return a->kind == EX_I32 ? a : ir_op(c, EX_I32, a, NULL, NULL);
     if (a->type == to)
         return a;
     if (to == DT_BOOL)

@@ -119,7 +119,8 @@ static void copy_compute(Copier *c, const Tensor *t, TensorKind kind, const char
     Var **axes = IR_NEWN(c->to->arena, Var *, t->rank ? t->rank : 1);
     for (int i = 0; i < t->rank; i++)
         axes[i] = copy_var(c, t->axes[i]);
-    Tensor *n = ir_te_add_compute(c->to, name, kind, t->rank, axes, copy(c, t->body));
+    Tensor *n = ir_te_add_compute_as(c->to, name, kind, t->dtype, t->rank, axes,
+                                     copy(c, t->body));
     n->loc = t->loc;
     n->fuse = kind == TK_TEMP ? FUSE_INLINE : FUSE_COST; /* as p's inlining left it */
     c->tensors[t->id] = n;

@@ -697,7 +697,7 @@ static void *run_range(void *arg)
     const Prog *g = w->g;
     const Tensor *t = g->t;
     const Shape *s = &g->shapes[t->id];
-    float *out = g->bufs[t->id];
+    void *out = g->bufs[t->id];
     for (int64_t first = w->lo; first < w->hi && !w->fault; first += LANES) {
         Batch b;
         b.n = (int)(w->hi - first < LANES ? w->hi - first : LANES);
@@ -719,8 +719,15 @@ static void *run_range(void *arg)
             inner *= s->ext[i];
         }
         Vals v = eval(w, g->root, &b);
-        for (int l = 0; l < b.n; l++)
-            out[first + l] = (float)AT(v, l).f;
+        for (int l = 0; l < b.n; l++) {
+            int64_t at = first + l;
+            switch (t->dtype) {
+            case DT_F32: ((float *)out)[at] = (float)AT(v, l).f; break;
+            case DT_I32: ((int32_t *)out)[at] = (int32_t)ir_sem_wrap32(AT(v, l).i); break;
+            case DT_I64: ((int64_t *)out)[at] = AT(v, l).i; break;
+            case DT_BOOL: ((uint8_t *)out)[at] = AT(v, l).i != 0; break;
+            }
+        }
     }
     return NULL;
 }
@@ -746,10 +753,10 @@ static const char *run_tensor(const TeProgram *p, const Tensor *t, const int64_t
                               float **bufs, const Shape *shapes, IrGatherFault *gf)
 {
     Prog g = {.arena = ir_arena_new(), .t = t, .shapes = shapes, .bufs = bufs, .dims = dims};
-    IR_ASSERT(t->body->type == DT_F32);
     /* the body as the language defines it: products fused into the adds
      * that take them (ir/semantics.c), unless the program says not to */
-    g.root = compile_f(&g, p->fp_contract_off ? t->body : ir_contract(p->ctx, t->body));
+    Expr *body = p->fp_contract_off ? t->body : ir_contract(p->ctx, t->body);
+    g.root = t->dtype == DT_F32 ? compile_f(&g, body) : compile_i(&g, body);
     int64_t numel = ir_te_numel(t, dims);
     int nthreads = thread_count((double)numel * cost(&g, g.root), numel);
     int64_t chunk = (numel + nthreads - 1) / nthreads;

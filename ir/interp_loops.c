@@ -174,9 +174,16 @@ static void run(LI *li, const Stmt *s)
             li->fault = s->store.buf->name;
             return;
         }
-        IR_ASSERT(s->store.buf->dtype == DT_F32);
-        float *d = b->data, v = (float)ev_f(li, s->store.value);
-        d[off] = s->store.atomic ? d[off] + v : v;
+        switch (s->store.buf->dtype) {
+        case DT_F32: {
+            float *d = b->data, v = (float)ev_f(li, s->store.value);
+            d[off] = s->store.atomic ? d[off] + v : v;
+            break;
+        }
+        case DT_I32: ((int32_t *)b->data)[off] = (int32_t)ir_sem_wrap32(ev_i(li, s->store.value)); break;
+        case DT_I64: ((int64_t *)b->data)[off] = ev_i(li, s->store.value); break;
+        case DT_BOOL: ((uint8_t *)b->data)[off] = ev_i(li, s->store.value) != 0; break;
+        }
         return;
     }
     case ST_ALLOC: {

@@ -156,7 +156,10 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
             fprintf(out, "%s%s: ", j ? ", " : "", t->axes[j]->name);
             print_prec(out, t->shape[j], 0);
         }
-        fputs("] = ", out);
+        fputs("]", out);
+        if (t->dtype != DT_F32)
+            fprintf(out, " %s", ir_dtype_name(t->dtype));
+        fputs(" = ", out);
         print_prec(out, bodies ? bodies[i] : t->body, 0);
         fputc('\n', out);
     }

@@ -126,6 +126,12 @@ Tensor *ir_te_add_input(TeProgram *p, const char *name, DType dt, int rank, Expr
 Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int rank,
                           Var **axes, Expr *body)
 {
+    return ir_te_add_compute_as(p, name, kind, DT_F32, rank, axes, body);
+}
+
+Tensor *ir_te_add_compute_as(TeProgram *p, const char *name, TensorKind kind, DType dt,
+                             int rank, Var **axes, Expr *body)
+{
     if (!p || !name || !body || rank < 0 || (rank > 0 && !axes))
         return NULL;
     for (int i = 0; i < rank; i++)
@@ -136,7 +142,8 @@ Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int r
     memcpy(t->axes, axes, sizeof(Var *) * (size_t)rank);
     for (int i = 0; i < rank; i++)
         t->shape[i] = axes[i]->extent;
-    t->body = body->type == DT_F32 ? body : ir_cast(p->ctx, DT_F32, body);
+    t->dtype = dt;
+    t->body = ir_cast(p->ctx, dt, body);
     return t;
 }
 
@@ -356,8 +363,9 @@ bool ir_verify_te_inlined(const TeProgram *p, Expr *const *bodies, const bool *m
         if (t->kind == TK_INPUT || (materialized && !materialized[i]))
             continue;
         const Expr *body = bodies ? bodies[i] : t->body;
-        if (!body || body->type != DT_F32) {
-            snprintf(err, errlen, "tensor %s: body missing or not f32", t->name);
+        if (!body || body->type != ir_dtype_value(t->dtype)) {
+            snprintf(err, errlen, "tensor %s: body missing or not %s", t->name,
+                     ir_dtype_name(t->dtype));
             return false;
         }
         Scope axes = {t->axes, t->rank, NULL};

@@ -119,8 +119,10 @@ static void check_stmt(Env *e, const Stmt *s)
             fail(e, "store to an unallocated buffer", s->store.buf->name);
         if (s->store.n != s->store.buf->rank)
             fail(e, "store with the wrong number of indices", s->store.buf->name);
-        if (s->store.value->type != DT_F32)
-            fail(e, "store of a non-float value", s->store.buf->name);
+        if (s->store.value->type != ir_dtype_value(s->store.buf->dtype))
+            fail(e, "store of a value of another type than the buffer's", s->store.buf->name);
+        if (s->store.atomic && s->store.buf->dtype != DT_F32)
+            fail(e, "atomic store to a buffer that is not f32", s->store.buf->name);
         if (s->store.async && (s->store.buf->scope != MS_SHARED || s->store.value->kind != EX_LOAD ||
                                s->store.value->load.t->scope != MS_GLOBAL))
             fail(e, "async store that is not a copy of a global load into shared memory",

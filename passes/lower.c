@@ -129,8 +129,7 @@ typedef struct Out {
 static Stmt *consume_store(Lower *l, Expr *v, void *ud)
 {
     Out *o = ud;
-    if (v->type != DT_F32)
-        v = ir_cast(l->c, DT_F32, v);
+    v = ir_cast(l->c, o->t->dtype, v); /* i32: already i32(), so unchanged */
     Stmt *s = ir_store(l->a, o->t, o->t->rank, o->idx, v);
     s->store.atomic = o->atomic;
     return s;

@@ -1151,10 +1151,10 @@ static void run_once(Exec *x, const int64_t *dims, float **bufs)
 
 /* --check: out against the reference by rt_compare's rule; the first
  * element that differs named by its index. */
-static bool compare(const Tensor *t, const int64_t *dims, const float *out, const float *ref)
+static bool compare(const Tensor *t, const int64_t *dims, const void *out, const void *ref)
 {
     int64_t shape[RT_NPY_MAX_RANK], n = ir_te_numel(t, dims);
-    RtCompare c = rt_compare(out, ref, n);
+    RtCompare c = rt_compare_elems((int32_t)t->dtype, out, ref, n);
     if (c.nbad) {
         tensor_shape(t, dims, shape);
         int64_t idx[RT_NPY_MAX_RANK], rest = c.first;
@@ -1170,8 +1170,8 @@ static bool compare(const Tensor *t, const int64_t *dims, const float *out, cons
             snprintf(at + k, sizeof at - k, "]");
         fprintf(stderr, "check: %s differs from the reference at %lld of %lld elements; first at "
                         "%s (flat index %lld): got %.9g, expected %.9g\n",
-                t->name, (long long)c.nbad, (long long)n, at, (long long)c.first, out[c.first],
-                ref[c.first]);
+                t->name, (long long)c.nbad, (long long)n, at, (long long)c.first,
+                rt_elem((int32_t)t->dtype, out, c.first), rt_elem((int32_t)t->dtype, ref, c.first));
         return false;
     }
     printf("check: %s matches the reference (%lld elements, max abs error %.3g)\n", t->name,
@@ -1179,21 +1179,23 @@ static bool compare(const Tensor *t, const int64_t *dims, const float *out, cons
     return true;
 }
 
-static void print_summary(const Tensor *t, const int64_t *dims, const float *v, int64_t n)
+static void print_summary(const Tensor *t, const int64_t *dims, const void *data, int64_t n)
 {
+    int32_t dt = (int32_t)t->dtype;
     int64_t shape[16], nnan = 0;
     char sh[256];
     tensor_shape(t, dims, shape);
     shape_str(sh, sizeof sh, t->rank, shape);
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (isnan(v[i])) {
+        double v = rt_elem(dt, data, i);
+        if (isnan(v)) {
             nnan++;
             continue;
         }
-        lo = fmin(lo, v[i]);
-        hi = fmax(hi, v[i]);
-        sum += v[i];
+        lo = fmin(lo, v);
+        hi = fmax(hi, v);
+        sum += v;
     }
     if (n > 0 && nnan == n)
         printf("%s %s: every element is NaN", t->name, sh);
@@ -1206,7 +1208,7 @@ static void print_summary(const Tensor *t, const int64_t *dims, const float *v, 
         printf(" (over the elements not NaN; %lld NaN)", (long long)nnan);
     printf("\n  [");
     for (int64_t i = 0; i < n && i < 6; i++)
-        printf("%s%.6g", i ? ", " : "", v[i]);
+        printf(dt == DCRT_F32 ? "%s%.6g" : "%s%.0f", i ? ", " : "", rt_elem(dt, data, i));
     printf("%s]\n", n > 6 ? ", ..." : "");
 }
 
@@ -1287,8 +1289,8 @@ static int cmd_run(int argc, char **argv)
     if (check) {
         float **ref = calloc((size_t)p->ntensors, sizeof *ref);
         for (int i = 0; i < p->ntensors; i++) {
-            int64_t n = ir_te_numel(p->tensors[i], dims);
-            ref[i] = p->tensors[i]->kind == TK_INPUT ? bufs[i] : malloc((size_t)(n ? n : 1) * 4);
+            int64_t bytes = ir_te_bytes(p->tensors[i], dims);
+            ref[i] = p->tensors[i]->kind == TK_INPUT ? bufs[i] : malloc(bytes ? (size_t)bytes : 8);
         }
         if (ir_interp(p, dims, ref, err, sizeof err) != 0)
             fail("%s", err);
@@ -1320,11 +1322,11 @@ static int cmd_run(int argc, char **argv)
                 print_summary(t, dims, bufs[i], n);
             continue;
         }
-        RtArray arr = {.rank = t->rank, .data = bufs[i]};
+        RtArray arr = {.rank = t->rank, .data = bufs[i], .dtype = (int32_t)t->dtype};
         tensor_shape(t, dims, arr.shape);
         size_t hlen = rt_npy_header(&arr, heads[i]);
         IR_ASSERT(hlen > 0);
-        outputs_add(files, path, heads[i], hlen, bufs[i], (size_t)n * sizeof(float));
+        outputs_add(files, path, heads[i], hlen, bufs[i], (size_t)ir_te_bytes(t, dims));
     }
     outputs_commit(files);
     free(heads);

@@ -453,9 +453,15 @@ void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,
 TeProgram *ir_te_new(const char *name);
 void ir_te_destroy(TeProgram *p);
 Tensor *ir_te_add_input(TeProgram *p, const char *name, DType t, int rank, Expr **shape);
-/* axes are VK_AXIS vars whose extents give the shape. */
+/* axes are VK_AXIS vars whose extents give the shape. An f32 tensor: the
+ * body converted to f32 if it is an integer (a condition is converted
+ * too, to 1 or 0). */
 Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int rank,
                           Var **axes, Expr *body);
+/* The same with elements of type dt: the body converted to it as f32(),
+ * i32(), i64() or bool() convert (an i32 tensor's body is i32(body)). */
+Tensor *ir_te_add_compute_as(TeProgram *p, const char *name, TensorKind kind, DType dt,
+                             int rank, Var **axes, Expr *body);
 Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi);
 Tensor *ir_te_find(const TeProgram *p, const char *name);
 /* The hash names are found by (64-bit FNV-1a). */

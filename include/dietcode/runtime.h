@@ -65,6 +65,10 @@ typedef struct RtCompare {
     double max_abs; /* the largest |out - ref| where both are finite */
 } RtCompare;
 RtCompare rt_compare(const float *out, const float *ref, int64_t n);
+/* The same for n elements of type dtype: integers and bools exactly. */
+RtCompare rt_compare_elems(int32_t dtype, const void *out, const void *ref, int64_t n);
+/* Element i of an array of type dtype, as a double (to print it). */
+double rt_elem(int32_t dtype, const void *p, int64_t i);
 
 /* runtime/infile.c: files read (programs, .npy inputs, records, shapes).
  * Opens path for reading if it is a regular file: a FIFO, device, socket or

@@ -229,9 +229,13 @@ static void check_shape(const char *file, const char *target, int v, const TePro
             bufs[i] = ref[i];
             continue;
         }
-        bufs[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
-        for (int64_t j = 0; j < n; j++)
-            bufs[i][j] = NAN; /* unwritten outputs must not pass */
+        int64_t bytes = ir_te_bytes(p->tensors[i], dims);
+        bufs[i] = malloc(bytes ? (size_t)bytes : 8);
+        if (p->tensors[i]->dtype == DT_F32)
+            for (int64_t j = 0; j < n; j++)
+                bufs[i][j] = NAN; /* unwritten outputs must not pass */
+        else
+            memset(bufs[i], 0x5a, (size_t)bytes); /* nor integers, nor bools (0x5a is not one) */
     }
     int rc;
     if (strcmp(target, "loops") == 0)
@@ -253,12 +257,13 @@ static void check_shape(const char *file, const char *target, int v, const TePro
             const Tensor *t = p->tensors[i];
             if (t->kind != TK_OUTPUT)
                 continue;
-            RtCompare c = rt_compare(bufs[i], ref[i], ir_te_numel(t, dims));
+            int32_t dt = (int32_t)t->dtype;
+            RtCompare c = rt_compare_elems(dt, bufs[i], ref[i], ir_te_numel(t, dims));
             bool ok = c.nbad == 0;
             int64_t bad = ok ? 0 : c.first;
             char what[256];
             snprintf(what, sizeof what, "%s[%lld] = %.9g, reference %.9g", t->name,
-                     (long long)bad, bufs[i][bad], ref[i][bad]);
+                     (long long)bad, rt_elem(dt, bufs[i], bad), rt_elem(dt, ref[i], bad));
             report(ok, file, target, v, p, dims, what);
         }
     }
