@@ -199,6 +199,27 @@ static LLVMTypeRef record_type(Host *h, LLVMTypeRef *f, unsigned n)
     return LLVMStructTypeInContext(h->cx, f, n, 0);
 }
 
+/* Buffer i's constant elements (NULL when it is none): in the object's
+ * read-only data, or where the program holds them for a JIT. */
+static LLVMValueRef const_data(Host *h, const CgTable *tb, int i, bool jit)
+{
+    const DcrtBuffer *b = &tb->prog.buffers[i];
+    if (!b->data)
+        return LLVMConstPointerNull(h->ptr);
+    if (jit)
+        return LLVMConstIntToPtr(ci64(h, (int64_t)(uintptr_t)b->data), h->ptr);
+    int64_t bytes = ir_dtype_size((DType)b->dtype), e;
+    for (int j = 0; j < b->rank; j++) {
+        bool fixed = ir_is_const(tb->sizes[b->extents + j], &e);
+        IR_ASSERT(fixed); /* a constant's extents are */
+        bytes *= e;
+    }
+    LLVMValueRef g = private_const(
+        h, LLVMConstStringInContext(h->cx, b->data, (unsigned)bytes, 1), "dc.const");
+    LLVMSetAlignment(g, 64);
+    return g;
+}
+
 /* The DcrtProgram of tb, with fns (CPU) or ptx (GPU). */
 static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_fn,
                                   const CgHostOpts *o, LLVMValueRef const *kfn, const char *sym)
@@ -218,13 +239,14 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
     LLVMValueRef dims = array(h, dim_t, v, p->ndims, "dc.dims");
 
     LLVMTypeRef buf_t =
-        record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32, I32, I32, I32}, 9);
+        record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32, I32, I32, I32, P}, 10);
     for (int i = 0; i < p->nbuffers; i++) {
         const DcrtBuffer *b = &p->buffers[i];
         v[i] = record(h, (LLVMValueRef[]){string(h, b->name), ci32(h, b->kind), ci32(h, b->rank),
                                           ci32(h, b->extents), ci32(h, b->stage),
                                           ci32(h, b->variant), ci32(h, b->first),
-                                          ci32(h, b->last), ci32(h, b->dtype)}, 9);
+                                          ci32(h, b->last), ci32(h, b->dtype),
+                                          const_data(h, tb, i, o->jit)}, 10);
     }
     LLVMValueRef bufs = array(h, buf_t, v, p->nbuffers, "dc.buffers");
 
@@ -518,7 +540,7 @@ static const char **param_names(Arena *a, const TeProgram *te, int *n)
         names[(*n)++] = te->dims[i]->name;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data)
                 names[(*n)++] = te->tensors[i]->name;
     for (int i = 0; i < *n; i++) {
         const char *own = names[i];
@@ -562,7 +584,7 @@ static void signature(FILE *f, const TeProgram *te, const char **names, bool gpu
         fprintf(f, "%sint64_t %s", first ? "" : ", ", names[k++]);
     for (int pass = 0; pass < 2 && !dims_only; pass++)
         for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT)) {
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data) {
                 const char *ty = c_elem_type(te->tensors[i]->dtype);
                 if (gpu)
                     fprintf(f, "%suint64_t %s", first ? "" : ", ", names[k++]);

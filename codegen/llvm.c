@@ -76,7 +76,7 @@ typedef struct Lower {
     /* checked gathers: each EX_CHECK index of the loads lowered so far and
      * the code the error record takes for it (LoopProgram.index_error) */
     int64_t out_id;  /* the kernel's stage's tensor */
-    Expr *chk[32];
+    const Expr *chk[32];
     int64_t chk_code[32];
     int nchk;
 } Lower;
@@ -571,11 +571,6 @@ static LLVMValueRef load_raw(Lower *L, Expr *e, LLVMValueRef guard)
     CgFn *g = L->g;
     const Tensor *t = e->load.t;
     LLVMTypeRef elt = storage_type(g, t->dtype);
-    for (int i = 0; i < e->load.n; i++)
-        if (e->load.idx[i]->kind == EX_CHECK && L->nchk < 32) {
-            L->chk[L->nchk] = e->load.idx[i];
-            L->chk_code[L->nchk++] = 1 + i + 16 * ((t->id > 0 ? t->id : 0) + 65536 * L->out_id);
-        }
     LLVMValueRef base = buffer_ptr(L, t);
     LLVMValueRef inb = e->load.padded ? inbounds(L, t, e->load.n, e->load.idx, guard) : NULL;
     LLVMValueRef mask = mask_and(L, guard, inb);
@@ -831,6 +826,22 @@ LLVMValueRef cg_floordivmod(LLVMBuilderRef B, LLVMValueRef a, LLVMValueRef b, bo
     return LLVMBuildSelect(B, bz, zero, res, "");
 }
 
+/* The codes of the kernel's checked indices: the tensor and axis of each
+ * (ir_check_sites) and the stage's tensor. */
+static void scan_checks(Lower *L, const Kernel *k)
+{
+    if (!L->g->lp->index_error)
+        return;
+    int n;
+    IrCheckSite *sites = ir_check_sites(k, ir_var_count(L->g->ec), &n);
+    for (int i = 0; i < n && L->nchk < 32; i++) {
+        const Tensor *t = sites[i].t;
+        L->chk[L->nchk] = sites[i].check;
+        L->chk_code[L->nchk++] = 1 + sites[i].axis + 16 * ((t->id > 0 ? t->id : 0) + 65536 * L->out_id);
+    }
+    free(sites);
+}
+
 /* The lane of v (a vector, or a scalar for all) that mask's first set lane
  * picks, widened to i64: selects over constant lanes, last to first (a
  * lane picked by a variable index would put a GPU thread's registers in
@@ -838,6 +849,8 @@ LLVMValueRef cg_floordivmod(LLVMBuilderRef B, LLVMValueRef a, LLVMValueRef b, bo
 static LLVMValueRef first_lane(Lower *L, LLVMValueRef mask, LLVMValueRef v)
 {
     CgFn *g = L->g;
+    if (is_vec(v) && !is_vec(mask)) /* every lane the same mask: the first */
+        v = LLVMBuildExtractElement(g->b, v, LLVMConstInt(g->i32, 0, 0), "");
     if (is_vec(v)) {
         unsigned w = LLVMGetVectorSize(LLVMTypeOf(mask));
         LLVMValueRef r = LLVMBuildExtractElement(g->b, v, LLVMConstInt(g->i32, w - 1, 0), "");
@@ -859,10 +872,7 @@ static LLVMValueRef checked(Lower *L, Expr *e, LLVMValueRef guard)
     CgFn *g = L->g;
     LLVMBuilderRef B = g->b;
     LLVMValueRef v = as_int(L, ex(L, e->op.a, guard)), n = ex(L, e->op.b, guard);
-    LLVMValueRef pos = ex(L, e->op.c, guard);
     bcast(L, &v, &n);
-    bcast(L, &v, &pos);
-    bcast(L, &n, &pos);
     LLVMValueRef zero = cint(L, v, 0);
     LLVMValueRef i = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, zero, ""),
                                      LLVMBuildAdd(B, v, n, ""), v, "");
@@ -871,10 +881,9 @@ static LLVMValueRef checked(Lower *L, Expr *e, LLVMValueRef guard)
     const Tensor *rec = g->lp->index_error;
     if (!rec)
         return res;
+    /* the lanes that are out; with one index for every lane, the lanes the
+     * guard lets run, of which the first is the element reported */
     LLVMValueRef live = mask_and(L, guard, bad);
-    if (is_vec(live) && !is_vec(v)) { /* one value for every lane */
-        live = any_lane(L, live);
-    }
     int64_t code = 0;
     for (int k = 0; k < L->nchk; k++)
         if (L->chk[k] == e)
@@ -886,6 +895,18 @@ static LLVMValueRef checked(Lower *L, Expr *e, LLVMValueRef guard)
     LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_ok");
     LLVMBuildCondBr(B, any_lane(L, live), out, cont);
     LLVMPositionBuilderAtEnd(B, out);
+    /* the element's position only here, out of the hot path (it would hold
+     * registers there): a memo of its own, since what this block computes
+     * does not dominate the code after it */
+    MemoEnt *memo = L->memo;
+    size_t memocap = L->memocap, memocount = L->memocount;
+    L->memo = NULL;
+    L->memocap = L->memocount = 0;
+    LLVMValueRef pos = ex(L, e->op.c, guard);
+    free(L->memo);
+    L->memo = memo;
+    L->memocap = memocap;
+    L->memocount = memocount;
     LLVMValueRef vals[3] = {first_lane(L, live, v), first_lane(L, live, n),
                             first_lane(L, live, pos)};
     LLVMValueRef base = buffer_ptr(L, rec);
@@ -1438,6 +1459,7 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     t->kernel_begin(&g, k, sym);
     for (int i = 0; narrow && i < te->ndims; i++)
         g.dimv[i] = LLVMBuildTrunc(g.b, g.dimv[i], g.i32, te->dims[i]->name);
+    scan_checks(&L, k);
     st(&L, k->body, NULL);
     t->kernel_end(&g);
     LLVMDisposeBuilder(g.b);

@@ -30,7 +30,7 @@ static int32_t buffer_kind(const LoopProgram *lp, const Tensor *b)
     if (b->id >= lp->te->ntensors)
         return DCRT_BUF_SCRATCH;
     switch (b->kind) {
-    case TK_INPUT: return DCRT_BUF_INPUT;
+    case TK_INPUT: return b->data ? DCRT_BUF_CONST : DCRT_BUF_INPUT;
     case TK_OUTPUT: return DCRT_BUF_OUTPUT;
     case TK_TEMP: return lp->materialized[b->id] ? DCRT_BUF_TEMP : DCRT_BUF_INLINED;
     }
@@ -96,14 +96,14 @@ CgTable *cg_table_new(const LoopProgram *lp)
     for (int i = 0; i < lp->nbuffers; i++) {
         const Tensor *b = lp->buffers[i];
         bufs[i] = (DcrtBuffer){b->name, buffer_kind(lp, b), b->rank, t->nsizes, -1, -1, -1, -1,
-                               (int32_t)b->dtype};
+                               (int32_t)b->dtype, b->data};
         for (int j = 0; j < b->rank; j++)
             t->sizes[t->nsizes++] = b->shape[j];
     }
     int np = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data)
                 params[np++] = i;
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];

@@ -33,7 +33,7 @@ ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
     if (!IR_ARG_OK(lp, err, errlen))
         return NULL;
     const CgTarget *isa = cg_target_cpu();
-    CgHostOpts o = {.nisas = 1, .isas = &isa};
+    CgHostOpts o = {.nisas = 1, .isas = &isa, .jit = true};
     void *entry = NULL;
     CgJitCode *code = ex_jit_host(lp, o, "_run_packed", &entry, err, errlen);
     if (!code)

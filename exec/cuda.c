@@ -25,7 +25,7 @@ ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice,
     char *ptx = cg_emit_ptx(lp, arch, libdevice, err, errlen);
     if (!ptx)
         return NULL;
-    CgHostOpts o = {.ptx = ptx};
+    CgHostOpts o = {.ptx = ptx, .jit = true};
     void *entry = NULL;
     CgJitCode *code = ex_jit_host(lp, o, "_launch_packed", &entry, err, errlen);
     free(ptx);

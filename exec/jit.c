@@ -55,7 +55,7 @@ int *ex_entry_params(const TeProgram *te, int *n)
     *n = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT))
+            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data)
                 p[(*n)++] = i;
     return p;
 }

@@ -153,10 +153,17 @@ int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *e
         const DcrtBuffer *b = &p->buffers[i];
         if (b->kind == DCRT_BUF_INLINED || (b->kind == DCRT_BUF_SCRATCH && pl->offset[i] < 0))
             continue;
-        static const char *const kinds[] = {"input", "output", "intermediate", "scratch"};
+        static const char *const kinds[] = {
+            [DCRT_BUF_INPUT] = "input", [DCRT_BUF_OUTPUT] = "output",
+            [DCRT_BUF_TEMP] = "intermediate", [DCRT_BUF_SCRATCH] = "scratch",
+            [DCRT_BUF_INLINED] = "inlined", [DCRT_BUF_CHECK] = "the gathers' error record",
+            [DCRT_BUF_CONST] = "constant, in the object"};
         fprintf(out, "buffer %s ", b->name);
         print_shape(out, p, i, dims);
-        fprintf(out, ": %s, %lld bytes", kinds[b->kind], (long long)pl->numel[i] * 4);
+        fprintf(out, ": %s", kinds[b->kind]);
+        if (b->dtype != DCRT_F32)
+            fprintf(out, " of %s", rt_dtype_name(b->dtype));
+        fprintf(out, ", %lld bytes", (long long)pl->numel[i] * rt_dtype_size(b->dtype));
         if (pl->offset[i] >= 0)
             fprintf(out, " at workspace offset %lld", (long long)pl->offset[i]);
         fputc('\n', out);

@@ -120,7 +120,7 @@ struct AstExpr {
 
 typedef enum AstStmtKind {
     AST_DIM,    /* dim: `dim NAME in LO..HI` */
-    AST_INPUT,  /* input: `input NAME[EXTENT, ...] TYPE` */
+    AST_INPUT,  /* input: `input NAME[EXTENT, ...] TYPE`, or `const ... = "FILE"` (input.file) */
     AST_DEF,    /* def: `NAME[AXIS, ...] = EXPR`, an intermediate tensor */
     AST_OUTPUT, /* def: `output NAME[AXIS, ...] = EXPR` */
 } AstStmtKind;
@@ -132,7 +132,14 @@ typedef struct AstStmt {
     SrcLoc name_loc;
     union {
         struct { int64_t lo, hi; SrcLoc lo_loc, hi_loc; } dim;
-        struct { int n; AstExpr **extents; const char *type; SrcLoc type_loc; } input;
+        struct {
+            int n;
+            AstExpr **extents;
+            const char *type;
+            SrcLoc type_loc;
+            const char *file; /* a constant's: where its values are, as written (NULL: an input) */
+            SrcLoc file_loc;
+        } input;
         /* type: NULL (f32), or the element type written after the axes */
         struct { int n; AstAxis *axes; AstExpr *body; const char *type; SrcLoc type_loc; } def;
     };
@@ -149,7 +156,7 @@ typedef struct AstProgram {
     X(TOK_IDENT, "identifier") X(TOK_INT, "integer") X(TOK_FLOAT, "float")      \
     X(TOK_ERROR, "bad token")                                                 \
     X(TOK_DIM, "dim") X(TOK_IN, "in") X(TOK_INPUT, "input")                     \
-    X(TOK_OUTPUT, "output")                                                   \
+    X(TOK_OUTPUT, "output") X(TOK_CONST, "const") X(TOK_STRING, "string")        \
     X(TOK_LPAREN, "(") X(TOK_RPAREN, ")") X(TOK_LBRACK, "[") X(TOK_RBRACK, "]")  \
     X(TOK_COMMA, ",") X(TOK_COLON, ":") X(TOK_SEMI, ";") X(TOK_ASSIGN, "=")      \
     X(TOK_QUEST, "?") X(TOK_DOTDOT, "..")                                      \
@@ -166,6 +173,7 @@ typedef enum TokKind { FE_TOKENS(X) TOK_COUNT } TokKind;
 typedef enum LexError {
     LEX_OK, LEX_BADCHAR, LEX_BADNUM, LEX_BIGINT, LEX_BIGFLOAT,
     LEX_BOM, /* a byte-order mark after the start */
+    LEX_BADSTRING, /* a string not closed on its line */
 } LexError;
 
 typedef struct Token {

@@ -120,9 +120,12 @@ void fe_ast_print(const AstProgram *p, FILE *out)
             fprintf(out, "dim %s in %" PRId64 "..%" PRId64 "\n", s->name, s->dim.lo, s->dim.hi);
             break;
         case AST_INPUT:
-            fprintf(out, "input %s[", s->name);
+            fprintf(out, "%s %s[", s->input.file ? "const" : "input", s->name);
             print_list(s->input.extents, s->input.n, out);
-            fprintf(out, "] %s\n", s->input.type);
+            fprintf(out, "] %s", s->input.type);
+            if (s->input.file)
+                fprintf(out, " = \"%s\"", s->input.file);
+            fputc('\n', out);
             break;
         case AST_DEF:
         case AST_OUTPUT:

@@ -134,6 +134,7 @@ static TokKind keyword(const char *s, int len)
 {
     static const struct { const char *s; TokKind k; } kw[] = {
         {"dim", TOK_DIM}, {"in", TOK_IN}, {"input", TOK_INPUT}, {"output", TOK_OUTPUT},
+        {"const", TOK_CONST},
     };
     for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
         if ((size_t)len == strlen(kw[i].s) && !memcmp(s, kw[i].s, (size_t)len))
@@ -188,6 +189,21 @@ Token fe_lex_next(Lexer *lx)
         t.kind = keyword(t.text, t.len);
     } else if (is_digit(c) || (c == '.' && is_digit(peek(lx, 1)))) {
         return number(lx, t);
+    } else if (c == '"') { /* a string: no escapes, on one line; text is its inside */
+        bump(lx);
+        while (peek(lx, 0) >= 0 && peek(lx, 0) != '"' && peek(lx, 0) != '\n')
+            bump(lx);
+        if (peek(lx, 0) != '"') {
+            t.kind = TOK_ERROR;
+            t.err = LEX_BADSTRING;
+            t.len = (int)(lx->p - t.text);
+            return t;
+        }
+        bump(lx);
+        t.kind = TOK_STRING;
+        t.text = ir_arena_strndup(lx->arena, t.text + 1, (size_t)(lx->p - t.text - 2));
+        t.len = (int)strlen(t.text);
+        return t;
     } else if (lx->end - lx->p >= 3 && !memcmp(lx->p, bom, 3)) {
         for (int i = 0; i < 3; i++)
             bump(lx);
@@ -223,6 +239,10 @@ void fe_lex_report(DiagList *d, const Token *t)
     case LEX_BIGFLOAT:
         ir_diag(d, t->loc, "%s literal '%.*s%s' is too large", t->err == LEX_BIGINT ? "integer" : "float",
                 t->len > 40 ? 40 : t->len, t->text, t->len > 40 ? "..." : "");
+        break;
+    case LEX_BADSTRING:
+        ir_diag(d, t->loc, "string not closed on its line: '%.*s%s'", t->len > 40 ? 40 : t->len,
+                t->text, t->len > 40 ? "..." : "");
         break;
     case LEX_OK: IR_UNREACHABLE();
     }

@@ -113,7 +113,7 @@ expected(Parser *p, const char *fmt, ...)
 /* Tokens that, after a newline, end the statement whatever is open. */
 static bool starts_statement(TokKind k)
 {
-    return k == TOK_DIM || k == TOK_INPUT || k == TOK_OUTPUT || k == TOK_EOF;
+    return k == TOK_DIM || k == TOK_INPUT || k == TOK_OUTPUT || k == TOK_CONST || k == TOK_EOF;
 }
 
 /* Drops the current newline if the statement goes on past it. */
@@ -465,6 +465,22 @@ static void input_stmt(Parser *p, AstStmt *s)
     s->input.type = ident(p, &s->input.type_loc, "element type after ']'");
 }
 
+static void const_stmt(Parser *p, AstStmt *s)
+{
+    s->kind = AST_INPUT;
+    s->name = ident(p, &s->name_loc, "tensor name after 'const'");
+    expect(p, TOK_LBRACK, "after tensor name '%s'", s->name);
+    s->input.extents = list(p, TOK_RBRACK, &s->input.n);
+    expect(p, TOK_RBRACK, "after extents");
+    s->input.type = ident(p, &s->input.type_loc, "element type after ']'");
+    expect(p, TOK_ASSIGN, "after the element type of constant '%s'", s->name);
+    if (p->tok.kind != TOK_STRING)
+        expected(p, "the file of its values, in quotes (\"w.npy\")");
+    s->input.file = p->tok.text;
+    s->input.file_loc = p->tok.loc;
+    advance(p);
+}
+
 static void def_stmt(Parser *p, AstStmt *s, AstStmtKind kind)
 {
     s->kind = kind;
@@ -488,6 +504,7 @@ static AstStmt *statement(Parser *p)
     switch (p->tok.kind) {
     case TOK_DIM: advance(p); dim_stmt(p, s); break;
     case TOK_INPUT: advance(p); input_stmt(p, s); break;
+    case TOK_CONST: advance(p); const_stmt(p, s); break;
     case TOK_OUTPUT: advance(p); def_stmt(p, s, AST_OUTPUT); break;
     case TOK_IDENT: def_stmt(p, s, AST_DEF); break;
     default: expected(p, "a statement");

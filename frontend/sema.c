@@ -18,6 +18,7 @@
  */
 #include "dietcode/abi.h"
 #include "dietcode/frontend.h"
+#include "dietcode/runtime.h"
 #include "frontend/ast.h"
 
 #include <string.h>
@@ -35,6 +36,7 @@ typedef struct Sema {
     ExprCtx *c;
     DiagList *d;
     Arena *scratch; /* for messages */
+    const Source *src; /* constants' files are relative to its path */
     const AstProgram *ast;
     /* statements by name: slot[] holds the first statement of a name (or
      * -1), same[i] the next statement after i with i's name (or -1) */
@@ -682,6 +684,54 @@ static bool element_type(Sema *s, const char *ty, SrcLoc loc, DType *dt)
     return true;
 }
 
+/* A constant's values from its .npy file (relative to the program's
+ * directory): its type and shape must be the declared ones, which must not
+ * depend on dims. NULL and an error otherwise. */
+static Tensor *load_const(Sema *s, const AstStmt *st, DType dt, Expr **shape)
+{
+    int64_t want[RT_NPY_MAX_RANK];
+    for (int i = 0; i < st->input.n; i++)
+        if (!ir_is_const(shape[i] = ir_simplify(s->c, shape[i]), &want[i])) {
+            error(s, st->input.extents[i]->loc,
+                  "the extents of constant '%s' must not depend on dims (its values are fixed)",
+                  st->name);
+            return NULL;
+        }
+    const char *file = st->input.file, *src = s->src->path ? s->src->path : "";
+    const char *slash = strrchr(src, '/');
+    const char *path = file[0] == '/' || !slash
+        ? file : ir_arena_printf(s->scratch, "%.*s/%s", (int)(slash - src), src, file);
+    RtArray a;
+    char err[1024];
+    if (rt_npy_read(path, &a, err, sizeof err) != 0) {
+        error(s, st->input.file_loc, "constant '%s': %s", st->name, err);
+        return NULL;
+    }
+    Tensor *t = NULL;
+    bool same = a.rank == st->input.n;
+    for (int i = 0; same && i < a.rank; i++)
+        same = a.shape[i] == want[i];
+    if (a.dtype != (int32_t)dt) {
+        error(s, st->input.file_loc, "constant '%s' is %s, but %s holds %s", st->name,
+              ir_dtype_name(dt), path, rt_dtype_name(a.dtype));
+    } else if (!same) {
+        char got[256] = "(", exp[256] = "(";
+        for (int i = 0; i < a.rank; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "",
+                     (long long)a.shape[i]);
+        for (int i = 0; i < st->input.n; i++)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", i ? ", " : "",
+                     (long long)want[i]);
+        error(s, st->input.file_loc, "constant '%s' has shape %s), but %s holds %s)", st->name,
+              exp, path, got);
+    } else {
+        size_t bytes = (size_t)rt_array_numel(&a) * (size_t)ir_dtype_size(dt);
+        t = ir_te_add_const(s->p, st->name, dt, st->input.n, shape, a.data, bytes, file);
+    }
+    rt_array_free(&a);
+    return t;
+}
+
 static void check_input(Sema *s, const AstStmt *st)
 {
     DType dt;
@@ -698,8 +748,10 @@ static void check_input(Sema *s, const AstStmt *st)
             return;
     if (!check_size(s, st, st->input.n, shape))
         return;
-    Tensor *t = ir_te_add_input(s->p, st->name, dt, st->input.n, shape);
-    t->loc = st->name_loc;
+    Tensor *t = st->input.file ? load_const(s, st, dt, shape) :
+                ir_te_add_input(s->p, st->name, dt, st->input.n, shape);
+    if (t)
+        t->loc = st->name_loc;
 }
 
 static void check_def(Sema *s, const AstStmt *st)
@@ -759,7 +811,7 @@ TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)
     int before = diags->count;
     AstProgram *ast = fe_parse(scratch, src, diags);
     TeProgram *p = ir_te_new(name);
-    Sema s = {.p = p, .c = p->ctx, .d = diags, .scratch = scratch, .ast = ast,
+    Sema s = {.p = p, .c = p->ctx, .d = diags, .scratch = scratch, .src = src, .ast = ast,
               .syntax_errors = diags->count > before};
     index_names(&s);
     bool has_output = false;

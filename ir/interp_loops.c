@@ -23,6 +23,8 @@ typedef struct LI {
     const char *fault;
     const Tensor *at;   /* the access whose indices are being evaluated */
     int axis;
+    IrCheckSite *sites; /* the kernel's checked indices' accesses */
+    int nsites;
     IrGatherFault gf;   /* the first gather's index out of range */
 } LI;
 
@@ -77,6 +79,11 @@ static int64_t ev_i(LI *li, const Expr *e)
     case EX_CHECK: {
         const Tensor *t = li->at;
         int axis = li->axis;
+        for (int i = 0; i < li->nsites; i++)
+            if (li->sites[i].check == e) {
+                t = li->sites[i].t;
+                axis = li->sites[i].axis;
+            }
         int64_t i = ev_i(li, e->op.a), n = ev_i(li, e->op.b), v = ir_sem_gather_index(i, n);
         if (v < 0 && !li->fault) {
             li->gf = (IrGatherFault){t->name, axis, i, n, ev_i(li, e->op.c)};
@@ -231,8 +238,10 @@ int ir_run_kernel_loops(const LoopProgram *lp, const Kernel *k, const int64_t *d
         for (int j = 0; j < b->t->rank; j++)
             b->ext[j] = ir_eval_dims(b->t->shape[j], dims);
     }
+    li.sites = ir_check_sites(k, ir_var_count(p->ctx), &li.nsites);
     run(&li, k->body);
     free(li.env);
+    free(li.sites);
     if (li.gf.tensor) {
         ir_gather_error(err, errlen, &li.gf, lp->stages[k->stage].out, dims);
         return -1;

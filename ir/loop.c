@@ -3,6 +3,7 @@
  * them are the shared, immutable Exprs. */
 #include "dietcode/ir.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static Stmt *node(Arena *a, StmtKind k)
@@ -385,4 +386,57 @@ int ir_kernel_uses(const Kernel *k, unsigned char *use, int *touched)
     Uses u = {use, touched, 0};
     ir_stmt_visit(k->body, use_stmt, &u);
     return u.n;
+}
+
+typedef struct SiteScan {
+    Expr **let_value; /* per var id: a let's value that is a check */
+    int nvars;
+    IrCheckSite *sites;
+    int n, cap;
+} SiteScan;
+
+static void scan_let(Stmt *s, void *ud)
+{
+    SiteScan *sc = ud;
+    if (s->kind == ST_LET && s->let.value->kind == EX_CHECK && s->let.var->id < sc->nvars)
+        sc->let_value[s->let.var->id] = s->let.value;
+}
+
+static void scan_load(Expr *e, void *ud)
+{
+    SiteScan *sc = ud;
+    if (e->kind != EX_LOAD)
+        return;
+    for (int i = 0; i < e->load.n; i++) {
+        Expr *x = e->load.idx[i];
+        if (x->kind == EX_VAR && x->var->id < sc->nvars && sc->let_value[x->var->id])
+            x = sc->let_value[x->var->id];
+        if (x->kind != EX_CHECK)
+            continue;
+        if (sc->n == sc->cap) {
+            sc->cap = sc->cap ? 2 * sc->cap : 8;
+            sc->sites = realloc(sc->sites, sizeof *sc->sites * (size_t)sc->cap);
+            if (!sc->sites)
+                ir_panic(__FILE__, __LINE__, "out of memory");
+        }
+        sc->sites[sc->n++] = (IrCheckSite){x, e->load.t, i};
+    }
+}
+
+static Expr *scan_expr(Expr *e, void *ud)
+{
+    ir_expr_visit(e, scan_load, ud);
+    return e;
+}
+
+IrCheckSite *ir_check_sites(const Kernel *k, int nvars, int *n)
+{
+    SiteScan sc = {calloc((size_t)nvars + 1, sizeof(Expr *)), nvars, NULL, 0, 0};
+    if (!sc.let_value)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    ir_stmt_visit(k->body, scan_let, &sc);
+    ir_stmt_map_exprs(k->body, scan_expr, &sc);
+    free(sc.let_value);
+    *n = sc.n;
+    return sc.sites;
 }

@@ -142,9 +142,12 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
         if (t->kind == TK_INPUT) {
-            fprintf(out, "input %s[", t->name);
+            fprintf(out, "%s %s[", t->data ? "const" : "input", t->name);
             print_args(out, t->shape, t->rank);
-            fprintf(out, "] %s\n", ir_dtype_name(t->dtype));
+            fprintf(out, "] %s", ir_dtype_name(t->dtype));
+            if (t->data)
+                fprintf(out, " = \"%s\"", t->source);
+            fputc('\n', out);
             continue;
         }
         if (materialized && !materialized[i]) {

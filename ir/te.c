@@ -123,6 +123,21 @@ Tensor *ir_te_add_input(TeProgram *p, const char *name, DType dt, int rank, Expr
     return t;
 }
 
+Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr **shape,
+                        const void *data, size_t bytes, const char *source)
+{
+    if (!data || !source)
+        return NULL;
+    Tensor *x = ir_te_add_input(p, name, t, rank, shape);
+    if (!x)
+        return NULL;
+    void *copy = ir_arena_alloc(p->arena, bytes ? bytes : 1);
+    memcpy(copy, data, bytes);
+    x->data = copy;
+    x->source = ir_arena_strdup(p->arena, source);
+    return x;
+}
+
 Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int rank,
                           Var **axes, Expr *body)
 {

@@ -10,7 +10,7 @@
 #include <time.h>
 
 static const char *const names[] = {"inline", "lower", "tile", "stage", "pad", "bind",
-                                    "simplify", "vectorize", "edge", NULL};
+                                    "simplify", "vectorize", "edge", "hoist", NULL};
 
 const char *const *pass_names(void) { return names; }
 
@@ -168,7 +168,10 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
     if (!step(&r, "vectorize"))
         goto done;
     pass_edge(r.lp, ti);
-    step(&r, "edge");
+    if (!step(&r, "edge"))
+        goto done;
+    pass_hoist(r.lp);
+    step(&r, "hoist");
 done:
     free(r.last);
     if (r.failed)

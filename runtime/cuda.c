@@ -503,8 +503,33 @@ typedef struct Loaded {
     pthread_mutex_t graph_mu; /* around a lookup and the launch that follows */
     RtGraphCache *graphs;     /* NULL: out of memory, launch directly */
     bool graphs_failed;       /* a capture failed: launch directly from then on */
+    uint64_t *consts;         /* per buffer: a constant's copy on the device, else 0 */
     RtCuFunction *fn[];
 } Loaded;
+
+/* The constants' copies on the device, made once when the module loads. */
+static int upload_consts(const DcrtProgram *p, Loaded *l, char *err, size_t errlen)
+{
+    if (!(l->consts = calloc((size_t)p->nbuffers + 1, sizeof *l->consts)))
+        return DCRT_ERR_OUT_OF_MEMORY;
+    int64_t *zeros = calloc((size_t)p->ndims + 1, sizeof *zeros); /* extents use no dim */
+    int rc = zeros ? DCRT_OK : DCRT_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < p->nbuffers && rc == DCRT_OK; i++) {
+        const DcrtBuffer *b = &p->buffers[i];
+        if (b->kind != DCRT_BUF_CONST)
+            continue;
+        size_t bytes = (size_t)rt_dtype_size(b->dtype);
+        for (int j = 0; j < b->rank; j++) {
+            int32_t ovf = 0;
+            bytes *= (size_t)p->size(p->size_ctx, b->extents + j, zeros, &ovf);
+        }
+        rc = rt_cuda_alloc(&l->consts[i], bytes ? bytes : 1, err, errlen);
+        if (rc == DCRT_OK)
+            rc = rt_cuda_copy_to_device(l->consts[i], b->data, bytes, err, errlen);
+    }
+    free(zeros);
+    return rc;
+}
 
 enum { GRAPH_SLOTS = 8 };
 
@@ -533,11 +558,16 @@ static int load_kernels(const DcrtProgram *p, Loaded **out)
             if (p->kernels[i].shared_bytes > 0)
                 rc = rt_cuda_allow_dynamic_shared(l->fn[i], p->kernels[i].shared_bytes, err,
                                                   sizeof err);
+        if (rc == DCRT_OK)
+            rc = upload_consts(p, l, err, sizeof err);
         if (rc == DCRT_OK) {
             pthread_mutex_init(&l->graph_mu, NULL);
             l->graphs = rt_graph_cache_new(GRAPH_SLOTS, destroy_graph);
             *p->module_cache = l;
         } else if (l) {
+            for (int i = 0; l->consts && i < p->nbuffers; i++)
+                rt_cuda_free(l->consts[i]);
+            free(l->consts);
             rt_cuda_unload_module(l->mod);
             free(l);
             l = NULL;
@@ -694,6 +724,8 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     for (int i = 0; i < p->nbuffers; i++) {
         if (pl->offset[i] >= 0)
             dptr[i] = workspace + (uint64_t)pl->offset[i];
+        if (p->buffers[i].kind == DCRT_BUF_CONST && l)
+            dptr[i] = l->consts[i];
         if (p->buffers[i].kind != DCRT_BUF_INLINED)
             args[na++] = &dptr[i];
     }

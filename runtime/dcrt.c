@@ -301,9 +301,12 @@ float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const 
     }
     for (int i = 0; i < p->nparams; i++)
         bufs[p->params[i]] = tensors[i];
-    for (int i = 0; i < p->nbuffers; i++)
+    for (int i = 0; i < p->nbuffers; i++) {
         if (pl->offset[i] >= 0)
             bufs[i] = (float *)(workspace + pl->offset[i]);
+        if (p->buffers[i].kind == DCRT_BUF_CONST) /* kernels only read it */
+            bufs[i] = (float *)(uintptr_t)p->buffers[i].data;
+    }
     return bufs;
 }
 

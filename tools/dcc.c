@@ -1040,6 +1040,9 @@ static float **make_buffers(const TeProgram *p, const int64_t *dims, const Args 
         if (!t || t->kind != TK_INPUT)
             fail("--input %s: the program has no input named '%s'", inputs->a[i].name,
                  inputs->a[i].name);
+        if (t->data)
+            fail("--input %s: '%s' is a constant (its values come from %s)", inputs->a[i].name,
+                 t->name, t->source);
     }
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
@@ -1048,6 +1051,10 @@ static float **make_buffers(const TeProgram *p, const int64_t *dims, const Args 
         for (int j = 0; j < inputs->n; j++)
             if (strcmp(inputs->a[j].name, t->name) == 0)
                 path = inputs->a[j].value;
+        if (t->data) { /* the program's own; never freed here */
+            bufs[i] = (void *)(uintptr_t)t->data;
+            continue;
+        }
         if (!path) {
             int64_t bytes = ir_te_bytes(t, dims);
             bufs[i] = malloc(bytes ? (size_t)bytes : 8);
@@ -1117,7 +1124,7 @@ static void cuda_buffers(Exec *x, const int64_t *dims, float **bufs, bool to_dev
         x->dbuf = calloc((size_t)te->ntensors + 1, sizeof *x->dbuf);
     for (int i = 0; i < te->ntensors; i++) {
         const Tensor *t = te->tensors[i];
-        if (t->kind == TK_TEMP)
+        if (t->kind == TK_TEMP || t->data) /* constants: the runtime's, once per context */
             continue;
         size_t bytes = (size_t)ir_te_bytes(t, dims);
         if (to_device && (rt_cuda_alloc(&x->dbuf[i], bytes, err, sizeof err) != DCRT_OK ||
@@ -1331,7 +1338,8 @@ static int cmd_run(int argc, char **argv)
     outputs_commit(files);
     free(heads);
     for (int i = 0; i < p->ntensors; i++)
-        free(bufs[i]);
+        if (!p->tensors[i]->data)
+            free(bufs[i]);
     free(bufs);
     free(dims);
     ex_cpu_destroy(x.cpu);

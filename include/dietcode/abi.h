@@ -70,6 +70,7 @@ enum {
     DCRT_BUF_INLINED, /* an intermediate computed inside its consumers: no memory */
     DCRT_BUF_CHECK,   /* the gathers' error record: int64[4] in the workspace, zeroed before a
                        * call's launches and read after them (dcrt_index_check) */
+    DCRT_BUF_CONST,   /* a constant: its elements at data, in the object (not a parameter) */
 };
 
 typedef struct DcrtDim {
@@ -89,6 +90,7 @@ typedef struct DcrtBuffer {
      * last; the plan lets buffers whose spans do not meet share memory */
     int32_t first, last;
     int32_t dtype;         /* DCRT_F32 ... */
+    const void *data;      /* DCRT_BUF_CONST: its elements (on the GPU, copied to each context once) */
 } DcrtBuffer;
 
 typedef struct DcrtKernel {

@@ -209,6 +209,9 @@ typedef struct CgHostOpts {
     /* header: the file's stem (dcc: the -o stem), which names the include
      * guard DCC_STEM_H; NULL: the program's name and the target */
     const char *guard;
+    /* JIT-compiled in this process: a constant's elements are referenced
+     * where the program holds them instead of copied into the module */
+    bool jit;
 } CgHostOpts;
 
 /* The object's module for the portable x86-64 host, optimised: the table

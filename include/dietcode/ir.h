@@ -104,6 +104,12 @@ struct Tensor {
     Expr *body;        /* computed tensors */
     SrcLoc loc;
     MemScope scope;    /* loop IR: MS_GLOBAL for program tensors */
+    /* TK_INPUT: a constant's elements, row-major, known when compiling
+     * (NULL: an input the caller passes), and where they came from as the
+     * program wrote it. Every pass treats a constant as the input it is;
+     * calls do not pass it (the table binds data, DCRT_BUF_CONST). */
+    const void *data;
+    const char *source;
     Fuse fuse;         /* elementwise intermediates: FUSE_COST unless decided */
 };
 
@@ -453,6 +459,10 @@ void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,
 TeProgram *ir_te_new(const char *name);
 void ir_te_destroy(TeProgram *p);
 Tensor *ir_te_add_input(TeProgram *p, const char *name, DType t, int rank, Expr **shape);
+/* A constant: an input whose elements (copied into the program's arena)
+ * are known; source says where they came from (printed). */
+Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr **shape,
+                        const void *data, size_t bytes, const char *source);
 /* axes are VK_AXIS vars whose extents give the shape. An f32 tensor: the
  * body converted to f32 if it is an integer (a condition is converted
  * too, to 1 or 0). */
@@ -541,6 +551,15 @@ void ir_stmt_visit(Stmt *s, void (*f)(Stmt *s, void *ud), void *ud);
  * returns how many. */
 enum { IR_READS = 1, IR_WRITES = 2 };
 int ir_kernel_uses(const Kernel *k, unsigned char *use, int *touched);
+/* The checked indices (EX_CHECK) kernel k evaluates and the access each
+ * is an index of: a load's index, or the value of a let whose variable is
+ * one (passes/hoist.c). malloc'd, *n entries. */
+typedef struct IrCheckSite {
+    const Expr *check;
+    const Tensor *t;
+    int axis;
+} IrCheckSite;
+IrCheckSite *ir_check_sites(const Kernel *k, int nvars, int *n);
 /* Rewrites every expression of s in place with f. */
 void ir_stmt_map_exprs(Stmt *s, Expr *(*f)(Expr *e, void *ud), void *ud);
 Stmt *ir_stmt_clone(Arena *a, const Stmt *s);

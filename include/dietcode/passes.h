@@ -154,6 +154,8 @@ void pass_simplify(LoopProgram *lp);
 void pass_vectorize(LoopProgram *lp, const TargetInfo *ti);
 /* passes/edge.c */
 void pass_edge(LoopProgram *lp, const TargetInfo *ti);
+/* passes/hoist.c */
+void pass_hoist(LoopProgram *lp);
 
 /* passes/target.c */
 /* The target's limits; the CPU's caches are this host's (sysfs). */

@@ -286,6 +286,11 @@ for target in cpu loops emu; do
     [ "$(cat ykeep.npy)" = keep ] || bad "a failed gather replaced its output ($target)"
 done
 
+# ---- constants: not an input the command line may replace ----
+expect 1 "is a constant (its values come from constants_E.npy)" -- \
+    "$dcc" run "$src/tests/golden/accept/constants.tex" --set B=1 --set S=2 \
+    --input E="$src/tests/data/npy/f32_3d.npy"
+
 # ---- NaN in min/max reductions: every target as the reference ----
 cat >mixnan.tex <<'EOF'
 dim T in 1..64

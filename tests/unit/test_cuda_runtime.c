@@ -99,7 +99,7 @@ static int64_t add_one_size(const void *ctx, int32_t which, const int64_t *dims,
 
 static void *add_one_cache;
 static const DcrtDim add_one_dims[] = {{"N", 1, 1024, 4096}};
-static const DcrtBuffer add_one_bufs[] = {{"y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1, DCRT_F32}};
+static const DcrtBuffer add_one_bufs[] = {{"y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1, DCRT_F32, NULL}};
 static const int32_t add_one_params[] = {0};
 static const DcrtKernel add_one_kernels[] = {{"add_one_abi", 1, 128, 0}};
 static const DcrtVariant add_one_variants[] = {{0, 1}};

@@ -42,8 +42,8 @@ static int64_t size(const void *ctx, int32_t which, const int64_t *dims, int32_t
 
 static const DcrtDim dims_tab[] = {{"N", 1, NMAX, NMAX}};
 static const DcrtBuffer bufs_tab[] = {
-    {"X", DCRT_BUF_INPUT, 1, 0, -1, -1, -1, -1, DCRT_F32},
-    {"Y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1, DCRT_F32},
+    {"X", DCRT_BUF_INPUT, 1, 0, -1, -1, -1, -1, DCRT_F32, NULL},
+    {"Y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1, DCRT_F32, NULL},
 };
 static const int32_t params_tab[] = {0, 1};
 static const DcrtKernel kernels_tab[] = {{"scale", 1, 1, 0}};
