@@ -455,24 +455,21 @@ static void dim_stmt(Parser *p, AstStmt *s)
     s->dim.hi = integer(p, &s->dim.hi_loc, "integer upper bound after '..'");
 }
 
-static void input_stmt(Parser *p, AstStmt *s)
+/* `NAME[EXTENT, ...] TYPE` after input or const; what: the name's role */
+static void input_stmt(Parser *p, AstStmt *s, const char *what)
 {
     s->kind = AST_INPUT;
-    s->name = ident(p, &s->name_loc, "tensor name after 'input'");
+    s->name = ident(p, &s->name_loc, what);
     expect(p, TOK_LBRACK, "after tensor name '%s'", s->name);
     s->input.extents = list(p, TOK_RBRACK, &s->input.n);
     expect(p, TOK_RBRACK, "after extents");
     s->input.type = ident(p, &s->input.type_loc, "element type after ']'");
 }
 
+/* `const NAME[EXTENT, ...] TYPE = "FILE"` */
 static void const_stmt(Parser *p, AstStmt *s)
 {
-    s->kind = AST_INPUT;
-    s->name = ident(p, &s->name_loc, "tensor name after 'const'");
-    expect(p, TOK_LBRACK, "after tensor name '%s'", s->name);
-    s->input.extents = list(p, TOK_RBRACK, &s->input.n);
-    expect(p, TOK_RBRACK, "after extents");
-    s->input.type = ident(p, &s->input.type_loc, "element type after ']'");
+    input_stmt(p, s, "tensor name after 'const'");
     expect(p, TOK_ASSIGN, "after the element type of constant '%s'", s->name);
     if (p->tok.kind != TOK_STRING)
         expected(p, "the file of its values, in quotes (\"w.npy\")");
@@ -503,7 +500,7 @@ static AstStmt *statement(Parser *p)
     s->loc = p->tok.loc;
     switch (p->tok.kind) {
     case TOK_DIM: advance(p); dim_stmt(p, s); break;
-    case TOK_INPUT: advance(p); input_stmt(p, s); break;
+    case TOK_INPUT: advance(p); input_stmt(p, s, "tensor name after 'input'"); break;
     case TOK_CONST: advance(p); const_stmt(p, s); break;
     case TOK_OUTPUT: advance(p); def_stmt(p, s, AST_OUTPUT); break;
     case TOK_IDENT: def_stmt(p, s, AST_DEF); break;

@@ -15,6 +15,8 @@
 #   run.sh DCC SRCDIR fuse          the search overrules the cost model's fusion; the
 #                                   records carry the choice to compiles and runs;
 #                                   --fuse fixes it
+#   run.sh DCC SRCDIR consts        records tuned with constant weights serve the same
+#                                   program with other weights, and with them as inputs
 set -u
 dcc=$1
 src=$2
@@ -520,6 +522,40 @@ EOF
             [ "$(grep -vc "dcc --help" "$tmp/e")" -eq 1 ] &&
             ok "--fuse $arg: status $st, $(head -1 "$tmp/e")" || bad "--fuse $arg: status $st, $(cat "$tmp/e")"
     done
+    ;;
+consts)
+    # A workload is its shapes and types: records tuned on constants.tex
+    # pick the same kernels for the program whose constants are inputs,
+    # and for one whose constants have other values.
+    prog=$src/tests/golden/accept/constants.tex
+    sed 's/^const \([A-Za-z]*\)\[\([^]]*\)\] f32 = .*/input \1[\2] f32/' "$prog" >"$tmp/inputs.tex"
+    # the same program beside other weights
+    printf 'input R[16, 24] f32\noutput E[i: 16, j: 24] = R[i, j] * 3.0\n' >"$tmp/gen.tex"
+    "$dcc" run "$tmp/gen.tex" --seed 5 --output "E=$tmp/constants_E.npy" || bad "making other weights"
+    cp "$src/tests/golden/accept/constants_P.npy" "$src/tests/golden/accept/constants_bias.npy" "$tmp/"
+    cp "$prog" "$tmp/constants.tex"
+    "$dcc" tune "$prog" --trials 8 --shapes B=1..4:2 --shapes S=1..24:4 --records "$tmp/r.jsonl" \
+        >"$tmp/t.out" 2>"$tmp/t.err" || bad "tune failed: $(cat "$tmp/t.err")"
+    "$dcc" "$prog" --records "$tmp/r.jsonl" --emit=loops | grep "micro-kernel" >"$tmp/tuned.mk" ||
+        bad "--emit=loops with the records"
+    for p in inputs constants; do
+        # the records are this program's (else --emit=dispatch refuses them)
+        "$dcc" "$tmp/$p.tex" --records "$tmp/r.jsonl" --emit=dispatch >"$tmp/$p.tree" 2>&1 ||
+            bad "the records are not $p.tex's: $(cat "$tmp/$p.tree")"
+        "$dcc" "$tmp/$p.tex" --records "$tmp/r.jsonl" --emit=loops | grep "micro-kernel" >"$tmp/$p.mk"
+        if cmp -s "$tmp/tuned.mk" "$tmp/$p.mk" && [ -s "$tmp/$p.mk" ]; then
+            ok "the records pick the same $(wc -l <"$tmp/$p.mk") kernels for $p.tex"
+        else
+            bad "records tuned with the constants pick others for $p.tex: $(diff "$tmp/tuned.mk" "$tmp/$p.mk")"
+        fi
+    done
+    "$dcc" run "$tmp/constants.tex" --records "$tmp/r.jsonl" --set B=3 --set S=13 --check >"$tmp/c.out" ||
+        bad "the other weights, tuned: $(cat "$tmp/c.out")"
+    if cmp -s "$tmp/constants_E.npy" "$src/tests/golden/accept/constants_E.npy"; then
+        bad "the other weights are the same"
+    else
+        ok "other weights run with the records and check"
+    fi
     ;;
 spill)
     # The GPU search and spills: every kernel the tree uses that ptxas says
