@@ -414,6 +414,20 @@ CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, 
     const char *sym = o->symbol ? o->symbol : lp->te->name;
     if (cg_symbol_prefix_check(sym, err, errlen) != 0)
         return NULL;
+    /* an object's constants lie in its read-only data, which code built for
+     * the small code model reaches only within 2 GB; a JIT refers to the
+     * program's copy instead */
+    int64_t bytes = 0;
+    for (int i = 0; i < lp->te->ntensors && !o->jit; i++)
+        if (lp->te->tensors[i]->data)
+            bytes += ir_te_bytes(lp->te->tensors[i], NULL);
+    if (bytes > CG_MAX_CONST_BYTES) {
+        snprintf(err, errlen,
+                 "the program's constants are %lld bytes, more than the %lld an object holds "
+                 "(its code reaches its read-only data within 2 GB)",
+                 (long long)bytes, (long long)CG_MAX_CONST_BYTES);
+        return NULL;
+    }
     const CgTarget *host = cg_target_cpu_arch("x86-64", err, errlen);
     if (!o->ptx && o->nisas < 1) {
         snprintf(err, errlen, "internal error: a CPU object needs an instruction set");

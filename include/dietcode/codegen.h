@@ -199,6 +199,10 @@ void cg_table_free(CgTable *t); /* NULL is fine */
 
 /* ---- codegen/host.c: the object and header of --emit=obj,header ---- */
 
+/* The most bytes of constants an object holds: 2 GB (the small code
+ * model's reach) less 256 MB for its code and tables. */
+#define CG_MAX_CONST_BYTES (((int64_t)1 << 31) - ((int64_t)1 << 28))
+
 typedef struct CgHostOpts {
     const char *symbol;          /* exported names: SYMBOL_run ... (NULL: the program's name) */
     /* CPU: the instruction sets to hold kernels for, in the order an

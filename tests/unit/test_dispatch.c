@@ -358,6 +358,39 @@ static void test_thread_counts(void **state)
     ir_te_destroy(c.p);
 }
 
+/* An object holds at most CG_MAX_CONST_BYTES of constants (its code
+ * reaches its read-only data within 2 GB): a program whose constant is 2
+ * GB gets an error naming the size, before any byte of it is read (the
+ * constant here holds 16 bytes and claims 2^29 floats); a JIT, which
+ * refers to the constants where they are, is not limited. */
+static void test_const_limit(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    TeProgram *p = ir_te_new("big");
+    ExprCtx *c = p->ctx;
+    Expr *n = ir_int(c, (int64_t)1 << 29);
+    float four[4] = {1, 2, 3, 4};
+    Tensor *W = ir_te_add_const(p, "W", DT_F32, 1, &n, four, sizeof four, "w.npy");
+    Var *i = ir_var(c, "i", VK_AXIS, ir_int(c, 4));
+    Expr *idx = ir_varref(c, i);
+    assert_non_null(ir_te_add_compute(p, "Y", TK_OUTPUT, 1, &i, ir_load(c, W, 1, &idx, false)));
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err);
+    if (!lp)
+        fail_msg("%s", err);
+    const CgTarget *isa = cg_target_cpu_arch("x86-64", err, sizeof err);
+    CgHostOpts o = {.nisas = 1, .isas = &isa};
+    assert_null(cg_host_module(lp, &o, err, sizeof err));
+    assert_non_null(strstr(err, "constants are 2147483648 bytes, more than the 1879048192"));
+    o.jit = true;
+    CgModule *m = cg_host_module(lp, &o, err, sizeof err);
+    if (!m)
+        fail_msg("%s", err);
+    cg_module_destroy(m);
+    ir_te_destroy(p);
+}
+
 /* Both AOT objects build with the table compiled in. */
 static void test_objects(void **state)
 {
@@ -409,7 +442,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stage_table),         cmocka_unit_test(test_bad_trees),
         cmocka_unit_test(test_runners),             cmocka_unit_test(test_object_follows_plan),
-        cmocka_unit_test(test_objects),             cmocka_unit_test(test_thread_counts),
+        cmocka_unit_test(test_objects),             cmocka_unit_test(test_const_limit),             cmocka_unit_test(test_thread_counts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cg_jit_shutdown();
