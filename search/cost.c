@@ -140,10 +140,11 @@ static void mem_access(Walk *w, const Tensor *t, int n, Expr *const *idx, bool s
     double mult = store ? w->mult : mult_of(w, off);
     int stride = lane_stride(w, off);
     /* instructions: one per 128-bit vector, one per lane otherwise */
-    int ninstr = stride == 1 ? (lanes + 3) / 4 : stride == 0 ? 1 : lanes;
+    int in128 = 16 / ir_dtype_size(t->dtype); /* elements in 128 bits */
+    int ninstr = stride == 1 ? (lanes + in128 - 1) / in128 : stride == 0 ? 1 : lanes;
     k->instrs += mult * (ninstr + (padded ? 2 : 0));
     if (t->scope == MS_GLOBAL) {
-        double bytes = 4.0 * (stride == 0 ? 1 : lanes);
+        double bytes = (double)ir_dtype_size(t->dtype) * (stride == 0 ? 1 : lanes);
         if (store)
             k->store_bytes += mult * bytes;
         else
@@ -453,7 +454,7 @@ static double dram_bytes(const SrchGpu *g, const LoopProgram *lp, const Kernel *
     double unique = 0;
     for (int b = 0; b < lp->nbuffers; b++)
         if (uses_buffer(k->body, lp->buffers[b]))
-            unique += 4.0 * (double)pl->numel[b];
+            unique += (double)ir_dtype_size(lp->buffers[b]->dtype) * (double)pl->numel[b];
     double l2 = g->l2_mb * 1048576.0;
     double extra = l2_bytes > unique ? l2_bytes - unique : 0;
     double miss = unique > l2 ? 1.0 - l2 / unique : 0.0;
