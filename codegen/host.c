@@ -552,10 +552,9 @@ static const char **param_names(Arena *a, const TeProgram *te, int *n)
     *n = 0;
     for (int i = 0; i < te->ndims; i++)
         names[(*n)++] = te->dims[i]->name;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data)
-                names[(*n)++] = te->tensors[i]->name;
+    int *ids = IR_NEWN(a, int, te->ntensors + 1), np = ir_te_params(te, ids);
+    for (int j = 0; j < np; j++)
+        names[(*n)++] = te->tensors[ids[j]]->name;
     for (int i = 0; i < *n; i++) {
         const char *own = names[i];
         size_t len = strlen(own);
@@ -596,17 +595,19 @@ static void signature(FILE *f, const TeProgram *te, const char **names, bool gpu
     int k = 0;
     for (int i = 0; i < te->ndims; i++, first = false)
         fprintf(f, "%sint64_t %s", first ? "" : ", ", names[k++]);
-    for (int pass = 0; pass < 2 && !dims_only; pass++)
-        for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data) {
-                const char *ty = c_elem_type(te->tensors[i]->dtype);
-                if (gpu)
-                    fprintf(f, "%suint64_t %s", first ? "" : ", ", names[k++]);
-                else
-                    fprintf(f, "%s%s%s *%s", first ? "" : ", ", pass ? "" : "const ", ty,
-                            names[k++]);
-                first = false;
-            }
+    int *ids = calloc((size_t)te->ntensors + 1, sizeof *ids);
+    if (!ids)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    int np = dims_only ? 0 : ir_te_params(te, ids);
+    for (int j = 0; j < np; j++, first = false) {
+        const Tensor *t = te->tensors[ids[j]];
+        if (gpu)
+            fprintf(f, "%suint64_t %s", first ? "" : ", ", names[k++]);
+        else
+            fprintf(f, "%s%s%s *%s", first ? "" : ", ", t->kind == TK_OUTPUT ? "" : "const ",
+                    c_elem_type(t->dtype), names[k++]);
+    }
+    free(ids);
     if (!dims_only)
         fprintf(f, "%s%s", first ? "" : ", ", gpu ? "uint64_t workspace, void *stream" : "void *workspace");
     else if (first)

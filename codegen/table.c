@@ -100,11 +100,7 @@ CgTable *cg_table_new(const LoopProgram *lp)
         for (int j = 0; j < b->rank; j++)
             t->sizes[t->nsizes++] = b->shape[j];
     }
-    int np = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data)
-                params[np++] = i;
+    int np = ir_te_params(te, params);
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
         kernels[i] = (DcrtKernel){k->name, size_index(t, k->body->loop.var->extent), k->nthreads,

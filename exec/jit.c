@@ -52,10 +52,6 @@ int *ex_entry_params(const TeProgram *te, int *n)
     int *p = calloc((size_t)te->ntensors + 1, sizeof *p);
     if (!p)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    *n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < te->ntensors; i++)
-            if (te->tensors[i]->kind == (pass ? TK_OUTPUT : TK_INPUT) && !te->tensors[i]->data)
-                p[(*n)++] = i;
+    *n = ir_te_params(te, p);
     return p;
 }

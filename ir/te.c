@@ -238,6 +238,18 @@ int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
     return n;
 }
 
+int ir_te_params(const TeProgram *p, int *ids)
+{
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < p->ntensors; i++) {
+            const Tensor *t = p->tensors[i];
+            if (pass ? t->kind == TK_OUTPUT : t->kind == TK_INPUT && !t->data)
+                ids[n++] = i;
+        }
+    return n;
+}
+
 int64_t ir_te_bytes(const Tensor *t, const int64_t *dims)
 {
     int64_t n = ir_te_numel(t, dims);

@@ -474,6 +474,10 @@ Tensor *ir_te_add_compute_as(TeProgram *p, const char *name, TensorKind kind, DT
                              int rank, Var **axes, Expr *body);
 Var *ir_te_add_dim(TeProgram *p, const char *name, int64_t lo, int64_t hi);
 Tensor *ir_te_find(const TeProgram *p, const char *name);
+/* The tensors a call passes, as ids: the inputs that are not constants,
+ * then the outputs, each in declaration order (ids: room for every
+ * tensor). Returns how many. */
+int ir_te_params(const TeProgram *p, int *ids);
 /* The hash names are found by (64-bit FNV-1a). */
 uint64_t ir_name_hash(const char *s);
 Var *ir_te_find_dim(const TeProgram *p, const char *name);
