@@ -126,6 +126,9 @@ CgTable *cg_table_new(const LoopProgram *lp)
         }
     }
     spans(lp, bufs);
+    for (int i = 0; i < lp->nbuffers; i++)
+        if (bufs[i].kind == DCRT_BUF_CONST && bufs[i].last < 0)
+            bufs[i].data = NULL; /* no kernel reads it (folded into another): not carried */
     if (lp->index_error) { /* written anywhere, read after the last launch */
         bufs[lp->index_error->id].first = 0;
         bufs[lp->index_error->id].last = lp->nstages > 0 ? lp->nstages - 1 : 0;

@@ -754,6 +754,55 @@ static void check_input(Sema *s, const AstStmt *st)
         t->loc = st->name_loc;
 }
 
+static void reads_constants_only(Expr *e, void *ud)
+{
+    bool *only = ud;
+    if ((e->kind == EX_LOAD && !e->load.t->data) || (e->kind == EX_VAR && e->var->kind == VK_DIM))
+        *only = false;
+}
+
+/* An intermediate of fixed extents computed from constants alone is a
+ * constant: its values computed now, by the reference interpreter, and
+ * every pass then treats it as the constant it is (it keeps its body, which
+ * --emit=te prints). An error there (a gather out of range) is the
+ * program's. */
+static void fold_constant(Sema *s, Tensor *t)
+{
+    bool only = t->kind == TK_TEMP;
+    int64_t e;
+    for (int i = 0; i < t->rank && only; i++)
+        only = ir_is_const(ir_simplify(s->c, t->shape[i]), &e);
+    if (only)
+        ir_expr_visit(t->body, reads_constants_only, &only);
+    if (!only)
+        return;
+    TeProgram *p = s->p;
+    bool *mat = IR_NEWN(s->scratch, bool, p->ntensors);
+    Tensor **map = IR_NEWN(s->scratch, Tensor *, p->ntensors);
+    int64_t *dims = IR_NEWN(s->scratch, int64_t, p->ndims + 1);
+    for (int i = 0; i < p->ntensors; i++)
+        mat[i] = true;
+    for (int i = 0; i < p->ndims; i++)
+        dims[i] = p->dims[i]->lo;
+    TeProgram *sub = ir_te_extract(p, t, mat, false, map);
+    float **bufs = IR_NEWN(s->scratch, float *, sub->ntensors + 1);
+    for (int i = 0; i < p->ntensors; i++)
+        if (map[i] && map[i]->kind == TK_INPUT)
+            bufs[map[i]->id] = (float *)(uintptr_t)p->tensors[i]->data;
+    int64_t bytes = ir_te_bytes(t, dims);
+    void *data = ir_arena_alloc(p->arena, bytes > 0 ? (size_t)bytes : 1);
+    bufs[map[t->id]->id] = data;
+    char err[512];
+    if (ir_interp(sub, dims, bufs, err, sizeof err) != 0)
+        error(s, t->loc, "'%s' is computed from constants alone, and computing it fails: %s",
+              t->name, err);
+    else {
+        t->kind = TK_INPUT; /* a constant that keeps its body */
+        t->data = data;
+    }
+    ir_te_destroy(sub);
+}
+
 static void check_def(Sema *s, const AstStmt *st)
 {
     if (st->def.n > MAX_RANK) {
@@ -796,6 +845,7 @@ static void check_def(Sema *s, const AstStmt *st)
     Tensor *t = ir_te_add_compute_as(s->p, st->name, st->kind == AST_OUTPUT ? TK_OUTPUT : TK_TEMP,
                                      dt, st->def.n, axes, body);
     t->loc = st->name_loc;
+    fold_constant(s, t);
 }
 
 TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags)

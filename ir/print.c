@@ -141,7 +141,7 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
     }
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
-        if (t->kind == TK_INPUT) {
+        if (t->kind == TK_INPUT && !t->body) {
             fprintf(out, "%s %s[", t->data ? "const" : "input", t->name);
             print_args(out, t->shape, t->rank);
             fprintf(out, "] %s", ir_dtype_name(t->dtype));
@@ -150,7 +150,7 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
             fputc('\n', out);
             continue;
         }
-        if (materialized && !materialized[i]) {
+        if (materialized && !materialized[i] && t->kind != TK_INPUT) {
             fprintf(out, "# %s: inlined into its consumers\n", t->name);
             continue;
         }
@@ -163,7 +163,9 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
         if (t->dtype != DT_F32)
             fprintf(out, " %s", ir_dtype_name(t->dtype));
         fputs(" = ", out);
-        print_prec(out, bodies ? bodies[i] : t->body, 0);
+        print_prec(out, bodies && t->kind != TK_INPUT ? bodies[i] : t->body, 0);
+        if (t->kind == TK_INPUT) /* computed from constants alone */
+            fputs("  # a constant: computed when compiling", out);
         fputc('\n', out);
     }
 }

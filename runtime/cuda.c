@@ -516,8 +516,8 @@ static int upload_consts(const DcrtProgram *p, Loaded *l, char *err, size_t errl
     int rc = zeros ? DCRT_OK : DCRT_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < p->nbuffers && rc == DCRT_OK; i++) {
         const DcrtBuffer *b = &p->buffers[i];
-        if (b->kind != DCRT_BUF_CONST)
-            continue;
+        if (b->kind != DCRT_BUF_CONST || !b->data)
+            continue; /* a constant no kernel reads has no copy */
         size_t bytes = (size_t)rt_dtype_size(b->dtype);
         for (int j = 0; j < b->rank; j++) {
             int32_t ovf = 0;

@@ -90,7 +90,8 @@ typedef struct DcrtBuffer {
      * last; the plan lets buffers whose spans do not meet share memory */
     int32_t first, last;
     int32_t dtype;         /* DCRT_F32 ... */
-    const void *data;      /* DCRT_BUF_CONST: its elements (on the GPU, copied to each context once) */
+    const void *data;      /* DCRT_BUF_CONST: its elements (on the GPU, copied to each context
+                            * once); NULL for one no kernel reads */
 } DcrtBuffer;
 
 typedef struct DcrtKernel {

@@ -106,7 +106,8 @@ struct Tensor {
     MemScope scope;    /* loop IR: MS_GLOBAL for program tensors */
     /* TK_INPUT: a constant's elements, row-major, known when compiling
      * (NULL: an input the caller passes), and where they came from as the
-     * program wrote it. Every pass treats a constant as the input it is;
+     * program wrote it (NULL: an intermediate computed from constants alone
+     * when compiling, which keeps its axes and body). Every pass treats a constant as the input it is;
      * calls do not pass it (the table binds data, DCRT_BUF_CONST). */
     const void *data;
     const char *source;
