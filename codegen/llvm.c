@@ -73,12 +73,12 @@ typedef struct Lower {
     MemoEnt *memo; /* per statement: expressions are straight-line code */
     size_t memocap, memocount;
     LLVMTypeRef ity; /* the kernel's integers: i64, or i32 (cg_index32) */
-    /* checked gathers: each EX_CHECK index of the loads lowered so far and
-     * the code the error record takes for it (LoopProgram.index_error) */
-    int64_t out_id;  /* the kernel's stage's tensor */
-    const Expr *chk[32];
-    int64_t chk_code[32];
-    int nchk;
+    /* checked gathers: the kernel's EX_CHECK indices and their accesses
+     * (ir_check_sites), and its stage's tensor, which the error record's
+     * code names (LoopProgram.index_error) */
+    IrCheckSite *sites;
+    int nsites;
+    int64_t out_id;
 } Lower;
 
 static void st(Lower *L, Stmt *s, LLVMValueRef guard);
@@ -826,22 +826,6 @@ LLVMValueRef cg_floordivmod(LLVMBuilderRef B, LLVMValueRef a, LLVMValueRef b, bo
     return LLVMBuildSelect(B, bz, zero, res, "");
 }
 
-/* The codes of the kernel's checked indices: the tensor and axis of each
- * (ir_check_sites) and the stage's tensor. */
-static void scan_checks(Lower *L, const Kernel *k)
-{
-    if (!L->g->lp->index_error)
-        return;
-    int n;
-    IrCheckSite *sites = ir_check_sites(k, ir_var_count(L->g->ec), &n);
-    for (int i = 0; i < n && L->nchk < 32; i++) {
-        const Tensor *t = sites[i].t;
-        L->chk[L->nchk] = sites[i].check;
-        L->chk_code[L->nchk++] = 1 + sites[i].axis + 16 * ((t->id > 0 ? t->id : 0) + 65536 * L->out_id);
-    }
-    free(sites);
-}
-
 /* The lane of v (a vector, or a scalar for all) that mask's first set lane
  * picks, widened to i64: selects over constant lanes, last to first (a
  * lane picked by a variable index would put a GPU thread's registers in
@@ -885,11 +869,11 @@ static LLVMValueRef checked(Lower *L, Expr *e, LLVMValueRef guard)
      * guard lets run, of which the first is the element reported */
     LLVMValueRef live = mask_and(L, guard, bad);
     int64_t code = 0;
-    for (int k = 0; k < L->nchk; k++)
-        if (L->chk[k] == e)
-            code = L->chk_code[k];
+    for (int k = 0; k < L->nsites && !code; k++)
+        if (L->sites[k].check == e)
+            code = DCRT_INDEX_CODE(L->sites[k].axis, L->sites[k].t->id, L->out_id);
     if (!code)
-        code = 16; /* an index whose access is unknown */
+        code = 16; /* an index whose access ir_check_sites does not see */
     LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_out");
     LLVMBasicBlockRef record = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_record");
     LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_ok");
@@ -1459,7 +1443,8 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     t->kernel_begin(&g, k, sym);
     for (int i = 0; narrow && i < te->ndims; i++)
         g.dimv[i] = LLVMBuildTrunc(g.b, g.dimv[i], g.i32, te->dims[i]->name);
-    scan_checks(&L, k);
+    if (lp->index_error)
+        L.sites = ir_check_sites(k, L.nvars, &L.nsites);
     st(&L, k->body, NULL);
     t->kernel_end(&g);
     LLVMDisposeBuilder(g.b);
@@ -1470,4 +1455,5 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     free(L.bufs);
     free(L.vlets);
     free(L.memo);
+    free(L.sites);
 }

@@ -342,7 +342,7 @@ int dcrt_index_report(const DcrtProgram *p, const int64_t *dims, const int64_t *
 {
     if (r[0] == 0)
         return DCRT_OK;
-    int64_t code = r[0] - 1, axis = code % 16, t = code / 16 % 65536, out = code / 16 / 65536;
+    int64_t axis = DCRT_INDEX_AXIS(r[0]), t = DCRT_INDEX_TENSOR(r[0]), out = DCRT_INDEX_OUT(r[0]);
     if (t >= p->nbuffers || out >= p->nbuffers)
         return dcrt_fail(DCRT_ERR_INDEX, "an index read from a tensor is out of range");
     const DcrtBuffer *o = &p->buffers[out];

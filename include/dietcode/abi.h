@@ -41,6 +41,14 @@
 #define DCRT_ERR_CPU 10          /* the CPU lacks every instruction set the kernels were built for */
 #define DCRT_ERR_INDEX 11        /* an index read from a tensor (a gather) is out of range */
 
+/* The code word of the gathers' error record (DCRT_BUF_CHECK): which
+ * access (tensor, axis) was out, and the tensor being computed; 0 is none. */
+#define DCRT_INDEX_CODE(axis, tensor, out) \
+    (1 + (int64_t)(axis) + 16 * ((int64_t)(tensor) + 65536 * (int64_t)(out)))
+#define DCRT_INDEX_AXIS(code) (((code) - 1) % 16)
+#define DCRT_INDEX_TENSOR(code) (((code) - 1) / 16 % 65536)
+#define DCRT_INDEX_OUT(code) (((code) - 1) / 16 / 65536)
+
 /* Element types of tensors (the compiler's DType has the same values). A
  * bool element is one byte, 0 or 1. */
 #define DCRT_F32 0

@@ -308,9 +308,9 @@ typedef struct LoopProgram {
     bool gpu;            /* lowered for the GPU (PT_GPU): kernels keep their
                           * thread loop, barriers and shared buffers */
     /* The record a checked gather's index out of range writes (EX_CHECK),
-     * int64[4], in the workspace: 1 + axis + 16 * (tensor + 65536 * out),
-     * the index, the extent, the element's flat offset (out: the stage's
-     * tensor); zeroed before a call, read after it (DCRT_BUF_CHECK).
+     * int64[4], in the workspace: its code (DCRT_INDEX_CODE of the access's
+     * tensor and axis and the stage's tensor), the index, the extent, the
+     * element's flat offset; zeroed before a call, read after it (DCRT_BUF_CHECK).
      * NULL when no kernel checks an index. */
     Tensor *index_error;
 } LoopProgram;
