@@ -6,11 +6,14 @@
 # `dcc run --bench` (the object JIT-compiled, default kernels) at T = 1,
 # 16, 64, 128, the two forms alternated in rounds, on the same weights
 # (the inputs form is given the constants' files with --input: values
-# change the speed, through denormals). Run it on a quiet machine.
-#   bench/consts.sh [DCC] [ROUNDS]
+# change the speed, through denormals). With TRIALS, each form is then
+# tuned (dcc tune --trials TRIALS, its time printed) and the same table
+# measured again with each form's records. Run it on a quiet machine.
+#   bench/consts.sh [DCC] [ROUNDS] [TRIALS]
 set -eu
 dcc=${1:-build/dcc}
 rounds=${2:-3}
+trials=${3:-}
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -48,16 +51,33 @@ for form in inputs consts; do
     printf '%-7s compile %.2f s, object %d bytes\n' "$form" "$(echo "$t1 - $t0" | bc)" \
         "$(stat -c %s "$work/$form.o")"
 done
-for T in 1 16 64 128; do
-    for r in $(seq "$rounds"); do
-        for form in inputs consts; do
-            prog=$enc args=$ins
-            [ "$form" = consts ] && prog=$consts args=
-            # shellcheck disable=SC2086
-            ms=$("$dcc" run "$prog" --set T="$T" $args --bench 30 |
-                 sed -n 's/^bench: median \([0-9.]*\) ms.*/\1/p')
-            echo "T=$T $form $ms"
+# The table: each form's median ms per call, a column per round; with
+# records when $1 is "tuned".
+table() {
+    for T in 1 16 64 128; do
+        for r in $(seq "$rounds"); do
+            for form in inputs consts; do
+                prog=$enc args=$ins
+                [ "$form" = consts ] && prog=$consts args=
+                [ "$1" = tuned ] && args="$args --records $work/$form.jsonl"
+                # shellcheck disable=SC2086
+                ms=$("$dcc" run "$prog" --set T="$T" $args --bench 30 |
+                     sed -n 's/^bench: median \([0-9.]*\) ms.*/\1/p')
+                echo "T=$T $form $ms"
+            done
         done
-    done
-done | awk '{ k = $1 " " $2; v[k] = v[k] " " $3 }
-            END { for (k in v) print k ":" v[k] }' | sort -t= -k2 -n
+    done | awk -v k="$1" '{ key = $1 " " $2; v[key] = v[key] " " $3 }
+                 END { for (key in v) print k " " key ":" v[key] }' | sort -t= -k2 -n
+}
+table default
+[ -n "$trials" ] || exit 0
+for form in inputs consts; do
+    prog=$enc
+    [ "$form" = consts ] && prog=$consts
+    t0=$(date +%s.%N)
+    "$dcc" tune "$prog" --trials "$trials" --records "$work/$form.jsonl" >/dev/null 2>"$work/tune.err" ||
+        { cat "$work/tune.err" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    printf '%-7s tune %.1f s\n' "$form" "$(echo "$t1 - $t0" | bc)"
+done
+table tuned

@@ -417,25 +417,27 @@ CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, 
     /* an object's constants lie in its read-only data, which code built for
      * the small code model reaches only within 2 GB; a JIT refers to the
      * program's copy instead */
+    CgTable *tb = cg_table_new(lp);
     int64_t bytes = 0;
-    for (int i = 0; i < lp->te->ntensors && !o->jit; i++)
-        if (lp->te->tensors[i]->data)
-            bytes += ir_te_bytes(lp->te->tensors[i], NULL);
+    for (int i = 0; i < tb->prog.nbuffers && !o->jit; i++)
+        if (tb->prog.buffers[i].data)
+            bytes += ir_te_bytes(lp->buffers[i], NULL);
     if (bytes > CG_MAX_CONST_BYTES) {
         snprintf(err, errlen,
                  "the program's constants are %lld bytes, more than the %lld an object holds "
                  "(its code reaches its read-only data within 2 GB)",
                  (long long)bytes, (long long)CG_MAX_CONST_BYTES);
+        cg_table_free(tb);
         return NULL;
     }
     const CgTarget *host = cg_target_cpu_arch("x86-64", err, errlen);
-    if (!o->ptx && o->nisas < 1) {
+    if (!o->ptx && o->nisas < 1)
         snprintf(err, errlen, "internal error: a CPU object needs an instruction set");
+    CgModule *m = host && (o->ptx || o->nisas >= 1) ? cg_module_create(host, sym, err, errlen) : NULL;
+    if (!m) {
+        cg_table_free(tb);
         return NULL;
     }
-    CgModule *m = host ? cg_module_create(host, sym, err, errlen) : NULL;
-    if (!m)
-        return NULL;
     Host h = {
         .m = m, .cx = m->cx, .mod = m->mod, .b = LLVMCreateBuilderInContext(m->cx),
         .i1 = LLVMInt1TypeInContext(m->cx), .i32 = LLVMInt32TypeInContext(m->cx),
@@ -458,7 +460,6 @@ CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, 
             LLVMSetLinkage(kfn[s * nk + i], LLVMInternalLinkage);
             free(ksym);
         }
-    CgTable *tb = cg_table_new(lp);
     LLVMValueRef size_fn = size_function(&h, tb, sym);
     LLVMValueRef prog = program_table(&h, tb, size_fn, o, kfn, sym);
     entries(&h, lp, &tb->prog, prog, sym, o->ptx != NULL);

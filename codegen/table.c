@@ -27,10 +27,12 @@ static int32_t buffer_kind(const LoopProgram *lp, const Tensor *b)
 {
     if (b == lp->index_error)
         return DCRT_BUF_CHECK;
+    if (b->data) /* a constant, or a constant's panels packed when compiling */
+        return DCRT_BUF_CONST;
     if (b->id >= lp->te->ntensors)
         return DCRT_BUF_SCRATCH;
     switch (b->kind) {
-    case TK_INPUT: return b->data ? DCRT_BUF_CONST : DCRT_BUF_INPUT;
+    case TK_INPUT: return DCRT_BUF_INPUT;
     case TK_OUTPUT: return DCRT_BUF_OUTPUT;
     case TK_TEMP: return lp->materialized[b->id] ? DCRT_BUF_TEMP : DCRT_BUF_INLINED;
     }

@@ -169,6 +169,11 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
                     shape[j] = copy(&c, u->shape[j]);
                 Tensor *x = ir_te_add_input(c.to, nm, u->dtype, u->rank, shape);
                 x->loc = u->loc;
+                /* a constant stays one (its values shared, not copied: a
+                 * packed panel of it is packed when compiling); canonical,
+                 * without its file, so a workload is its shapes and types */
+                x->data = u->data;
+                x->source = canonical ? NULL : u->source;
                 c.tensors[i] = x;
                 k++;
             } else if (pass == 1 && need[i] == 2) {

@@ -145,7 +145,7 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
             fprintf(out, "%s %s[", t->data ? "const" : "input", t->name);
             print_args(out, t->shape, t->rank);
             fprintf(out, "] %s", ir_dtype_name(t->dtype));
-            if (t->data)
+            if (t->data && t->source)
                 fprintf(out, " = \"%s\"", t->source);
             fputc('\n', out);
             continue;

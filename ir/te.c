@@ -203,6 +203,23 @@ int64_t ir_eval_dims(const Expr *e, const int64_t *dims)
     }
 }
 
+int64_t ir_eval_at(const Expr *e, int n, Var *const *vars, const int64_t *vals)
+{
+    switch (e->kind) {
+    case EX_INT: return e->ival;
+    case EX_VAR:
+        for (int i = 0; i < n; i++)
+            if (vars[i] == e->var)
+                return vals[i];
+        ir_panic(__FILE__, __LINE__, "ir_eval_at: %s is not bound", e->var->name);
+    case EX_NEG: return ir_sem_int(EX_NEG, ir_eval_at(e->op.a, n, vars, vals), 0);
+    case EX_ADD: case EX_SUB: case EX_MUL: case EX_DIV: case EX_MOD: case EX_MIN: case EX_MAX:
+        return ir_sem_int(e->kind, ir_eval_at(e->op.a, n, vars, vals),
+                          ir_eval_at(e->op.b, n, vars, vals));
+    default: ir_panic(__FILE__, __LINE__, "not an index expression: %s", ir_op_name(e->kind));
+    }
+}
+
 bool ir_eval_dims_checked(const Expr *e, const int64_t *dims, int64_t *out)
 {
     int64_t a, b;

@@ -435,11 +435,85 @@ static Expr *panel_operand(ExprCtx *c, const Tensor *t, const Expr *r, Var **kax
     return pn.load;
 }
 
-bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body)
+static void uses_dim(Expr *e, void *ud)
+{
+    if (e->kind == EX_VAR && e->var->kind == VK_DIM)
+        *(bool *)ud = true;
+}
+
+/* Whether the panels of L, t's panel operand reading along kax, are known
+ * when compiling: L a constant, t's last extent and kax's fixed, and L's
+ * indices free of dims. */
+static bool panel_known(ExprCtx *c, const Tensor *t, Expr *L, Var *const *kax, int nk)
+{
+    int64_t e;
+    bool dims = !L->load.t->data || !ir_is_const(ir_simplify(c, t->shape[t->rank - 1]), &e);
+    for (int i = 0; i < nk; i++)
+        dims |= !ir_is_const(ir_simplify(c, kax[i]->extent), &e);
+    for (int d = 0; d < L->load.n; d++)
+        ir_expr_visit(L->load.idx[d], uses_dim, &dims);
+    return !dims;
+}
+
+PassPack pass_pack_kind(ExprCtx *c, const Tensor *t, Expr *body)
 {
     Var *kax[MK_MAX_AXES];
     int nk;
-    return panel_operand(c, t, ir_outer_reduce(body), kax, &nk) != NULL;
+    Expr *L = panel_operand(c, t, ir_outer_reduce(body), kax, &nk);
+    return !L ? PASS_PACK_NONE : panel_known(c, t, L, kax, nk) ? PASS_PACK_CONST : PASS_PACK_LAUNCH;
+}
+
+/* The elements of panels P[pax...] = W?[pidx] of the given shape (every
+ * extent fixed), computed now from the constant W, in the program's
+ * arena. An earlier constant with the same elements (another variant's
+ * same panels) is returned through same instead (and NULL). */
+static void *pack_now(Lower *l, LoopProgram *lp, int rank, Expr *const *shape, Var **pax,
+                      Expr *const *pidx, const Tensor *W, Tensor **same)
+{
+    int64_t ext[MK_MAX_AXES], at[MK_MAX_AXES], wext[MK_MAX_AXES + 8], n = 1;
+    for (int i = 0; i < rank; i++) {
+        bool fixed = ir_is_const(ir_simplify(l->c, shape[i]), &ext[i]);
+        IR_ASSERT(fixed);
+        at[i] = 0;
+        n *= ext[i];
+    }
+    IR_ASSERT(W->dtype == DT_F32 && W->rank <= MK_MAX_AXES + 8);
+    for (int d = 0; d < W->rank; d++) {
+        bool fixed = ir_is_const(ir_simplify(l->c, W->shape[d]), &wext[d]);
+        IR_ASSERT(fixed); /* a constant's extents are */
+    }
+    float *out = malloc((size_t)n * sizeof *out);
+    if (!out)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    const float *w = W->data;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t off = 0;
+        bool in = true;
+        for (int d = 0; d < W->rank; d++) {
+            int64_t x = ir_eval_at(pidx[d], rank, pax, at);
+            in &= x >= 0 && x < wext[d];
+            off = off * wext[d] + x;
+        }
+        out[e] = in ? w[off] : 0.0f;
+        for (int i = rank - 1; i >= 0 && ++at[i] == ext[i]; i--)
+            at[i] = 0;
+    }
+    *same = NULL;
+    for (int i = 0; i < lp->nbuffers && !*same; i++) {
+        Tensor *b = lp->buffers[i];
+        bool eq = b->data && b->id >= lp->te->ntensors && b->rank == rank;
+        for (int j = 0; eq && j < rank; j++)
+            eq = ir_is_const(ir_simplify(l->c, b->shape[j]), &at[j]) && at[j] == ext[j];
+        if (eq && memcmp(b->data, out, (size_t)n * sizeof *out) == 0)
+            *same = b;
+    }
+    void *kept = NULL;
+    if (!*same) {
+        kept = ir_arena_alloc(l->a, (size_t)n * sizeof *out);
+        memcpy(kept, out, (size_t)n * sizeof *out);
+    }
+    free(out);
+    return kept;
 }
 
 /* Variant v of stage t packed (mk.pack), or false when its body has no
@@ -486,10 +560,6 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     pax[rank - 1] = ir_var(c, an[1], VK_AXIS, NB);
     for (int i = 0; i < rank; i++)
         pref[i] = ir_varref(c, pax[i]);
-    char pname[160];
-    unique_name(l, lp, name, "_pack", pname, sizeof pname);
-    Tensor *P = ir_loop_program_add_scratch(lp, pname, rank, shape);
-    P->axes = pax;
 
     /* P = L at j = jb * NB + jl, the reduction's axes P's, zero past the ends */
     Var *from[MK_MAX_AXES];
@@ -504,7 +574,19 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     IR_ASSERT(L->load.n <= MK_MAX_AXES + 8);
     for (int d = 0; d < L->load.n; d++)
         pidx[d] = ir_simplify(c, ir_subst_many(c, L->load.idx[d], nk + 1, from, to));
-    P->body = ir_load(c, L->load.t, L->load.n, pidx, true);
+    /* the panels of a constant are a constant, packed now */
+    bool now = panel_known(c, t, L, kax, nk);
+    Tensor *P = NULL;
+    void *data = now ? pack_now(l, lp, rank, shape, pax, pidx, L->load.t, &P) : NULL;
+    char pname[160];
+    if (!P) {
+        unique_name(l, lp, name, "_pack", pname, sizeof pname);
+        P = ir_loop_program_add_scratch(lp, pname, rank, shape);
+        P->axes = pax;
+        P->body = ir_load(c, L->load.t, L->load.n, pidx, true);
+        P->data = data;
+        P->source = data ? L->load.t->source : NULL;
+    }
 
     /* the compute reads P at [j / NB, k..., j % NB] */
     Expr *jr = ir_varref(c, t->axes[n - 1]), *ridx[MK_MAX_AXES];
@@ -514,6 +596,11 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     ridx[rank - 1] = ir_binop(c, EX_MOD, jr, NB);
     Expr *compute = ir_replace(c, body, L, ir_load(c, P, rank, ridx, false));
 
+    if (now) {
+        Kernel *k = lower_tensor(l, t, compute, mk, name, NULL);
+        ir_loop_program_add_variant(lp, mk, 1, &k, 0, NULL);
+        return true;
+    }
     MicroKernel mkp = pass_pack_microkernel(P, ti);
     Kernel *ks[2] = {lower_tensor(l, P, P->body, &mkp, pname, NULL),
                      lower_tensor(l, t, compute, mk, name, NULL)};

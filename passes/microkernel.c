@@ -14,7 +14,8 @@
  * (2 vectors) tiles, 22 row tiles a block sharing one packed panel of W;
  * and above PASS_PACK_MIN_ROW_BLOCKS - 1 row blocks, the same kernel with
  * W's panels packed by a launch of their own; picked by a tree on that
- * dim. On the GPU a reduction to a scalar or a vector gets a warp along
+ * dim. Where W is a constant, its panels are packed when compiling and
+ * the outer-product kernel reads them from the first row on. On the GPU a reduction to a scalar or a vector gets a warp along
  * the reduction per output (32 partial sums joined by shuffles: parallel,
  * and more precise than one long sum), a larger output 16 x 16 threads of
  * 4 x 4 points, staged.
@@ -498,13 +499,18 @@ StageSchedule pass_default_schedule(TeProgram *p, const Tensor *t, const Expr *b
 {
     MicroKernel dot = pass_default_microkernel(p, t, body, ti), outer;
     bool dense = dot.vaxis == MK_VEC_REDUCE && dense_outer(t, body, ti, &outer);
-    bool packed = dense && pass_pack_ok(p->ctx, t, (Expr *)body);
+    PassPack pk = dense ? pass_pack_kind(p->ctx, t, (Expr *)body) : PASS_PACK_NONE;
+    bool packed = pk == PASS_PACK_LAUNCH;
     int nv = packed ? 3 : dense ? 2 : 1;
     MicroKernel *mk = IR_NEWN(p->arena, MicroKernel, nv);
     mk[0] = dot;
     if (!dense)
         return (StageSchedule){1, mk, NULL};
     mk[1] = outer;
+    if (pk == PASS_PACK_CONST) { /* over a constant's panels, packed when compiling */
+        mk[1].pack = true;
+        pass_legalize_microkernel(&mk[1], t, ti);
+    }
     /* rows <= 32: dot products; then outer products; from a few row
      * blocks on, outer products over panels packed by a launch */
     int rows = t->shape[t->rank - 2]->var->pos;

@@ -169,13 +169,15 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
         mk->atomic = false;
     /* a packing launch exists only for a panel operand, and pays only
      * where a call has several row blocks, each of which would pack every
-     * panel again; elsewhere the same kernel packs per block */
+     * panel again; elsewhere the same kernel packs per block. A constant's
+     * panels, packed when compiling, cost nothing a call. */
     int64_t row_blocks = 1;
     for (int a = 0; mk->pack && a < st->rank - 1; a++) {
         int64_t b = (int64_t)mk->threads[a] * mk->tile[a];
         row_blocks *= (st->ext_max[a] + b - 1) / b;
     }
-    if (!st->pack_ok || !st->reduction || row_blocks < PASS_PACK_MIN_ROW_BLOCKS)
+    bool pays = st->pack == PASS_PACK_CONST || row_blocks >= PASS_PACK_MIN_ROW_BLOCKS;
+    if (st->pack == PASS_PACK_NONE || !st->reduction || !pays)
         mk->pack = false;
     if (!st->reduction) {
         mk->rchunk = 0;
@@ -288,18 +290,21 @@ MicroKernel srch_space_sample(const SrchStage *st, uint64_t *rng)
  * 8 x 2 vectors over a packed panel of W, the block's rows (126, 128)
  * within the space's cap, for the large T the dot-product default does
  * not serve well; and the first with its panels packed by a launch of
- * their own, where the range spans several row blocks. */
+ * their own, where the range spans several row blocks (both, over a
+ * constant's panels packed when compiling). */
 static int cpu_templates(const SrchStage *st, MicroKernel *out, int max)
 {
     int n = st->rank, nt = 0, vw = st->tg->ti.vec_width;
     if (!st->reduction || n < 2 || vw < 2)
         return 0;
     int64_t k = pass_chunked_length(ir_outer_reduce((Expr *)st->body));
-    for (int t = 0; t < 3 && nt < max; t++) {
-        MicroKernel mk = pass_outer_microkernel(n, &st->tg->ti, t == 1 ? 8 : 6, t == 1 ? 16 : 21, k);
-        mk.pack = t == 2;
+    int ntemplates = st->pack == PASS_PACK_CONST ? 4 : 3;
+    for (int t = 0; t < ntemplates && nt < max; t++) {
+        bool eight = t == 1 || t == 3;
+        MicroKernel mk = pass_outer_microkernel(n, &st->tg->ti, eight ? 8 : 6, eight ? 16 : 21, k);
+        mk.pack = t >= 2;
         normalise(st, &mk);
-        if (t == 2 && !mk.pack)
+        if (t >= 2 && !mk.pack)
             break; /* too few row blocks: the first again */
         if (legal(st, &mk))
             out[nt++] = mk;
@@ -410,7 +415,8 @@ static double axis_fit(const SrchStage *st, const MicroKernel *mk, int a, int64_
 static double pack_fit(const SrchStage *st, const MicroKernel *mk, const int64_t *ext)
 {
     enum { PACK_ROWS = 8, PACK_LAUNCH_ROWS = 24 };
-    if (st->tg->ti.kind == PT_GPU || !mk->stage || mk->vaxis != MK_VEC_SPATIAL || st->rank < 2)
+    if (st->tg->ti.kind == PT_GPU || !mk->stage || mk->vaxis != MK_VEC_SPATIAL || st->rank < 2 ||
+        (mk->pack && st->pack == PASS_PACK_CONST))
         return 1;
     double rows = 1;
     for (int a = 0; a < st->rank - 1; a++) {

@@ -1221,7 +1221,7 @@ static int stages_of(Tuner *tu, SrchStage **out)
         s->workload = srch_fingerprint(p, t, mat, tu->tg.name, tu->arch);
         s->atomic_ok = tu->o->atomic_split && tu->tg.ti.kind == PT_GPU &&
                        pass_atomic_split_ok(bodies[i]);
-        s->pack_ok = tu->tg.ti.kind == PT_CPU && pass_pack_ok(p->ctx, t, bodies[i]);
+        s->pack = tu->tg.ti.kind == PT_CPU ? pass_pack_kind(p->ctx, t, bodies[i]) : PASS_PACK_NONE;
         for (int j = 0; j < tu->nshapes; j++) {
             int64_t ext[MK_MAX_AXES + 1];
             srch_stage_extents(s, shape_at(tu, j), ext);

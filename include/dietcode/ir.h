@@ -485,6 +485,9 @@ Var *ir_te_find_dim(const TeProgram *p, const char *name);
 Tensor *ir_te_find_tensor(const TeProgram *p, const char *name);
 /* Evaluates an integer expression over dims only (extents). */
 int64_t ir_eval_dims(const Expr *e, const int64_t *dim_values);
+/* Evaluates an integer expression over the n variables vars (axes or
+ * loop variables, each at vals[i]) and integers: an index at one point. */
+int64_t ir_eval_at(const Expr *e, int n, Var *const *vars, const int64_t *vals);
 /* The same in exact arithmetic: false when a step overflows int64. */
 bool ir_eval_dims_checked(const Expr *e, const int64_t *dim_values, int64_t *out);
 /* Checks structural invariants; returns false and a message on failure. */
@@ -497,7 +500,8 @@ bool ir_verify_te_inlined(const TeProgram *p, Expr *const *bodies, const bool *m
 /* ir/extract.c: a stage as a program of its own */
 /* Computed tensor t of p as the output of a new program (own arena and
  * context): the materialised tensors it reads, directly or through inlined
- * intermediates (materialized[id] false), as inputs; those intermediates
+ * intermediates (materialized[id] false), as inputs (a constant stays one,
+ * sharing p's values; canonical, without its file); those intermediates
  * as they are, marked FUSE_INLINE (the stage inlines them again whatever
  * its own cost model would say). Plain: every dim of p at its position, names kept.
  * canonical: only the dims used, everything renamed by first use (d0 a0

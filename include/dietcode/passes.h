@@ -117,10 +117,14 @@ void pass_split_microkernels(const MicroKernel *mk, const Tensor *t, const Targe
  * again (bench/README.md: behind at one row block, even at three, ahead
  * from four): the default schedule's threshold and the search's. */
 enum { PASS_PACK_MIN_ROW_BLOCKS = 4 };
-/* Whether a packed variant of t (mk.pack) would have a packing launch: its
- * body's outer reduction reads a panel operand (passes/lower.c; else the
- * variant is the staged one-launch kernel). */
-bool pass_pack_ok(ExprCtx *c, const Tensor *t, Expr *body);
+/* What a packed variant of t (mk.pack) is (passes/lower.c): the staged
+ * one-launch kernel where its body's outer reduction reads no panel
+ * operand (NONE); a packing launch and the compute (LAUNCH); or where the
+ * panel operand is a constant whose panels are known when compiling (its
+ * indices free of dims, their extents fixed), the compute alone, reading
+ * panels packed now, which the object carries as a constant (CONST). */
+typedef enum PassPack { PASS_PACK_NONE, PASS_PACK_LAUNCH, PASS_PACK_CONST } PassPack;
+PassPack pass_pack_kind(ExprCtx *c, const Tensor *t, Expr *body);
 /* The micro-kernel of a packed variant's packing launch (mk.pack, passes/
  * lower.c), elementwise over its panels P[jb, k..., l]. */
 MicroKernel pass_pack_microkernel(const Tensor *P, const TargetInfo *ti);

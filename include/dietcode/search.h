@@ -342,8 +342,8 @@ typedef struct SrchStage {
     /* split-K may add its parts atomically (mk.atomic): tuning opted in
      * (SrchTuneOpts.atomic_split), a GPU, and pass_atomic_split_ok(body) */
     bool atomic_ok;
-    /* a packed variant (mk.pack) has a packing launch: pass_pack_ok(body) */
-    bool pack_ok;
+    /* what a packed variant (mk.pack) is: pass_pack_kind(body) */
+    PassPack pack;
 } SrchStage;
 
 /* The extents of stage st at shape dims: ext[0..rank-1] spatial, ext[rank]

@@ -120,8 +120,8 @@ static void test_space_pack(void **state)
     SrchTarget cpu = srch_target_cpu();
     for (int wide = 0; wide < 2; wide++) {
         SrchStage st = stage_of(g.p, "Y", &cpu);
-        st.pack_ok = pass_pack_ok(g.p->ctx, st.t, (Expr *)st.body);
-        assert_true(st.pack_ok);
+        st.pack = pass_pack_kind(g.p->ctx, st.t, (Expr *)st.body);
+        assert_int_equal(st.pack, PASS_PACK_LAUNCH);
         int64_t dims[1] = {wide ? 2048 : 40};
         srch_stage_extents(&st, dims, st.ext_max);
         uint64_t rng = 7;
@@ -152,7 +152,7 @@ static void test_space_pack(void **state)
             tpacked += tmpl[i].pack;
         assert_int_equal(tpacked, wide ? 1 : 0);
         /* without a panel operand, never */
-        st.pack_ok = false;
+        st.pack = PASS_PACK_NONE;
         for (int i = 0; i < 100; i++)
             assert_false(srch_space_sample(&st, &rng).pack);
     }
@@ -166,6 +166,68 @@ static void test_space_pack(void **state)
     assert_int_equal(ds.nvariants, 3);
     assert_false(ds.variants[1].pack);
     assert_true(ds.variants[2].pack);
+    prog_free(&g);
+}
+
+/* Where W is a constant its panels are packed when compiling: a packed
+ * variant has no packing launch, so it is drawn, templated and in the
+ * default schedule from one row block on (at T = 40 too), and the
+ * adaptation charges nothing for packing. */
+static void test_space_pack_const(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dc-pack-XXXXXX", path[64], text[512], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/W.npy", dir);
+    RtArray w = {2, {256, 768}, calloc(256 * 768, sizeof(float)), DCRT_F32};
+    assert_int_equal(rt_npy_write(path, &w, err, sizeof err), 0);
+    free(w.data);
+    snprintf(text, sizeof text,
+             "dim T in 1..2048\n"
+             "input X[T, 768] f32\n"
+             "const W[256, 768] f32 = \"%s\"\n"
+             "output Y[i: T, j: 256] = sum[k: 768](X[i, k] * W[j, k])\n", path);
+    Prog g = compile(text);
+    unlink(path);
+    rmdir(dir);
+    SrchTarget cpu = srch_target_cpu();
+    SrchStage st = stage_of(g.p, "Y", &cpu);
+    st.pack = pass_pack_kind(g.p->ctx, st.t, (Expr *)st.body);
+    assert_int_equal(st.pack, PASS_PACK_CONST);
+    int64_t dims[1] = {40};
+    srch_stage_extents(&st, dims, st.ext_max);
+    uint64_t rng = 7;
+    int packed = 0;
+    for (int i = 0; i < 400; i++) {
+        MicroKernel mk = srch_space_sample(&st, &rng);
+        int64_t rows = (int64_t)mk.threads[0] * mk.tile[0];
+        packed += mk.pack && (40 + rows - 1) / rows < PASS_PACK_MIN_ROW_BLOCKS;
+        if (mk.pack && mk.stage) {
+            int64_t ext[3] = {40, 256, 768};
+            MicroKernel unpacked = mk;
+            unpacked.pack = false;
+            assert_true(srch_adapt(&st, &mk, ext, NULL) >= srch_adapt(&st, &unpacked, ext, NULL));
+        }
+    }
+    assert_true(packed > 0); /* drawn, however few the row blocks */
+    MicroKernel tmpl[8];
+    int nt = srch_space_templates(&st, tmpl, 8), tpacked = 0;
+    for (int i = 0; i < nt; i++)
+        tpacked += tmpl[i].pack;
+    assert_int_equal(tpacked, 0); /* at T = 40, 126 rows are too many */
+    dims[0] = 2048;
+    srch_stage_extents(&st, dims, st.ext_max);
+    nt = srch_space_templates(&st, tmpl, 8);
+    assert_int_equal(nt, 4);
+    assert_true(tmpl[2].pack && tmpl[3].pack);
+    Expr *bodies[8];
+    bool mat[8];
+    pass_inline(g.p, bodies, mat);
+    const Tensor *y = ir_te_find(g.p, "Y");
+    TargetInfo ti = pass_target_info(PT_CPU);
+    StageSchedule ds = pass_default_schedule(g.p, y, bodies[y->id], &ti);
+    assert_int_equal(ds.nvariants, 2);
+    assert_true(ds.variants[1].pack);
     prog_free(&g);
 }
 
@@ -882,7 +944,7 @@ static void test_space_budgets(void **state)
                 const TargetInfo *tinfo = &tgs[ti].ti;
                 int64_t dims[1] = {s == 0 ? 4096 : s == 2 ? 16 : 40};
                 srch_stage_extents(&st, dims, st.ext_max);
-                st.pack_ok = pass_pack_ok(g.p->ctx, st.t, (Expr *)st.body);
+                st.pack = pass_pack_kind(g.p->ctx, st.t, (Expr *)st.body);
                 StageSchedule def = pass_default_schedule(g.p, st.t, st.body, tinfo);
                 for (int v = 0; v < def.nvariants; v++)
                     assert_true(pass_check_microkernel(&def.variants[v], st.t, tinfo, why,
@@ -980,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_fuse),
         cmocka_unit_test(test_space),
         cmocka_unit_test(test_space_pack),
+        cmocka_unit_test(test_space_pack_const),
         cmocka_unit_test(test_space_budgets),
         cmocka_unit_test(test_adapt_padding),
         cmocka_unit_test(test_mk_text),
