@@ -1016,6 +1016,23 @@ static LLVMValueRef compare(Lower *L, ExprKind k, LLVMValueRef a, LLVMValueRef b
     return LLVMBuildICmp(B, p, a, b, "");
 }
 
+/* A target's shuffle (of 32-bit floats) of a scalar: an int64 as the bits
+ * of its two halves. */
+static LLVMValueRef shuffle_one(CgFn *g, LLVMValueRef v, int mask)
+{
+    if (LLVMTypeOf(v) == g->f32)
+        return g->target->shuffle_xor(g, v, mask);
+    LLVMValueRef half[2];
+    for (int h = 0; h < 2; h++) {
+        LLVMValueRef x = h ? LLVMBuildLShr(g->b, v, LLVMConstInt(g->i64, 32, 0), "") : v;
+        x = LLVMBuildBitCast(g->b, LLVMBuildTrunc(g->b, x, g->i32, ""), g->f32, "");
+        x = g->target->shuffle_xor(g, x, mask);
+        half[h] = LLVMBuildZExt(g->b, LLVMBuildBitCast(g->b, x, g->i32, ""), g->i64, "");
+    }
+    return LLVMBuildOr(g->b, half[0],
+                       LLVMBuildShl(g->b, half[1], LLVMConstInt(g->i64, 32, 0), ""), "");
+}
+
 /* shfl_xor: the target's shuffle, lane by lane for a vector. */
 static LLVMValueRef shuffle(Lower *L, Expr *e, LLVMValueRef v)
 {
@@ -1024,13 +1041,12 @@ static LLVMValueRef shuffle(Lower *L, Expr *e, LLVMValueRef v)
     if (!g->target->shuffle_xor || !ir_is_const(e->op.b, &mask))
         ir_panic(__FILE__, __LINE__, "a warp shuffle on target %s", g->target->name);
     if (!is_vec(v))
-        return g->target->shuffle_xor(g, v, (int)mask);
+        return shuffle_one(g, v, (int)mask);
     unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
     LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(v));
     for (unsigned i = 0; i < n; i++) {
         LLVMValueRef lane = LLVMConstInt(g->i32, i, 0);
-        LLVMValueRef x = g->target->shuffle_xor(g, LLVMBuildExtractElement(g->b, v, lane, ""),
-                                                (int)mask);
+        LLVMValueRef x = shuffle_one(g, LLVMBuildExtractElement(g->b, v, lane, ""), (int)mask);
         r = LLVMBuildInsertElement(g->b, r, x, lane, "");
     }
     return r;
@@ -1085,7 +1101,10 @@ static LLVMValueRef ex_uncached(Lower *L, Expr *e, LLVMValueRef guard)
     }
     case EX_LT: case EX_LE: case EX_EQ: case EX_NE:
         return compare(L, e->kind, ex(L, e->op.a, guard), ex(L, e->op.b, guard));
-    case EX_SHFL_XOR: return shuffle(L, e, to_f32(L, ex(L, e->op.a, guard)));
+    case EX_SHFL_XOR: {
+        LLVMValueRef v = ex(L, e->op.a, guard);
+        return shuffle(L, e, e->type == DT_F32 ? to_f32(L, v) : as_int(L, v));
+    }
     case EX_FMA: {
         LLVMValueRef x[3] = {to_f32(L, ex(L, e->op.a, guard)), to_f32(L, ex(L, e->op.b, guard)),
                              to_f32(L, ex(L, e->op.c, guard))};
@@ -1342,7 +1361,7 @@ static void alloc(Lower *L, Stmt *s, LLVMValueRef guard)
     }
     if (L->lane)
         n *= L->width;
-    LLVMTypeRef ty = LLVMArrayType2(g->f32, (uint64_t)(n > 0 ? n : 1));
+    LLVMTypeRef ty = LLVMArrayType2(storage_type(g, t->dtype), (uint64_t)(n > 0 ? n : 1));
     LLVMValueRef p = t->scope == MS_SHARED ? g->target->shared_alloc(g, t, ty)
                                            : cg_entry_alloca(g, ty, t->name);
     if (L->nbufs == L->capbufs) {

@@ -19,7 +19,7 @@ typedef struct Layout {
 
 static int64_t buffer_bytes(const Tensor *t)
 {
-    int64_t n = 4, d;
+    int64_t n = ir_dtype_size(t->dtype), d;
     for (int i = 0; i < t->rank; i++) {
         if (!ir_is_const(t->shape[i], &d))
             ir_panic(__FILE__, __LINE__, "buffer %s has a non-constant shape", t->name);

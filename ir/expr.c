@@ -54,6 +54,22 @@ const char *ir_reduce_name(ReduceOp op) { return reduce_info[op].name; }
 double ir_reduce_identity(ReduceOp op) { return reduce_info[op].ident; }
 ExprKind ir_reduce_combiner(ReduceOp op) { return reduce_info[op].comb; }
 
+int64_t ir_reduce_int_identity(ReduceOp op)
+{
+    switch (op) {
+    case RD_SUM: return 0;
+    case RD_PROD: return 1;
+    case RD_MAX: return INT64_MIN;
+    case RD_MIN: return INT64_MAX;
+    }
+    IR_UNREACHABLE();
+}
+
+Expr *ir_reduce_init(ExprCtx *c, ReduceOp op, DType t)
+{
+    return t == DT_F32 ? ir_float(c, ir_reduce_identity(op)) : ir_int(c, ir_reduce_int_identity(op));
+}
+
 const char *ir_dtype_name(DType t)
 {
     switch (t) {
@@ -313,6 +329,9 @@ Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x)
         break;
     case EX_I32: case EX_CHECK:
         e.type = DT_I64;
+        break;
+    case EX_SHFL_XOR: /* of an f32 or an integer (an integer reduction's) */
+        e.type = a->type == DT_F32 ? DT_F32 : DT_I64;
         break;
     case EX_NEG: case EX_ABS: case EX_RELU:
         e.type = a->type == DT_F32 ? DT_F32 : DT_I64;

@@ -6,7 +6,7 @@
  * only on the dims resolved up front: tensor extents and strides, reduction
  * extents, variable slots. An Expr is evaluated as an integer or as a float
  * (its type says which); the conversions the language defines between the
- * two are nodes of their own (N_F2I, N_TRUNC, N_I2F, N_WIDEN).
+ * two are nodes of their own (N_F2I, N_I2F, N_WIDEN).
  *
  * Batches. The tree is evaluated for a batch of up to LANES consecutive
  * output points at a time: each node computes its value for every lane in
@@ -18,8 +18,11 @@
  * order, of a point-by-point walk. Every float operator rounds to f32 as
  * ir_sem_float does (+ - * / are written out inline, one f32 operation
  * each); a body is first contracted (ir_contract: the fused multiply-adds
- * the language defines) unless the program has fp-contract off. A reduction keeps one double accumulator per lane, runs its axes as
- * nested loops, first axis outermost, and rounds to f32 at the end.
+ * the language defines) unless the program has fp-contract off. A
+ * reduction keeps one accumulator per lane, runs its axes as nested loops,
+ * first axis outermost; an f32 one accumulates in double and rounds to f32
+ * at the end, an integer one (N_IREDUCE) in int64, exactly, wrapping as
+ * the semantics table's integer operations do.
  *
  * Laziness. select evaluates each branch only for the lanes that take it,
  * && and || their right operand only where it decides the result, and an
@@ -66,7 +69,7 @@ typedef enum NodeKind {
     N_NOT,    /* !a */
     N_ISEL,   /* a ? b : c, integer branches */
     N_F2I,    /* i32(a) (op EX_I32) or i64(a) of a float: NaN is 0, saturated, truncated */
-    N_TRUNC,  /* (int64_t)a: the value of an integer reduction (computed as float) */
+    N_IREDUCE, /* red: integer body a accumulated exactly in int64 (wrapping) */
     N_CHECK,  /* checked(a, b, c): a gather's index into chk's tensor and axis */
     /* float values */
     N_FCONST, /* fval */
@@ -188,6 +191,7 @@ static int mk_lazy(Prog *g, NodeKind k, int a, int b, int c)
 
 static int compile_f(Prog *g, const Expr *e);
 static int compile_load(Prog *g, const Expr *e);
+static int compile_reduce(Prog *g, const Expr *e);
 
 /* e's value as an integer or boolean. */
 static int compile_i(Prog *g, const Expr *e)
@@ -238,7 +242,7 @@ static int compile_i(Prog *g, const Expr *e)
     }
     case EX_NEG: case EX_ABS: case EX_RELU:
         return mk(g, N_IUN, e->kind, compile_i(g, e->op.a), -1, -1);
-    case EX_REDUCE: return mk(g, N_TRUNC, EX_REDUCE, compile_f(g, e), -1, -1);
+    case EX_REDUCE: return compile_reduce(g, e);
     case EX_CHECK: {
         int a = compile_i(g, e->op.a), b = compile_i(g, e->op.b);
         return mk(g, N_CHECK, EX_CHECK, a, b, compile_i(g, e->op.c));
@@ -258,7 +262,7 @@ static bool can_fault(const Prog *g, int id)
     if (id < 0)
         return false;
     const Node *x = &g->nodes[id];
-    if (x->kind == N_LOAD || x->kind == N_TRUNC || x->kind == N_CHECK)
+    if (x->kind == N_LOAD || x->kind == N_CHECK)
         return true;
     return can_fault(g, x->a) || can_fault(g, x->b) || can_fault(g, x->c);
 }
@@ -294,7 +298,10 @@ static int compile_load(Prog *g, const Expr *e)
 
 static int compile_reduce(Prog *g, const Expr *e)
 {
-    Node x = {.kind = N_REDUCE, .a = compile_f(g, e->red.body), .b = -1, .c = -1, .lazy = -1};
+    bool f = e->type == DT_F32;
+    Node x = {.kind = f ? N_REDUCE : N_IREDUCE,
+              .a = f ? compile_f(g, e->red.body) : compile_i(g, e->red.body), .b = -1, .c = -1,
+              .lazy = -1};
     x.red.op = e->red.op;
     x.red.n = e->red.n;
     x.red.var = IR_NEWN(g->arena, int, e->red.n ? e->red.n : 1);
@@ -325,7 +332,10 @@ static int compile_f(Prog *g, const Expr *e)
         int a = compile_i(g, e->op.a), b = compile_f(g, e->op.b);
         return mk_lazy(g, N_FSEL, a, b, compile_f(g, e->op.c));
     }
-    case EX_REDUCE: return compile_reduce(g, e);
+    case EX_REDUCE:
+        if (e->type == DT_F32)
+            return compile_reduce(g, e);
+        break;
     default: break;
     }
     if (e->type != DT_F32)
@@ -342,7 +352,7 @@ static double cost(const Prog *g, int id)
     if (id < 0)
         return 0;
     const Node *x = &g->nodes[id];
-    if (x->kind == N_REDUCE) {
+    if (x->kind == N_REDUCE || x->kind == N_IREDUCE) {
         double steps = 1;
         for (int i = 0; i < x->red.n; i++)
             steps *= (double)x->red.ext[i];
@@ -476,12 +486,24 @@ static void combine(ReduceOp op, Val *acc, Vals v, int n)
     }
 }
 
+/* The same for an integer reduction, in the integer semantics' own
+ * operations (wrapping). */
+static void combine_int(ReduceOp op, Val *acc, Vals v, int n)
+{
+    ExprKind k = ir_reduce_combiner(op);
+    for (int l = 0; l < n; l++)
+        acc[l].i = ir_sem_int(k, acc[l].i, AT(v, l).i);
+}
+
 /* Runs the reduction's axes k.. as nested loops, combining the body's value
  * into each lane's accumulator at every step. */
 static void reduce_loop(Worker *w, const Node *x, int k, const Batch *b, Val *acc)
 {
     if (k == x->red.n) {
-        combine(x->red.op, acc, eval(w, x->a, b), b->n);
+        if (x->kind == N_IREDUCE)
+            combine_int(x->red.op, acc, eval(w, x->a, b), b->n);
+        else
+            combine(x->red.op, acc, eval(w, x->a, b), b->n);
         return;
     }
     for (int64_t i = 0; i < x->red.ext[k] && !w->fault; i++) {
@@ -613,12 +635,12 @@ static Vals eval(Worker *w, int id, const Batch *b)
             w->fault = w->gf.tensor;
         return lanes(r, m);
     }
-    case N_TRUNC:
-        u = eval(w, x->a, b);
-        m = u.step ? n : 1;
-        for (int l = 0; l < m; l++)
-            r[l].i = (int64_t)AT(u, l).f;
-        return lanes(r, m);
+    case N_IREDUCE:
+        r[0].i = ir_reduce_int_identity(x->red.op);
+        for (int l = 1; l < n; l++)
+            r[l].i = r[0].i;
+        reduce_loop(w, x, 0, b, r);
+        return lanes(r, n);
     case N_FCONST:
         r[0].f = x->fval;
         return lanes(r, 1);

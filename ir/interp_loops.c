@@ -203,11 +203,16 @@ static void run(LI *li, const Stmt *s)
             n *= b->ext[i];
         }
         /* fresh memory holds garbage on real targets: make reads of unset
-         * elements visible as NaN */
-        IR_ASSERT(b->t->dtype == DT_F32);
-        float *d = malloc((size_t)n * sizeof(float));
-        for (int64_t i = 0; i < n; i++)
-            d[i] = NAN;
+         * elements visible as NaN (an integer's as a large odd value) */
+        size_t size = (size_t)ir_dtype_size(b->t->dtype);
+        void *d = malloc((size_t)n * size);
+        if (!d)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        if (b->t->dtype == DT_F32)
+            for (int64_t i = 0; i < n; i++)
+                ((float *)d)[i] = NAN;
+        else
+            memset(d, 0x5b, (size_t)n * size);
         b->data = d;
         run(li, s->alloc.body);
         free(b->data);

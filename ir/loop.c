@@ -122,7 +122,7 @@ int64_t ir_buffer_words(const Tensor *t)
     int64_t n = 1, d;
     for (int i = 0; i < t->rank; i++)
         n *= ir_is_const(t->shape[i], &d) ? d : 1;
-    return n;
+    return (n * ir_dtype_size(t->dtype) + 3) / 4;
 }
 
 const char *ir_for_kind_name(ForKind fk)

@@ -185,6 +185,7 @@ static Stmt *distribute(Fission *f, Stmt *s)
         for (int i = 0; i < b->rank; i++)
             IR_ASSERT(ir_is_const(b->shape[i], &shape[i + 1]));
         Tensor *nb = ir_buffer(f->a, b->name, MS_LOCAL, f->c, b->rank + 1, shape);
+        nb->dtype = b->dtype;
         Promote p = {f->c, f->a, b, nb, ir_varref(f->c, f->thread)};
         ir_stmt_map_exprs(s->alloc.body, promote_expr, &p);
         ir_stmt_visit(s->alloc.body, promote_store, &p);

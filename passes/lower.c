@@ -93,8 +93,9 @@ static Stmt *emit_value(Lower *l, Expr *e, Consume consume, void *ud)
     snprintf(name, sizeof name, "acc%d", l->nacc++);
     int64_t one = 1;
     Tensor *acc = ir_buffer(l->a, name, MS_LOCAL, c, 1, &one);
+    acc->dtype = r->type; /* f32, or an integer reduction's exact int64 */
     Expr *zero = ir_int(c, 0);
-    Stmt *init = ir_store(l->a, acc, 1, &zero, ir_float(c, ir_reduce_identity(r->red.op)));
+    Stmt *init = ir_store(l->a, acc, 1, &zero, ir_reduce_init(c, r->red.op, r->type));
 
     /* the reduction's own loops, over fresh loop variables */
     Var *lv[MK_MAX_AXES + 8];
@@ -105,16 +106,14 @@ static Stmt *emit_value(Lower *l, Expr *e, Consume consume, void *ud)
         lr[i] = ir_varref(c, lv[i]);
     }
     Expr *body = ir_subst_many(c, r->red.body, r->red.n, r->red.axes, lr);
-    if (body->type != DT_F32)
-        body = ir_cast(c, DT_F32, body);
+    if (body->type != r->type) /* a bool's count */
+        body = ir_cast(c, r->type, body);
     Accum ac = {acc, ir_reduce_combiner(r->red.op)};
     Stmt *loop = emit_value(l, body, consume_accumulate, &ac);
     for (int i = r->red.n - 1; i >= 0; i--)
         loop = ir_for(l->a, lv[i], FK_SERIAL, loop);
 
     Expr *result = ir_load(c, acc, 1, &zero, false);
-    if (r->type != DT_F32)
-        result = ir_cast(c, r->type, result);
     Stmt *rest = emit_value(l, ir_replace(c, e, r, result), consume, ud);
     Stmt *items[3] = {init, loop, rest};
     return ir_alloc(l->a, acc, ir_seq(l->a, 3, items));
@@ -322,7 +321,7 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     Expr *k = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_varref(c, pax[0]), C),
                        ir_varref(c, raxes[0]));
     Expr *part = ir_select(c, ir_binop(c, EX_LT, k, K), ir_subst(c, r->red.body, k1, k),
-                           ir_float(c, ir_reduce_identity(r->red.op)));
+                           ir_reduce_init(c, r->red.op, r->type));
     part = ir_reduce(c, r->red.op, r->red.n, raxes, part);
     MicroKernel mkp, mkc, mkv = *mk;
     pass_split_microkernels(mk, t, ti, &mkp, &mkc);
@@ -343,6 +342,7 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     mkv.atomic = false; /* not affine in a sum: deterministic, through P */
     Tensor *P = ir_loop_program_add_scratch(lp, pname, n + 1, shape);
     P->axes = pax;
+    P->dtype = r->type;
     part = ir_subst_many(c, part, n, t->axes, pidx);
     P->body = part;
 
@@ -353,8 +353,6 @@ static void lower_split(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *
     for (int a = 0; a < n; a++)
         yidx[a + 1] = ir_varref(c, t->axes[a]);
     Expr *sum = ir_reduce(c, r->red.op, 1, &s2, ir_load(c, P, n + 1, yidx, false));
-    if (r->type != sum->type)
-        sum = ir_cast(c, r->type, sum);
 
     Kernel *ks[2] = {lower_tensor(l, P, part, &mkp, pname, NULL),
                      lower_tensor(l, t, ir_replace(c, body, r, sum), &mkc, name, NULL)};

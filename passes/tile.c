@@ -72,7 +72,7 @@ typedef struct Canon {
     bool red;
     Tensor *acc;
     ExprKind comb;
-    double ident;
+    Expr *ident;          /* the accumulator's first value, of its type */
     int nr;
     Var *rv[MK_MAX_AXES + 8];
     Expr *value;          /* v in acc[0] = combine(acc[0], v) */
@@ -117,7 +117,8 @@ static Canon parse_canon(const Kernel *k, ExprCtx *cx)
     Tensor *acc = s->alloc.buf;
     Stmt **items = s->alloc.body->seq.s;
     if (items[0]->kind != ST_STORE || items[0]->store.buf != acc ||
-        items[0]->store.value->kind != EX_FLOAT || items[2]->kind != ST_STORE ||
+        (items[0]->store.value->kind != EX_FLOAT && items[0]->store.value->kind != EX_INT) ||
+        items[2]->kind != ST_STORE ||
         items[2]->store.buf == acc)
         return c;
     Stmt *l = items[1];
@@ -143,7 +144,7 @@ static Canon parse_canon(const Kernel *k, ExprCtx *cx)
     }
     c.red = true;
     c.acc = acc;
-    c.ident = items[0]->store.value->fval;
+    c.ident = items[0]->store.value;
     c.nr = nr;
     c.final = items[2];
     return c;
@@ -244,6 +245,7 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
     char name[64];
     snprintf(name, sizeof name, "acc_%s", t->k->out->name);
     Tensor *acc = ir_buffer(t->a, name, MS_LOCAL, c, n, shape);
+    acc->dtype = cn->acc->dtype;
     Var *lane = vred ? ir_var(c, "lane", VK_LOOP, C(t, V)) : NULL;
     Expr *aidx[MK_MAX_AXES + 1];
     int na = 0;
@@ -255,7 +257,7 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
         aidx[na++] = C(t, 0);
     Expr *cur = ir_load(c, acc, na, aidx, false);
 
-    Stmt *init = tile_loops(t, ir_store(t->a, acc, na, aidx, ir_float(c, cn->ident)), lane);
+    Stmt *init = tile_loops(t, ir_store(t->a, acc, na, aidx, cn->ident), lane);
 
     /* k = ko*kc + kpos, the position in the chunk kpos = (ki (*R + rl))*V (+ lane) */
     Var *ko = NULL, *ki;
@@ -366,6 +368,7 @@ static Stmt *tile_reduction(Tiler *t, Expr *K, int64_t Kc)
         int64_t tshape[3] = {t->nt, W, npoints};
         snprintf(name, sizeof name, "tree_%s", t->k->out->name);
         tree = ir_buffer(t->a, name, MS_SHARED, c, 3, tshape);
+        tree->dtype = acc->dtype;
         Expr *ti[3] = {ir_simplify(c, ir_binop(c, EX_DIV, VR(t, t->th), C(t, R))),
                        ir_simplify(c, ir_binop(c, EX_DIV, VR(t, t->rl), C(t, 32))), flat};
         Stmt *put = tile_loops(t, ir_store(t->a, tree, 3, ti, res), NULL);

@@ -356,6 +356,11 @@ enum { IR_SPECIAL_COST = 12 };
 bool ir_op_special(ExprKind k);
 const char *ir_reduce_name(ReduceOp op);
 double ir_reduce_identity(ReduceOp op);
+/* An integer reduction's (DT_I64, exact, wrapping as ir_sem_int): 0, 1,
+ * or the least or greatest int64 for max and min. */
+int64_t ir_reduce_int_identity(ReduceOp op);
+/* The identity as a constant of the reduction's type t. */
+Expr *ir_reduce_init(ExprCtx *c, ReduceOp op, DType t);
 ExprKind ir_reduce_combiner(ReduceOp op);
 const char *ir_dtype_name(DType t);
 /* Bytes of one element of a tensor of type t. */
@@ -548,7 +553,8 @@ Stmt *ir_seq2(Arena *a, Stmt *x, Stmt *y);
 /* A local or shared buffer of constant shape. */
 Tensor *ir_buffer(Arena *a, const char *name, MemScope scope, ExprCtx *c, int rank,
                   const int64_t *shape);
-/* Its size in f32 words (an extent that is not constant counts as 1). */
+/* Its size in 32-bit words, an int64 element two (an extent that is not
+ * constant counts as 1). */
 int64_t ir_buffer_words(const Tensor *t);
 const char *ir_for_kind_name(ForKind fk);
 /* Calls f on every statement of s, children before their parent; f may
