@@ -869,11 +869,12 @@ static LLVMValueRef checked(Lower *L, Expr *e, LLVMValueRef guard)
      * guard lets run, of which the first is the element reported */
     LLVMValueRef live = mask_and(L, guard, bad);
     int64_t code = 0;
+    /* the site, as ir_check_sites saw it or as flat_offset simplified it */
+    ExprCtx *cx = g->lp->te->ctx;
     for (int k = 0; k < L->nsites && !code; k++)
-        if (L->sites[k].check == e)
+        if (L->sites[k].check == e || ir_simplify(cx, (Expr *)L->sites[k].check) == e)
             code = DCRT_INDEX_CODE(L->sites[k].axis, L->sites[k].t->id, L->out_id);
-    if (!code)
-        code = 16; /* an index whose access ir_check_sites does not see */
+    IR_ASSERT(code); /* every checked index is an access's (ir_check_sites) */
     LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_out");
     LLVMBasicBlockRef record = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_record");
     LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->cx, g->fn, "index_ok");

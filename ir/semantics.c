@@ -53,6 +53,7 @@
  * double, and a reduction's order depends on its schedule anyway).
  */
 #include "dietcode/ir.h"
+#include "dietcode/runtime.h"
 
 static int64_t wrap(uint64_t v) { return (int64_t)v; }
 
@@ -115,20 +116,12 @@ int64_t ir_sem_gather_index(int64_t i, int64_t n)
 void ir_gather_error(char *err, size_t errlen, const IrGatherFault *f, const Tensor *out,
                      const int64_t *dims)
 {
-    int64_t coord[16], pos = f->pos;
+    int64_t ext[16];
     IR_ASSERT(out->rank <= 16);
-    for (int j = out->rank - 1; j >= 0; j--) {
-        int64_t e = ir_eval_dims(out->shape[j], dims);
-        coord[j] = e > 0 ? pos % e : 0;
-        pos = e > 0 ? pos / e : 0;
-    }
-    int n = snprintf(err, errlen, "index %lld of %s on axis %d is out of range %lld..%lld (computing %s[",
-                     (long long)f->value, f->tensor, f->axis, -(long long)f->extent,
-                     (long long)f->extent - 1, out->name);
-    for (int i = 0; i < out->rank && n >= 0 && (size_t)n < errlen; i++)
-        n += snprintf(err + n, errlen - (size_t)n, i ? ", %lld" : "%lld", (long long)coord[i]);
-    if (n >= 0 && (size_t)n < errlen)
-        snprintf(err + n, errlen - (size_t)n, "])");
+    for (int j = 0; j < out->rank; j++)
+        ext[j] = ir_eval_dims(out->shape[j], dims);
+    dcrt_index_message(err, errlen, f->tensor, f->axis, f->value, f->extent, out->name, out->rank,
+                       ext, f->pos);
 }
 
 int64_t ir_sem_f32_to_i64(double f)

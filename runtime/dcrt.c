@@ -346,23 +346,35 @@ int dcrt_index_report(const DcrtProgram *p, const int64_t *dims, const int64_t *
     if (t >= p->nbuffers || out >= p->nbuffers)
         return dcrt_fail(DCRT_ERR_INDEX, "an index read from a tensor is out of range");
     const DcrtBuffer *o = &p->buffers[out];
-    int64_t coord[16], pos = r[3];
-    for (int j = o->rank - 1; j >= 0 && j < 16; j--) {
+    int64_t ext[16];
+    int rank = o->rank < 16 ? o->rank : 16;
+    for (int j = 0; j < rank; j++) {
         int32_t ovf = 0;
-        int64_t e = p->size(p->size_ctx, o->extents + j, dims, &ovf);
-        coord[j] = e > 0 ? pos % e : 0;
-        pos = e > 0 ? pos / e : 0;
+        ext[j] = p->size(p->size_ctx, o->extents + j, dims, &ovf);
     }
-    char msg[512];
-    int n = snprintf(msg, sizeof msg,
-                     "%s: index %lld of %s on axis %d is out of range %lld..%lld (computing %s[",
-                     p->name, (long long)r[1], p->buffers[t].name, (int)axis, -(long long)r[2],
-                     (long long)r[2] - 1, o->name);
-    for (int j = 0; j < o->rank && j < 16 && n >= 0 && n < (int)sizeof msg; j++)
-        n += snprintf(msg + n, sizeof msg - (size_t)n, j ? ", %lld" : "%lld", (long long)coord[j]);
-    if (n >= 0 && n < (int)sizeof msg)
-        snprintf(msg + n, sizeof msg - (size_t)n, "])");
+    char what[448], msg[512];
+    dcrt_index_message(what, sizeof what, p->buffers[t].name, (int)axis, r[1], r[2], o->name, rank,
+                       ext, r[3]);
+    snprintf(msg, sizeof msg, "%s: %s", p->name, what);
     return dcrt_fail(DCRT_ERR_INDEX, msg);
+}
+
+void dcrt_index_message(char *buf, size_t n, const char *tensor, int axis, int64_t value,
+                        int64_t extent, const char *out, int rank, const int64_t *ext,
+                        int64_t pos)
+{
+    int64_t coord[16];
+    rank = rank < 16 ? rank : 16;
+    for (int j = rank - 1; j >= 0; j--) {
+        coord[j] = ext[j] > 0 ? pos % ext[j] : 0;
+        pos = ext[j] > 0 ? pos / ext[j] : 0;
+    }
+    int at = snprintf(buf, n, "index %lld of %s on axis %d is out of range %lld..%lld (computing %s[",
+                      (long long)value, tensor, axis, -(long long)extent, (long long)extent - 1, out);
+    for (int j = 0; j < rank && at >= 0 && (size_t)at < n; j++)
+        at += snprintf(buf + at, n - (size_t)at, j ? ", %lld" : "%lld", (long long)coord[j]);
+    if (at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, "])");
 }
 
 int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace)

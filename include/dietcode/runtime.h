@@ -201,6 +201,13 @@ int dcrt_index_check(const DcrtProgram *p, const int64_t *dims, float *const *bu
 int dcrt_index_buffer(const DcrtProgram *p);
 /* dcrt_index_check of a record read back (the GPU's, copied to the host). */
 int dcrt_index_report(const DcrtProgram *p, const int64_t *dims, const int64_t *record);
+/* The one wording of a gather's index out of range, for libdcrt and the
+ * compiler's evaluators alike: "index V of TENSOR on axis A is out of range
+ * -E..E-1 (computing OUT[c0, c1, ...])", the element at flat position pos
+ * of an output of rank extents ext, into buf. */
+void dcrt_index_message(char *buf, size_t n, const char *tensor, int axis, int64_t value,
+                        int64_t extent, const char *out, int rank, const int64_t *ext,
+                        int64_t pos);
 float **dcrt_bind_buffers(const DcrtProgram *p, const DcrtPlan *pl, void *const *tensors,
                           char *workspace);
 /* Called after every launch of dcrt_run (with its time) and dcrt_cuda_run
