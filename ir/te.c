@@ -138,6 +138,33 @@ Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr 
     return x;
 }
 
+int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,
+                     const char *source, char *err, size_t errlen)
+{
+    if (!IR_ARG_OK(p, err, errlen) || !IR_ARG_OK(name, err, errlen) ||
+        !IR_ARG_OK(data, err, errlen))
+        return -1;
+    Tensor *t = ir_te_find(p, name);
+    const char *why = !t ? "the program has no tensor of that name" :
+                      t->kind != TK_INPUT ? "it is computed, not an input" :
+                      t->data ? "it is a constant already" : NULL;
+    int64_t size = why ? 0 : ir_te_bytes(t, NULL);
+    if (!why && size < 0)
+        why = "its extents use dims (a constant's are fixed)";
+    if (why) {
+        snprintf(err, errlen, "cannot bind '%s': %s", name, why);
+        return -1;
+    }
+    if ((uint64_t)size != (uint64_t)bytes) {
+        snprintf(err, errlen, "cannot bind '%s': it holds %lld bytes (%s), not %zu", name,
+                 (long long)size, ir_dtype_name(t->dtype), bytes);
+        return -1;
+    }
+    t->data = data;
+    t->source = source ? ir_arena_strdup(p->arena, source) : NULL;
+    return 0;
+}
+
 Tensor *ir_te_add_compute(TeProgram *p, const char *name, TensorKind kind, int rank,
                           Var **axes, Expr *body)
 {

@@ -466,9 +466,21 @@ TeProgram *ir_te_new(const char *name);
 void ir_te_destroy(TeProgram *p);
 Tensor *ir_te_add_input(TeProgram *p, const char *name, DType t, int rank, Expr **shape);
 /* A constant: an input whose elements (copied into the program's arena)
- * are known; source says where they came from (printed). */
+ * are known; source says where they came from (printed). ir_te_bind_const
+ * below makes one of memory the caller owns instead. */
 Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr **shape,
                         const void *data, size_t bytes, const char *source);
+/* Binds input NAME of p (of fixed extents) to bytes of elements at data,
+ * which the caller owns: NAME is a constant from then on, its values read
+ * where they are, not copied. They must stay unchanged and alive as long
+ * as p, any program lowered from it and any JIT code compiled from those
+ * (an object copies them into its read-only data). Bind before lowering;
+ * intermediates computed from bound constants alone are not folded (the
+ * frontend folds those of `const` declarations). source, if not NULL,
+ * names them in printed programs. 0, or -1 and err: no such input, already
+ * a constant, extents that use dims, or bytes other than its size. */
+int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,
+                     const char *source, char *err, size_t errlen);
 /* axes are VK_AXIS vars whose extents give the shape. An f32 tensor: the
  * body converted to f32 if it is an integer (a condition is converted
  * too, to 1 or 0). */

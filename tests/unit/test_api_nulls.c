@@ -55,6 +55,13 @@ static void test_ir(void **state)
     assert_null(ir_te_find_dim(NULL, "T"));
     assert_int_equal(ir_te_numel(NULL, NULL), -1);
     assert_int_equal(ir_te_numel(X, NULL), -1);
+    float one = 1;
+    assert_int_equal(ir_te_bind_const(NULL, "X", &one, 4, NULL, err, sizeof err), -1);
+    expect_err(err, "p");
+    assert_int_equal(ir_te_bind_const(p, NULL, &one, 4, NULL, err, sizeof err), -1);
+    expect_err(err, "name");
+    assert_int_equal(ir_te_bind_const(p, "X", NULL, 4, NULL, err, sizeof err), -1);
+    expect_err(err, "data");
 
     assert_false(ir_verify_te(NULL, err, sizeof err));
     expect_err(err, "p");

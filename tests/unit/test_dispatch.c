@@ -391,6 +391,72 @@ static void test_const_limit(void **state)
     ir_te_destroy(p);
 }
 
+/* ir_te_bind_const: an input of fixed extents becomes a constant read
+ * where the caller keeps it. A dense layer whose W and b are bound runs
+ * on the JIT as the reference computes it, its packed variant reading
+ * panels packed from the caller's W when compiling (one launch); what
+ * cannot be bound is refused with the reason. */
+static void test_bind_const(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    FeUnit u;
+    if (fe_load_text("bind.tex", "bind",
+                     "dim T in 1..64\n"
+                     "input X[T, 40] f32\n"
+                     "input W[24, 40] f32\n"
+                     "input b[24] f32\n"
+                     "output Y[i: T, j: 24] = sum[k: 40](X[i, k] * W[j, k]) + b[j]\n",
+                     &u) != 0)
+        fail_msg("bind.tex does not compile");
+    TeProgram *p = u.prog;
+    float w[24 * 40], bias[24];
+    rt_rng_fill(3, 1, w, 24 * 40);
+    rt_rng_fill(3, 2, bias, 24);
+    assert_int_equal(ir_te_bind_const(p, "W", w, sizeof w - 4, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot bind 'W': it holds 3840 bytes (f32), not 3836"));
+    assert_int_equal(ir_te_bind_const(p, "X", w, sizeof w, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "its extents use dims"));
+    assert_int_equal(ir_te_bind_const(p, "Y", w, sizeof w, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "computed, not an input"));
+    assert_int_equal(ir_te_bind_const(p, "Z", w, sizeof w, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no tensor of that name"));
+    assert_int_equal(ir_te_bind_const(p, "W", w, sizeof w, "w", err, sizeof err), 0);
+    assert_int_equal(ir_te_bind_const(p, "b", bias, sizeof bias, NULL, err, sizeof err), 0);
+    assert_int_equal(ir_te_bind_const(p, "W", w, sizeof w, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a constant already"));
+    assert_true(ir_te_find_tensor(p, "W")->data == w); /* not copied */
+
+    MicroKernel mks[4] = {0};
+    if (!pass_parse_microkernel("threads [3, 1] tile [6, 16] rchunk 16 unroll 1 vec 16 staged packed",
+                                &mks[3], NULL))
+        fail_msg("bad micro-kernel");
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
+    if (!lp)
+        fail_msg("%s", err);
+    assert_int_equal(lp->nkernels, 1); /* no packing launch */
+    ExCpu *cpu = ex_cpu_compile(lp, err, sizeof err);
+    if (!cpu)
+        fail_msg("%s", err);
+    for (int64_t T = 1; T <= 70; T += 23) {
+        float *x = malloc(sizeof(float) * (size_t)(T * 40));
+        float *y = malloc(sizeof(float) * (size_t)(T * 24));
+        float *ry = malloc(sizeof(float) * (size_t)(T * 24));
+        rt_rng_fill(4, (uint64_t)T, x, (size_t)(T * 40));
+        float *bufs[4] = {x, NULL, NULL, y}, *ref[4] = {x, w, bias, ry};
+        assert_int_equal(ex_cpu_run(cpu, &T, bufs, NULL, err, sizeof err), 0);
+        assert_int_equal(ir_interp(p, &T, ref, err, sizeof err), 0);
+        for (int64_t e = 0; e < T * 24; e++)
+            assert_true(fabsf(y[e] - ry[e]) <= 1e-4f * (1 + fabsf(ry[e])));
+        free(x);
+        free(y);
+        free(ry);
+    }
+    ex_cpu_destroy(cpu);
+    fe_unload(&u);
+}
+
 /* Both AOT objects build with the table compiled in. */
 static void test_objects(void **state)
 {
@@ -442,7 +508,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stage_table),         cmocka_unit_test(test_bad_trees),
         cmocka_unit_test(test_runners),             cmocka_unit_test(test_object_follows_plan),
-        cmocka_unit_test(test_objects),             cmocka_unit_test(test_const_limit),             cmocka_unit_test(test_thread_counts),
+        cmocka_unit_test(test_objects),             cmocka_unit_test(test_const_limit),
+        cmocka_unit_test(test_bind_const),             cmocka_unit_test(test_thread_counts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cg_jit_shutdown();
