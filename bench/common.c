@@ -144,6 +144,7 @@ int bench_busy_start(void)
         while (getppid() == parent) /* the parent gone: the loop ends */
             for (int i = 0; i < 1 << 20; i++)
                 x += (unsigned long)i;
+        (void)x;
         _exit(0);
     }
     return (int)pid;
