@@ -13,6 +13,7 @@
 #include "dietcode/exec.h"
 #include "dietcode/frontend.h"
 #include "dietcode/ir.h"
+#include "dietcode/onnx.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 #include "dietcode/search.h"
@@ -197,7 +198,7 @@ typedef enum OptArg {
 typedef enum OptId {
     O_EMIT, O_OUT, O_DUMP, O_STOP, O_VERIFY, O_TIME, O_TARGET, O_ARCH, O_NOLIBDEV, O_RECORDS,
     O_SET, O_MK, O_INPUT, O_OUTPUT, O_SEED, O_CHECK, O_BENCH, O_PROFILE, O_TRIALS, O_SHAPES, O_SHAPES_FILE, O_PER_SHAPE,
-    O_WARM, O_ATOMIC, O_FUSE, O_FPCONTRACT, NOPTS
+    O_WARM, O_ATOMIC, O_FUSE, O_FPCONTRACT, O_DIMS, NOPTS
 } OptId;
 
 typedef struct OptSpec {
@@ -303,6 +304,13 @@ static bool valid_range(const char *s)
     return parse_range(s, &lo, &hi, &count) && lo <= hi;
 }
 
+static bool valid_dim_range(const char *s)
+{
+    int64_t lo, hi, count;
+    return parse_range(s, &lo, &hi, &count) && count == 0 && lo >= 1 && lo <= hi &&
+           hi <= INT32_MAX;
+}
+
 enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_TUNE | CMD_REPORT };
 
 static const OptSpec opt_table[] = {
@@ -340,6 +348,8 @@ static const OptSpec opt_table[] = {
      NULL, valid_fuse, 0, 0},
     {O_FPCONTRACT, "fp-contract", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_TEXT, "on|off",
      "on off", NULL, 0, 0},
+    {O_DIMS, "dims", 0, CMD_ALL, ARG_NAMED, "NAME=LO..HI[,NAME=LO..HI...], 1 <= LO <= HI", NULL,
+     valid_dim_range, 0, 0},
 };
 enum { NSPECS = sizeof opt_table / sizeof opt_table[0] };
 
@@ -420,6 +430,13 @@ static void store_opt(Args *a, const OptSpec *s, const char *shown, const char *
     }
     if (!*v)
         usage_error("option '%s' needs a value (%s)", shown, s->form);
+    const char *comma = s->id == O_DIMS ? strchr(v, ',') : NULL;
+    if (comma) { /* --dims a=1..8,b=1..512: each in turn */
+        char *first = strndup(v, (size_t)(comma - v));
+        store_opt(a, s, shown, first);
+        store_opt(a, s, shown, comma + 1);
+        return;
+    }
     if (s->arg == ARG_NAMED) {
         NamedArgs *arr = &a->named[s->id];
         const char *eq = strchr(v, '=');
@@ -461,6 +478,9 @@ static void store_opt(Args *a, const OptSpec *s, const char *shown, const char *
 
 /* Reads argv[1..argc) of cmd: options anywhere, one input file; "--" ends
  * the options. Exits 2 on anything wrong. */
+/* The ranges --dims gives (for an ONNX model's dim_params). */
+static const NamedArgs *dim_ranges;
+
 static Args parse_args(unsigned cmd, int argc, char **argv)
 {
     Args a = {.cmd = cmd};
@@ -519,6 +539,9 @@ static Args parse_args(unsigned cmd, int argc, char **argv)
         usage_error("dcc report reads no program: give the records with --records FILE");
     if (!a.file && cmd != CMD_REPORT)
         usage_error("no input file");
+    static NamedArgs dims; /* for load_program */
+    dims = a.named[O_DIMS];
+    dim_ranges = &dims;
     return a;
 }
 
@@ -613,12 +636,27 @@ static void write_output(const Args *a, const char *path, const char *text, size
 
 /* ---- loading a program ---- */
 
-/* Reads and checks FILE; prints diagnostics and exits 1 on errors. */
+/* Reads and checks FILE (a .tex program, or an ONNX model with the
+ * ranges of --dims); prints diagnostics and exits 1 on errors. */
 static FeUnit load_program(const char *path)
 {
     FeUnit u;
     char err[512];
-    int rc = fe_load(path, &u, err, sizeof err);
+    int rc;
+    if (fe_is_onnx(path)) {
+        int n = dim_ranges ? dim_ranges->n : 0;
+        FeDimRange r[MAX_ARGS + 1];
+        for (int i = 0; i < n; i++) {
+            int64_t count;
+            parse_range(dim_ranges->a[i].value, &r[i].lo, &r[i].hi, &count);
+            r[i].name = dim_ranges->a[i].name;
+        }
+        rc = fe_load_onnx(path, r, n, &u, err, sizeof err);
+    } else {
+        if (dim_ranges && dim_ranges->n)
+            usage_error("--dims is for ONNX models (a .tex program declares its dims)");
+        rc = fe_load(path, &u, err, sizeof err);
+    }
     if (rc < 0)
         fail("%s", err);
     if (rc == 0 && cg_symbol_prefix_check(u.prog->name, err, sizeof err) != 0)

@@ -110,7 +110,7 @@ struct Tensor {
      * when compiling, which keeps its axes and body). Every pass treats a constant as the input it is;
      * calls do not pass it (the table binds data, DCRT_BUF_CONST). */
     const void *data;
-    const char *source;
+    const char *source; /* also, for an imported model's inputs and outputs, their names there */
     Fuse fuse;         /* elementwise intermediates: FUSE_COST unless decided */
 };
 

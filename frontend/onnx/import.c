@@ -1,0 +1,1676 @@
+/* An ONNX model (protobuf, onnx.proto of ONNX 1.12 decoded by protobuf-c)
+ * as a TE program: graph inputs become inputs, each dim_param a dim whose
+ * range the caller gives, initializers and Constant nodes constants, and
+ * each node the statements of its operator, numpy broadcasting made
+ * explicit. Nothing below the frontend knows ONNX.
+ *
+ * Problems with the model are diagnostics (one line each, naming the node
+ * by name, op_type and index); every unsupported operator of a model is
+ * listed in one diagnostic with its count. What is built so far: the
+ * default domain at opsets 13..21, FLOAT, INT32, INT64 and BOOL tensors,
+ * elementwise and comparison operators with broadcasting, Where, Cast,
+ * MatMul, Gemm, Softmax, LogSoftmax, Transpose and the Reduce operators;
+ * docs/ONNX.md lists them and what is missing.
+ */
+#include "dietcode/onnx.h"
+#include "onnx.pb-c.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAXR = 8, MAX_MODEL_BYTES = 1 << 30 };
+
+/* ONNX's TensorProto.DataType values used here */
+enum { OT_FLOAT = 1, OT_INT32 = 6, OT_INT64 = 7, OT_BOOL = 9, OT_FLOAT16 = 10, OT_DOUBLE = 11,
+       OT_BFLOAT16 = 16 };
+
+typedef struct Val {
+    const char *onnx; /* its ONNX name */
+    Tensor *t;
+    DType dt;
+    int rank;
+    Expr *shape[MAXR];
+} Val;
+
+typedef struct Imp {
+    FeUnit *u;
+    TeProgram *p;
+    ExprCtx *c;
+    const Onnx__GraphProto *g;
+    const FeDimRange *ranges;
+    int nranges;
+    int64_t opset;
+    Val *vals;
+    int nvals, capvals;
+    bool failed;
+    /* the node being imported, for messages */
+    const Onnx__NodeProto *node;
+    int node_index;
+} Imp;
+
+/* ---- messages ---- */
+
+static void fail(Imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(Imp *I, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (I->node)
+        ir_diag(&I->u->diags, (SrcLoc){0, 0}, "node %d ('%s', %s): %s", I->node_index,
+                I->node->name ? I->node->name : "", I->node->op_type, msg);
+    else
+        ir_diag(&I->u->diags, (SrcLoc){0, 0}, "%s", msg);
+    I->failed = true;
+}
+
+/* ---- names ---- */
+
+/* ONNX's name as an identifier of the program: letters, digits and _
+ * (others become _), not starting with a digit or _, unique. */
+static const char *ident(Imp *I, const char *onnx, const char *fallback)
+{
+    char buf[96];
+    size_t n = 0;
+    const char *s = onnx && *onnx ? onnx : fallback;
+    for (; *s && n < sizeof buf - 8; s++) {
+        char ch = isalnum((unsigned char)*s) ? *s : '_';
+        if (ch == '_' && (n == 0 || buf[n - 1] == '_'))
+            continue;
+        buf[n++] = ch;
+    }
+    while (n > 0 && buf[n - 1] == '_')
+        n--;
+    if (n == 0 || isdigit((unsigned char)buf[0])) {
+        memmove(buf + 1, buf, n);
+        buf[0] = 'v';
+        n++;
+    }
+    buf[n] = '\0';
+    char name[112];
+    snprintf(name, sizeof name, "%s", buf);
+    for (int k = 2; ir_te_find_tensor(I->p, name) || ir_te_find_dim(I->p, name); k++)
+        snprintf(name, sizeof name, "%s_%d", buf, k);
+    return ir_arena_strdup(I->u->arena, name);
+}
+
+/* ---- values ---- */
+
+static Val *find(Imp *I, const char *name)
+{
+    for (int i = I->nvals - 1; i >= 0; i--)
+        if (strcmp(I->vals[i].onnx, name) == 0)
+            return &I->vals[i];
+    return NULL;
+}
+
+static Val *add_val(Imp *I, const char *onnx, Tensor *t)
+{
+    if (I->nvals == I->capvals) {
+        I->capvals = I->capvals ? 2 * I->capvals : 64;
+        I->vals = realloc(I->vals, sizeof *I->vals * (size_t)I->capvals);
+        if (!I->vals)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+    }
+    Val *v = &I->vals[I->nvals++];
+    *v = (Val){ir_arena_strdup(I->u->arena, onnx), t, t->dtype, t->rank, {0}};
+    for (int i = 0; i < t->rank; i++)
+        v->shape[i] = t->shape[i];
+    return v;
+}
+
+static bool dtype_of(Imp *I, int32_t ot, const char *what, DType *dt)
+{
+    switch (ot) {
+    case OT_FLOAT: *dt = DT_F32; return true;
+    case OT_INT32: *dt = DT_I32; return true;
+    case OT_INT64: *dt = DT_I64; return true;
+    case OT_BOOL: *dt = DT_BOOL; return true;
+    }
+    const char *name = ot == OT_FLOAT16 ? "float16" : ot == OT_DOUBLE ? "double" :
+                       ot == OT_BFLOAT16 ? "bfloat16" : NULL;
+    if (name)
+        fail(I, "%s is %s: not supported yet (f32, i32, i64 and bool are)", what, name);
+    else
+        fail(I, "%s has element type %d: not supported (f32, i32, i64 and bool are)", what, ot);
+    return false;
+}
+
+/* ---- tensors in files ---- */
+
+/* The elements of a TensorProto (raw_data little-endian, or the typed
+ * fields), dims and type checked, into a malloc'd buffer. */
+static void *tensor_data(const Onnx__TensorProto *tp, DType dt, int64_t *numel, char *err,
+                         size_t errlen)
+{
+    int64_t n = 1;
+    for (size_t i = 0; i < tp->n_dims; i++) {
+        if (tp->dims[i] < 0 || (tp->dims[i] > 0 && n > INT64_MAX / 16 / tp->dims[i])) {
+            snprintf(err, errlen, "dimension %zu is %lld", i, (long long)tp->dims[i]);
+            return NULL;
+        }
+        n *= tp->dims[i];
+    }
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        snprintf(err, errlen, "its data is in an external file: not supported yet");
+        return NULL;
+    }
+    size_t size = (size_t)ir_dtype_size(dt), bytes = (size_t)n * size;
+    void *out = malloc(bytes ? bytes : 1);
+    if (!out) {
+        snprintf(err, errlen, "out of memory for %lld elements", (long long)n);
+        return NULL;
+    }
+    *numel = n;
+    if (tp->has_raw_data) {
+        if (tp->raw_data.len != bytes) {
+            snprintf(err, errlen, "raw_data holds %zu bytes, its %lld elements need %zu",
+                     tp->raw_data.len, (long long)n, bytes);
+            free(out);
+            return NULL;
+        }
+        if (dt == DT_BOOL)
+            for (size_t i = 0; i < bytes; i++)
+                ((uint8_t *)out)[i] = tp->raw_data.data[i] != 0;
+        else
+            memcpy(out, tp->raw_data.data, bytes); /* x86-64: little-endian as the file */
+        return out;
+    }
+    size_t have = dt == DT_F32 ? tp->n_float_data : dt == DT_I64 ? tp->n_int64_data :
+                  tp->n_int32_data;
+    if (have != (size_t)n) {
+        snprintf(err, errlen, "it holds %zu elements, its dims %lld", have, (long long)n);
+        free(out);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        switch (dt) {
+        case DT_F32: ((float *)out)[i] = tp->float_data[i]; break;
+        case DT_I64: ((int64_t *)out)[i] = tp->int64_data[i]; break;
+        case DT_I32: ((int32_t *)out)[i] = tp->int32_data[i]; break;
+        case DT_BOOL: ((uint8_t *)out)[i] = tp->int32_data[i] != 0; break;
+        }
+    return out;
+}
+
+/* A constant of the program from a TensorProto (an initializer, a
+ * Constant node's value). */
+static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *tp)
+{
+    char what[160], err[256];
+    snprintf(what, sizeof what, "tensor '%s'", onnx);
+    DType dt;
+    if (!dtype_of(I, tp->has_data_type ? tp->data_type : 0, what, &dt))
+        return NULL;
+    if (tp->n_dims > MAXR) {
+        fail(I, "%s has rank %zu; at most %d is supported", what, tp->n_dims, MAXR);
+        return NULL;
+    }
+    int64_t n;
+    void *data = tensor_data(tp, dt, &n, err, sizeof err);
+    if (!data) {
+        fail(I, "%s: %s", what, err);
+        return NULL;
+    }
+    Expr *shape[MAXR] = {NULL};
+    for (size_t i = 0; i < tp->n_dims; i++)
+        shape[i] = ir_int(I->c, tp->dims[i]);
+    bool empty = n == 0;
+    Tensor *t = empty ? NULL :
+                ir_te_add_const(I->p, ident(I, onnx, "const"), dt, (int)tp->n_dims, shape, data,
+                                (size_t)n * (size_t)ir_dtype_size(dt), onnx);
+    free(data);
+    if (empty) {
+        fail(I, "%s has no elements: not supported", what);
+        return NULL;
+    }
+    return add_val(I, onnx, t);
+}
+
+int fe_onnx_read_tensor(const char *path, RtArray *out, char *name, size_t namelen, char *err,
+                        size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    uint8_t *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += r;
+        if (len == cap && cap < (size_t)MAX_MODEL_BYTES) {
+            cap *= 2;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    Onnx__TensorProto *tp = buf ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
+    free(buf);
+    if (!tp) {
+        snprintf(err, errlen, "%s: not an ONNX TensorProto", path);
+        return -1;
+    }
+    int rc = -1;
+    DType dt = DT_F32;
+    int32_t ot = tp->has_data_type ? tp->data_type : 0;
+    bool known = ot == OT_FLOAT || ot == OT_INT32 || ot == OT_INT64 || ot == OT_BOOL;
+    if (known)
+        dt = ot == OT_FLOAT ? DT_F32 : ot == OT_INT32 ? DT_I32 : ot == OT_INT64 ? DT_I64 : DT_BOOL;
+    if (!known)
+        snprintf(err, errlen, "%s: element type %d is not supported", path, ot);
+    else if (tp->n_dims > RT_NPY_MAX_RANK)
+        snprintf(err, errlen, "%s: rank %zu", path, tp->n_dims);
+    else {
+        int64_t n;
+        char why[256];
+        out->data = tensor_data(tp, dt, &n, why, sizeof why);
+        if (!out->data)
+            snprintf(err, errlen, "%s: %s", path, why);
+        else {
+            out->rank = (int)tp->n_dims;
+            for (size_t i = 0; i < tp->n_dims; i++)
+                out->shape[i] = tp->dims[i];
+            out->dtype = (int32_t)dt;
+            if (name && namelen)
+                snprintf(name, namelen, "%s", tp->name ? tp->name : "");
+            rc = 0;
+        }
+    }
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+    return rc;
+}
+
+/* ---- building statements ---- */
+
+static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t def)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (strcmp(n->attribute[i]->name, name) == 0 && n->attribute[i]->has_i)
+            return n->attribute[i]->i;
+    return def;
+}
+
+static double attr_float(const Onnx__NodeProto *n, const char *name, double def)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (strcmp(n->attribute[i]->name, name) == 0 && n->attribute[i]->has_f)
+            return n->attribute[i]->f;
+    return def;
+}
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (strcmp(n->attribute[i]->name, name) == 0)
+            return n->attribute[i];
+    return NULL;
+}
+
+static bool is_one(Expr *e)
+{
+    int64_t v;
+    return ir_is_const(e, &v) && v == 1;
+}
+
+static Var **axes_of(Imp *I, int rank, Expr *const *shape)
+{
+    Var **ax = IR_NEWN(I->p->arena, Var *, rank ? rank : 1);
+    for (int i = 0; i < rank; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "i%d", i);
+        ax[i] = ir_var(I->c, nm, VK_AXIS, shape[i]);
+    }
+    return ax;
+}
+
+/* The broadcast shape of n values (numpy's rule): extents equal, or 1. An
+ * extent that may be 1 is never stretched: symbolic extents must be the
+ * same expression. */
+static bool broadcast(Imp *I, Val *const *v, int n, int *rank, Expr **shape)
+{
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        r = v[i]->rank > r ? v[i]->rank : r;
+    for (int d = 0; d < r; d++) {
+        Expr *e = NULL;
+        for (int i = 0; i < n; i++) {
+            int k = d - (r - v[i]->rank);
+            if (k < 0)
+                continue;
+            Expr *x = ir_simplify(I->c, v[i]->shape[k]);
+            if (!e || is_one(e))
+                e = x;
+            else if (!is_one(x) && x != e) {
+                int64_t a, b;
+                if (ir_is_const(x, &a) && ir_is_const(e, &b))
+                    fail(I, "inputs do not broadcast: extents %lld and %lld on axis %d",
+                         (long long)a, (long long)b, d);
+                else
+                    fail(I, "inputs do not broadcast: extents that are not proven equal on "
+                            "axis %d", d);
+                return false;
+            }
+        }
+        shape[d] = e;
+    }
+    *rank = r;
+    return true;
+}
+
+/* v read at the output point axes (rank r), broadcast axes at 0. */
+static Expr *read_at(Imp *I, Val *v, int r, Var *const *axes)
+{
+    Expr *idx[MAXR];
+    for (int k = 0; k < v->rank; k++) {
+        int d = r - v->rank + k;
+        bool stretched = is_one(ir_simplify(I->c, v->shape[k])) &&
+                         !is_one(ir_simplify(I->c, axes[d]->extent));
+        idx[k] = stretched ? ir_int(I->c, 0) : ir_varref(I->c, axes[d]);
+    }
+    return ir_load(I->c, v->t, v->rank, idx, false);
+}
+
+static bool is_graph_output(Imp *I, const char *name)
+{
+    for (size_t i = 0; i < I->g->n_output; i++)
+        if (strcmp(I->g->output[i]->name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Output k of the node: NAME[axes] TYPE = body. */
+static Val *define(Imp *I, int k, DType dt, int rank, Var **axes, Expr *body)
+{
+    const char *onnx = I->node->output[k];
+    Tensor *t = ir_te_add_compute_as(I->p, ident(I, onnx, I->node->op_type),
+                                     is_graph_output(I, onnx) ? TK_OUTPUT : TK_TEMP, dt, rank,
+                                     axes, body);
+    if (!t) {
+        fail(I, "cannot define output '%s'", onnx);
+        return NULL;
+    }
+    t->source = ir_arena_strdup(I->p->arena, onnx);
+    return add_val(I, onnx, t);
+}
+
+/* An intermediate of the node's own, not an ONNX value. */
+static Tensor *temp(Imp *I, const char *suffix, DType dt, int rank, Var **axes, Expr *body)
+{
+    char nm[128];
+    snprintf(nm, sizeof nm, "%s_%s", I->node->output[0], suffix);
+    return ir_te_add_compute_as(I->p, ident(I, nm, suffix), TK_TEMP, dt, rank, axes, body);
+}
+
+static Val *input(Imp *I, int k)
+{
+    const Onnx__NodeProto *n = I->node;
+    if ((size_t)k >= n->n_input || !n->input[k][0])
+        return NULL;
+    Val *v = find(I, n->input[k]);
+    if (!v)
+        fail(I, "input '%s' is no graph input, initializer or earlier node's output",
+             n->input[k]);
+    return v;
+}
+
+/* The elements of a constant input (an initializer), as int64, or NULL. */
+static const int64_t *const_ints(Imp *I, Val *v, int64_t *n)
+{
+    if (!v || !v->t->data || v->rank > 1 || (v->dt != DT_I64 && v->dt != DT_I32))
+        return NULL;
+    int64_t e = 1;
+    if (v->rank == 1 && !ir_is_const(v->shape[0], &e))
+        return NULL;
+    int64_t *out = IR_NEWN(I->u->arena, int64_t, e ? e : 1);
+    for (int64_t i = 0; i < e; i++)
+        out[i] = v->dt == DT_I64 ? ((const int64_t *)v->t->data)[i] :
+                                   ((const int32_t *)v->t->data)[i];
+    *n = e;
+    return out;
+}
+
+static int norm_axis(Imp *I, int64_t a, int rank)
+{
+    if (a < -rank || a >= rank) {
+        fail(I, "axis %lld is out of range for rank %d", (long long)a, rank);
+        return -1;
+    }
+    return (int)(a < 0 ? a + rank : a);
+}
+
+/* ---- operators ---- */
+
+typedef struct OpUnary { const char *name; ExprKind k; } OpUnary;
+static const OpUnary unary_ops[] = {
+    {"Neg", EX_NEG}, {"Abs", EX_ABS},   {"Exp", EX_EXP},         {"Log", EX_LOG},
+    {"Sqrt", EX_SQRT}, {"Tanh", EX_TANH}, {"Erf", EX_ERF},       {"Sigmoid", EX_SIGMOID},
+    {"Relu", EX_RELU}, {"Not", EX_NOT},
+};
+
+typedef struct OpBinary { const char *name; ExprKind k; bool swap, cmp; } OpBinary;
+static const OpBinary binary_ops[] = {
+    {"Add", EX_ADD, false, false},      {"Sub", EX_SUB, false, false},
+    {"Mul", EX_MUL, false, false},      {"Div", EX_DIV, false, false},
+    {"Pow", EX_POW, false, false},      {"Equal", EX_EQ, false, true},
+    {"Less", EX_LT, false, true},       {"LessOrEqual", EX_LE, false, true},
+    {"Greater", EX_LT, true, true},     {"GreaterOrEqual", EX_LE, true, true},
+    {"And", EX_AND, false, true},       {"Or", EX_OR, false, true},
+    {"Max", EX_MAX, false, false},      {"Min", EX_MIN, false, false},
+    {"Sum", EX_ADD, false, false},
+};
+
+static bool op_unary(Imp *I, ExprKind k)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    Var **ax = axes_of(I, x->rank, x->shape);
+    Expr *v = read_at(I, x, x->rank, ax);
+    if (k != EX_NOT && x->dt != DT_F32 && k != EX_NEG && k != EX_ABS && k != EX_RELU) {
+        fail(I, "%s of %s is not supported", I->node->op_type, ir_dtype_name(x->dt));
+        return false;
+    }
+    return define(I, 0, x->dt, x->rank, ax, ir_unop(I->c, k, v)) != NULL;
+}
+
+static Expr *fl(Imp *I, double v) { return ir_float(I->c, v); }
+
+/* The elementwise operators that are compositions of the IR's, of x (an
+ * f32 value) and the node's attributes; NULL when op is none of them. */
+static Expr *composite(Imp *I, const char *op, Expr *x)
+{
+    ExprCtx *c = I->c;
+    const Onnx__NodeProto *n = I->node;
+    Expr *zero = fl(I, 0.0), *one = fl(I, 1.0);
+    if (strcmp(op, "LeakyRelu") == 0)
+        return ir_select(c, ir_binop(c, EX_LT, x, zero),
+                         ir_binop(c, EX_MUL, fl(I, attr_float(n, "alpha", 0.01)), x), x);
+    if (strcmp(op, "Elu") == 0)
+        return ir_select(c, ir_binop(c, EX_LT, x, zero),
+                         ir_binop(c, EX_MUL, fl(I, attr_float(n, "alpha", 1.0)),
+                                  ir_binop(c, EX_SUB, ir_unop(c, EX_EXP, x), one)), x);
+    if (strcmp(op, "Selu") == 0) {
+        Expr *alpha = fl(I, attr_float(n, "alpha", 1.67326319217681884765625));
+        Expr *gamma = fl(I, attr_float(n, "gamma", 1.05070102214813232421875));
+        Expr *neg = ir_binop(c, EX_SUB, ir_binop(c, EX_MUL, alpha, ir_unop(c, EX_EXP, x)), alpha);
+        return ir_binop(c, EX_MUL, gamma, ir_select(c, ir_binop(c, EX_LE, x, zero), neg, x));
+    }
+    if (strcmp(op, "Celu") == 0) {
+        Expr *alpha = fl(I, attr_float(n, "alpha", 1.0));
+        Expr *e = ir_binop(c, EX_MUL, alpha,
+                           ir_binop(c, EX_SUB, ir_unop(c, EX_EXP, ir_binop(c, EX_DIV, x, alpha)), one));
+        return ir_binop(c, EX_ADD, ir_binop(c, EX_MAX, zero, x), ir_binop(c, EX_MIN, zero, e));
+    }
+    if (strcmp(op, "HardSigmoid") == 0 || strcmp(op, "HardSwish") == 0) {
+        bool swish = op[4] == 'S' && op[5] == 'w';
+        double alpha = swish ? 1.0 / 6 : attr_float(n, "alpha", 0.2);
+        double beta = swish ? 0.5 : attr_float(n, "beta", 0.5);
+        Expr *h = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, fl(I, alpha), x), fl(I, beta));
+        h = ir_binop(c, EX_MAX, zero, ir_binop(c, EX_MIN, one, h));
+        return swish ? ir_binop(c, EX_MUL, x, h) : h;
+    }
+    if (strcmp(op, "Softplus") == 0)
+        return ir_unop(c, EX_LOG, ir_binop(c, EX_ADD, ir_unop(c, EX_EXP, x), one));
+    if (strcmp(op, "Softsign") == 0)
+        return ir_binop(c, EX_DIV, x, ir_binop(c, EX_ADD, one, ir_unop(c, EX_ABS, x)));
+    if (strcmp(op, "Sign") == 0)
+        return ir_select(c, ir_binop(c, EX_LT, zero, x), one,
+                         ir_select(c, ir_binop(c, EX_LT, x, zero), fl(I, -1.0), zero));
+    if (strcmp(op, "ThresholdedRelu") == 0)
+        return ir_select(c, ir_binop(c, EX_LT, fl(I, attr_float(n, "alpha", 1.0)), x), x, zero);
+    if (strcmp(op, "Mish") == 0)
+        return ir_binop(c, EX_MUL, x,
+                        ir_unop(c, EX_TANH, ir_unop(c, EX_LOG, ir_binop(c, EX_ADD, ir_unop(c, EX_EXP, x), one))));
+    if (strcmp(op, "Gelu") == 0) {
+        const Onnx__AttributeProto *ap = attr(n, "approximate");
+        bool tanh_form = ap && ap->has_s && ap->s.len == 4 && memcmp(ap->s.data, "tanh", 4) == 0;
+        Expr *inner;
+        if (tanh_form) { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+            Expr *x3 = ir_binop(c, EX_MUL, x, ir_binop(c, EX_MUL, x, x));
+            inner = ir_unop(c, EX_TANH,
+                            ir_binop(c, EX_MUL, fl(I, 0.7978845608028654),
+                                     ir_binop(c, EX_ADD, x, ir_binop(c, EX_MUL, fl(I, 0.044715), x3))));
+        } else {
+            inner = ir_unop(c, EX_ERF, ir_binop(c, EX_MUL, x, fl(I, 0.7071067811865476)));
+        }
+        return ir_binop(c, EX_MUL, ir_binop(c, EX_MUL, fl(I, 0.5), x), ir_binop(c, EX_ADD, one, inner));
+    }
+    if (strcmp(op, "IsNaN") == 0)
+        return ir_binop(c, EX_NE, x, x);
+    if (strcmp(op, "IsInf") == 0) {
+        bool pos = attr_int(n, "detect_positive", 1), neg = attr_int(n, "detect_negative", 1);
+        Expr *p = ir_binop(c, EX_EQ, x, fl(I, INFINITY)), *m = ir_binop(c, EX_EQ, x, fl(I, -INFINITY));
+        return pos && neg ? ir_binop(c, EX_OR, p, m) : pos ? p : neg ? m : ir_binop(c, EX_NE, zero, zero);
+    }
+    return NULL;
+}
+
+static const char *const composite_ops[] = {
+    "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign",
+    "Sign", "ThresholdedRelu", "Mish", "Gelu", "IsNaN", "IsInf",
+};
+
+static bool op_composite(Imp *I)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    if (x->dt != DT_F32) {
+        fail(I, "%s of %s is not supported", I->node->op_type, ir_dtype_name(x->dt));
+        return false;
+    }
+    Var **ax = axes_of(I, x->rank, x->shape);
+    Expr *e = composite(I, I->node->op_type, read_at(I, x, x->rank, ax));
+    return define(I, 0, e->type == DT_BOOL ? DT_BOOL : DT_F32, x->rank, ax, e) != NULL;
+}
+
+/* ONNX's integer division truncates toward zero; the IR's floors. */
+static Expr *trunc_div(ExprCtx *c, Expr *a, Expr *b)
+{
+    Expr *q = ir_binop(c, EX_DIV, a, b);
+    Expr *inexact = ir_binop(c, EX_NE, ir_binop(c, EX_MOD, a, b), ir_int(c, 0));
+    Expr *neg = ir_binop(c, EX_NE, ir_binop(c, EX_LT, a, ir_int(c, 0)),
+                         ir_binop(c, EX_LT, b, ir_int(c, 0)));
+    return ir_select(c, ir_binop(c, EX_AND, inexact, neg), ir_binop(c, EX_ADD, q, ir_int(c, 1)), q);
+}
+
+static bool op_nary(Imp *I, const OpBinary *op)
+{
+    int n = (int)I->node->n_input;
+    Val *v[16];
+    if (n < 1 || n > 16 || (n != 2 && strcmp(op->name, "Max") && strcmp(op->name, "Min") &&
+                            strcmp(op->name, "Sum"))) {
+        fail(I, "%d inputs", n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!(v[i] = input(I, i)))
+            return false;
+    for (int i = 1; i < n; i++)
+        if (v[i]->dt != v[0]->dt) {
+            fail(I, "inputs of types %s and %s", ir_dtype_name(v[0]->dt), ir_dtype_name(v[i]->dt));
+            return false;
+        }
+    if (op->k == EX_POW && v[0]->dt != DT_F32) {
+        fail(I, "Pow of %s is not supported", ir_dtype_name(v[0]->dt));
+        return false;
+    }
+    int r;
+    Expr *shape[MAXR] = {NULL};
+    if (!broadcast(I, v, n, &r, shape))
+        return false;
+    Var **ax = axes_of(I, r, shape);
+    Expr *e = read_at(I, v[0], r, ax);
+    for (int i = 1; i < n; i++) {
+        Expr *b = read_at(I, v[i], r, ax);
+        if (op->k == EX_DIV && v[0]->dt != DT_F32)
+            e = trunc_div(I->c, e, b);
+        else
+            e = op->swap ? ir_binop(I->c, op->k, b, e) : ir_binop(I->c, op->k, e, b);
+    }
+    return define(I, 0, op->cmp ? DT_BOOL : v[0]->dt, r, ax, e) != NULL;
+}
+
+static bool op_where(Imp *I)
+{
+    Val *v[3] = {input(I, 0), input(I, 1), input(I, 2)};
+    if (!v[0] || !v[1] || !v[2])
+        return false;
+    if (v[1]->dt != v[2]->dt) {
+        fail(I, "branches of types %s and %s", ir_dtype_name(v[1]->dt), ir_dtype_name(v[2]->dt));
+        return false;
+    }
+    int r;
+    Expr *shape[MAXR] = {NULL};
+    if (!broadcast(I, v, 3, &r, shape))
+        return false;
+    Var **ax = axes_of(I, r, shape);
+    Expr *cond = ir_cast(I->c, DT_BOOL, read_at(I, v[0], r, ax));
+    return define(I, 0, v[1]->dt, r, ax,
+                  ir_select(I->c, cond, read_at(I, v[1], r, ax), read_at(I, v[2], r, ax))) != NULL;
+}
+
+static bool op_cast(Imp *I)
+{
+    Val *x = input(I, 0);
+    DType to;
+    if (!x || !dtype_of(I, (int32_t)attr_int(I->node, "to", 0), "Cast's target", &to))
+        return false;
+    Var **ax = axes_of(I, x->rank, x->shape);
+    Expr *v = read_at(I, x, x->rank, ax);
+    if (to == DT_I64 && x->dt == DT_F32)
+        v = ir_cast(I->c, DT_I64, v);
+    else if (to == DT_BOOL)
+        v = ir_cast(I->c, DT_BOOL, v);
+    else if (to == DT_I32)
+        v = ir_cast(I->c, DT_I32, v);
+    return define(I, 0, to, x->rank, ax, v) != NULL; /* f32: converted as stored */
+}
+
+static bool op_identity(Imp *I)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    Var **ax = axes_of(I, x->rank, x->shape);
+    return define(I, 0, x->dt, x->rank, ax, read_at(I, x, x->rank, ax)) != NULL;
+}
+
+/* Y[batch..., i, j] = sum[k](A[..., i, k] * B[..., k, j]), 1-D operands
+ * as numpy: A [K] a row, B [K] a column, that axis then dropped. */
+static bool op_matmul(Imp *I)
+{
+    Val *a = input(I, 0), *b = input(I, 1);
+    if (!a || !b)
+        return false;
+    if (a->dt != DT_F32 || b->dt != DT_F32 || a->rank < 1 || b->rank < 1) {
+        fail(I, "MatMul of %s and %s (rank %d and %d) is not supported", ir_dtype_name(a->dt),
+             ir_dtype_name(b->dt), a->rank, b->rank);
+        return false;
+    }
+    Val A = *a, B = *b;
+    bool arow = A.rank == 1, bcol = B.rank == 1;
+    if (arow) {
+        A.shape[1] = A.shape[0];
+        A.shape[0] = ir_int(I->c, 1);
+        A.rank = 2;
+    }
+    if (bcol) {
+        B.shape[1] = ir_int(I->c, 1);
+        B.rank = 2;
+    }
+    Expr *K = ir_simplify(I->c, A.shape[A.rank - 1]);
+    if (K != ir_simplify(I->c, B.shape[B.rank - 2])) {
+        fail(I, "the operands' inner extents are not proven equal");
+        return false;
+    }
+    /* the batch axes broadcast */
+    Val ab = A, bb = B;
+    ab.rank -= 2;
+    bb.rank -= 2;
+    Val *bv[2] = {&ab, &bb};
+    int r;
+    Expr *shape[MAXR] = {NULL};
+    if (!broadcast(I, bv, 2, &r, shape))
+        return false;
+    if (r + 2 > MAXR) {
+        fail(I, "rank %d", r + 2);
+        return false;
+    }
+    shape[r] = A.shape[A.rank - 2];
+    shape[r + 1] = B.shape[B.rank - 1];
+    Var **ax = axes_of(I, r + 2, shape);
+    Var *k = ir_var(I->c, "k", VK_AXIS, K);
+    Expr *ai[MAXR], *bi[MAXR];
+    for (int d = 0; d < ab.rank; d++) {
+        int o = r - ab.rank + d;
+        ai[d] = is_one(ir_simplify(I->c, ab.shape[d])) && !is_one(shape[o]) ? ir_int(I->c, 0)
+                                                                            : ir_varref(I->c, ax[o]);
+    }
+    for (int d = 0; d < bb.rank; d++) {
+        int o = r - bb.rank + d;
+        bi[d] = is_one(ir_simplify(I->c, bb.shape[d])) && !is_one(shape[o]) ? ir_int(I->c, 0)
+                                                                            : ir_varref(I->c, ax[o]);
+    }
+    int na = 0, nb = 0;
+    na = ab.rank;
+    if (!arow)
+        ai[na++] = ir_varref(I->c, ax[r]);
+    ai[na++] = ir_varref(I->c, k);
+    nb = bb.rank;
+    bi[nb++] = ir_varref(I->c, k);
+    if (!bcol)
+        bi[nb++] = ir_varref(I->c, ax[r + 1]);
+    Expr *prod = ir_binop(I->c, EX_MUL, ir_load(I->c, a->t, na, ai, false),
+                          ir_load(I->c, b->t, nb, bi, false));
+    Expr *sum = ir_reduce(I->c, RD_SUM, 1, &k, prod);
+    /* drop the axes a 1-D operand added */
+    int orank = r + 2 - arow - bcol;
+    Var *oax[MAXR];
+    int o = 0;
+    for (int d = 0; d < r + 2; d++)
+        if (!(arow && d == r) && !(bcol && d == r + 1))
+            oax[o++] = ax[d];
+    Expr *from_v[2], *to_e[2];
+    Var *from[2];
+    int nsub = 0;
+    if (arow) {
+        from[nsub] = ax[r];
+        to_e[nsub++] = ir_int(I->c, 0);
+    }
+    if (bcol) {
+        from[nsub] = ax[r + 1];
+        to_e[nsub++] = ir_int(I->c, 0);
+    }
+    (void)from_v;
+    sum = ir_subst_many(I->c, sum, nsub, from, to_e);
+    Var **keep = IR_NEWN(I->p->arena, Var *, orank ? orank : 1);
+    memcpy(keep, oax, sizeof *keep * (size_t)orank);
+    return define(I, 0, DT_F32, orank, keep, sum) != NULL;
+}
+
+/* Y = alpha * A' B' + beta * C, A' = A or A^T, B' likewise. */
+static bool op_gemm(Imp *I)
+{
+    Val *a = input(I, 0), *b = input(I, 1), *cv = input(I, 2);
+    if (!a || !b || I->failed)
+        return false;
+    if (a->rank != 2 || b->rank != 2 || a->dt != DT_F32 || b->dt != DT_F32) {
+        fail(I, "Gemm of rank %d and %d %s operands is not supported", a->rank, b->rank,
+             ir_dtype_name(a->dt));
+        return false;
+    }
+    bool ta = attr_int(I->node, "transA", 0), tb = attr_int(I->node, "transB", 0);
+    double alpha = attr_float(I->node, "alpha", 1.0), beta = attr_float(I->node, "beta", 1.0);
+    Expr *M = a->shape[ta ? 1 : 0], *K = ir_simplify(I->c, a->shape[ta ? 0 : 1]);
+    Expr *N = b->shape[tb ? 0 : 1];
+    if (K != ir_simplify(I->c, b->shape[tb ? 1 : 0])) {
+        fail(I, "the operands' inner extents are not proven equal");
+        return false;
+    }
+    Expr *shape[2] = {M, N};
+    Var **ax = axes_of(I, 2, shape);
+    Var *k = ir_var(I->c, "k", VK_AXIS, K);
+    Expr *i = ir_varref(I->c, ax[0]), *j = ir_varref(I->c, ax[1]), *kr = ir_varref(I->c, k);
+    Expr *ai[2] = {ta ? kr : i, ta ? i : kr}, *bi[2] = {tb ? j : kr, tb ? kr : j};
+    Expr *e = ir_reduce(I->c, RD_SUM, 1, &k,
+                        ir_binop(I->c, EX_MUL, ir_load(I->c, a->t, 2, ai, false),
+                                 ir_load(I->c, b->t, 2, bi, false)));
+    if (alpha != 1.0)
+        e = ir_binop(I->c, EX_MUL, ir_float(I->c, alpha), e);
+    if (cv) {
+        Val out = {.rank = 2, .shape = {M, N}};
+        Val *bc[2] = {&out, cv};
+        int r;
+        Expr *s2[MAXR];
+        if (cv->dt != DT_F32 || cv->rank > 2 || !broadcast(I, bc, 2, &r, s2)) {
+            if (!I->failed)
+                fail(I, "C does not broadcast to the product");
+            return false;
+        }
+        Expr *cr = read_at(I, cv, 2, ax);
+        e = ir_binop(I->c, EX_ADD, e, beta != 1.0 ? ir_binop(I->c, EX_MUL, ir_float(I->c, beta), cr) : cr);
+    }
+    return define(I, 0, DT_F32, 2, ax, e) != NULL;
+}
+
+/* Softmax (opset 13: along one axis) and LogSoftmax: the statements of
+ * examples/softmax.tex, max, exp of the difference, sum, quotient. */
+static bool op_softmax(Imp *I, bool log_of)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    if (x->dt != DT_F32 || x->rank < 1) {
+        fail(I, "%s of a rank %d %s tensor", I->node->op_type, x->rank, ir_dtype_name(x->dt));
+        return false;
+    }
+    int a = norm_axis(I, attr_int(I->node, "axis", -1), x->rank);
+    if (a < 0)
+        return false;
+    int r = x->rank;
+    /* the row statistics over every axis but a */
+    Expr *rs[MAXR];
+    int nr = 0;
+    for (int d = 0; d < r; d++)
+        if (d != a)
+            rs[nr++] = x->shape[d];
+    Var **rax = axes_of(I, nr, rs);
+    Var *j = ir_var(I->c, "j", VK_AXIS, x->shape[a]);
+    Expr *xi[MAXR];
+    for (int d = 0, o = 0; d < r; d++)
+        xi[d] = d == a ? ir_varref(I->c, j) : ir_varref(I->c, rax[o++]);
+    Tensor *M = temp(I, "max", DT_F32, nr, rax,
+                     ir_reduce(I->c, RD_MAX, 1, &j, ir_load(I->c, x->t, r, xi, false)));
+    Var **ax = axes_of(I, r, x->shape);
+    Expr *mi[MAXR], *pi[MAXR];
+    for (int d = 0, o = 0; d < r; d++) {
+        pi[d] = ir_varref(I->c, ax[d]);
+        if (d != a)
+            mi[o++] = ir_varref(I->c, ax[d]);
+    }
+    Expr *diff = ir_binop(I->c, EX_SUB, ir_load(I->c, x->t, r, pi, false), ir_load(I->c, M, nr, mi, false));
+    Tensor *E = temp(I, "exp", DT_F32, r, ax, ir_unop(I->c, EX_EXP, diff));
+    Var **zax = axes_of(I, nr, rs);
+    Var *j2 = ir_var(I->c, "j", VK_AXIS, x->shape[a]);
+    for (int d = 0, o = 0; d < r; d++)
+        xi[d] = d == a ? ir_varref(I->c, j2) : ir_varref(I->c, zax[o++]);
+    Tensor *Z = temp(I, "sum", DT_F32, nr, zax,
+                     ir_reduce(I->c, RD_SUM, 1, &j2, ir_load(I->c, E, r, xi, false)));
+    Var **oax = axes_of(I, r, x->shape);
+    Expr *oi[MAXR], *zi[MAXR];
+    for (int d = 0, o = 0; d < r; d++) {
+        oi[d] = ir_varref(I->c, oax[d]);
+        if (d != a)
+            zi[o++] = ir_varref(I->c, oax[d]);
+    }
+    Expr *z = ir_load(I->c, Z, nr, zi, false);
+    Expr *y;
+    if (log_of) {
+        Expr *xo = ir_load(I->c, x->t, r, oi, false), *mo = ir_load(I->c, M, nr, zi, false);
+        y = ir_binop(I->c, EX_SUB, ir_binop(I->c, EX_SUB, xo, mo), ir_unop(I->c, EX_LOG, z));
+    } else {
+        y = ir_binop(I->c, EX_DIV, ir_load(I->c, E, r, oi, false), z);
+    }
+    return define(I, 0, DT_F32, r, oax, y) != NULL;
+}
+
+static bool op_transpose(Imp *I)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int r = x->rank, perm[MAXR];
+    const Onnx__AttributeProto *pa = attr(I->node, "perm");
+    bool seen[MAXR] = {false};
+    for (int d = 0; d < r; d++) {
+        int64_t p = pa ? (pa->n_ints == (size_t)r ? pa->ints[d] : -1) : r - 1 - d;
+        if (p < 0 || p >= r || seen[p]) {
+            fail(I, "perm is not a permutation of 0..%d", r - 1);
+            return false;
+        }
+        seen[p] = true;
+        perm[d] = (int)p;
+    }
+    Expr *shape[MAXR], *idx[MAXR];
+    for (int d = 0; d < r; d++)
+        shape[d] = x->shape[perm[d]];
+    Var **ax = axes_of(I, r, shape);
+    for (int d = 0; d < r; d++)
+        idx[perm[d]] = ir_varref(I->c, ax[d]);
+    return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, r, idx, false)) != NULL;
+}
+
+/* ReduceSum/Mean/Max/Min/Prod: axes from the attribute (older opsets) or
+ * the second input (a constant), keepdims, noop_with_empty_axes. */
+static bool op_reduce(Imp *I, ReduceOp op, bool mean)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int r = x->rank;
+    bool red[MAXR] = {false};
+    int64_t na = 0;
+    const int64_t *axs = NULL;
+    const Onnx__AttributeProto *aa = attr(I->node, "axes");
+    if (aa) {
+        axs = aa->ints;
+        na = (int64_t)aa->n_ints;
+    } else if (I->node->n_input > 1 && I->node->input[1][0]) {
+        axs = const_ints(I, input(I, 1), &na);
+        if (!axs) {
+            if (!I->failed)
+                fail(I, "axes must be a constant (an initializer) of int64");
+            return false;
+        }
+    }
+    if (na == 0 && attr_int(I->node, "noop_with_empty_axes", 0))
+        return op_identity(I);
+    for (int d = 0; d < r; d++)
+        red[d] = na == 0;
+    for (int64_t i = 0; i < na; i++) {
+        int a = norm_axis(I, axs[i], r);
+        if (a < 0)
+            return false;
+        red[a] = true;
+    }
+    bool keep = attr_int(I->node, "keepdims", 1);
+    Expr *shape[MAXR] = {NULL};
+    int orank = 0;
+    for (int d = 0; d < r; d++)
+        if (!red[d])
+            shape[orank++] = x->shape[d];
+        else if (keep)
+            shape[orank++] = ir_int(I->c, 1);
+    Var **ax = axes_of(I, orank, shape);
+    Var *rv[MAXR];
+    Expr *idx[MAXR], *count = ir_int(I->c, 1);
+    int nr = 0;
+    for (int d = 0, o = 0; d < r; d++) {
+        if (red[d]) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "r%d", d);
+            rv[nr] = ir_var(I->c, nm, VK_AXIS, x->shape[d]);
+            idx[d] = ir_varref(I->c, rv[nr++]);
+            count = ir_binop(I->c, EX_MUL, count, x->shape[d]);
+            if (keep)
+                o++;
+        } else {
+            idx[d] = ir_varref(I->c, ax[o++]);
+        }
+    }
+    Expr *body = ir_load(I->c, x->t, r, idx, false);
+    if (x->dt == DT_BOOL) {
+        fail(I, "%s of bool is not supported", I->node->op_type);
+        return false;
+    }
+    Expr *e = nr ? ir_reduce(I->c, op, nr, rv, body) : body;
+    if (mean)
+        e = ir_binop(I->c, EX_DIV, e, ir_cast(I->c, DT_F32, ir_simplify(I->c, count)));
+    return define(I, 0, x->dt, orank, ax, e) != NULL;
+}
+
+static bool op_constant(Imp *I)
+{
+    const Onnx__AttributeProto *v = attr(I->node, "value");
+    if (!v || !v->t) {
+        fail(I, "only a 'value' tensor is supported");
+        return false;
+    }
+    if (is_graph_output(I, I->node->output[0])) {
+        fail(I, "a graph output that is a Constant is not supported");
+        return false;
+    }
+    return add_tensor_proto(I, I->node->output[0], v->t) != NULL;
+}
+
+/* Clip(x, min, max): the bounds optional inputs (attributes before opset 11). */
+static bool op_clip(Imp *I)
+{
+    Val *x = input(I, 0), *lo = input(I, 1), *hi = input(I, 2);
+    if (!x || I->failed)
+        return false;
+    Var **ax = axes_of(I, x->rank, x->shape);
+    Expr *e = read_at(I, x, x->rank, ax);
+    Val *b[2] = {lo, hi};
+    for (int k = 0; k < 2; k++) {
+        Expr *bound = NULL;
+        if (b[k]) {
+            if (b[k]->rank != 0 || b[k]->dt != x->dt) {
+                fail(I, "the %s bound must be a scalar of the input's type", k ? "upper" : "lower");
+                return false;
+            }
+            bound = ir_load(I->c, b[k]->t, 0, NULL, false);
+        } else if (I->opset < 11 && attr(I->node, k ? "max" : "min")) {
+            bound = fl(I, attr_float(I->node, k ? "max" : "min", 0));
+        }
+        if (bound)
+            e = ir_binop(I->c, k ? EX_MIN : EX_MAX, e, bound);
+    }
+    return define(I, 0, x->dt, x->rank, ax, e) != NULL;
+}
+
+/* The output point's flat position in a row-major shape, as an index
+ * expression, and back: the indices of that position in another shape. */
+static Expr *flat_of(Imp *I, int rank, Expr *const *shape, Var *const *ax)
+{
+    Expr *f = ir_int(I->c, 0);
+    for (int d = 0; d < rank; d++)
+        f = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, f, shape[d]), ir_varref(I->c, ax[d]));
+    return ir_simplify(I->c, f);
+}
+
+static Expr *numel_of(Imp *I, int rank, Expr *const *shape)
+{
+    Expr *n = ir_int(I->c, 1);
+    for (int d = 0; d < rank; d++)
+        n = ir_binop(I->c, EX_MUL, n, shape[d]);
+    return ir_simplify(I->c, n);
+}
+
+/* x viewed with another shape of as many elements (row-major). */
+static bool view(Imp *I, Val *x, int rank, Expr **shape)
+{
+    if (ir_simplify(I->c, numel_of(I, rank, shape)) != numel_of(I, x->rank, x->shape)) {
+        int64_t a, b;
+        if (ir_is_const(numel_of(I, rank, shape), &a) && ir_is_const(numel_of(I, x->rank, x->shape), &b))
+            fail(I, "the new shape has %lld elements, the input %lld", (long long)a, (long long)b);
+        else
+            fail(I, "the new shape's element count is not proven equal to the input's");
+        return false;
+    }
+    Var **ax = axes_of(I, rank, shape);
+    Expr *f = flat_of(I, rank, shape, ax), *idx[MAXR];
+    Expr *inner = ir_int(I->c, 1);
+    for (int d = x->rank - 1; d >= 0; d--) {
+        Expr *q = ir_binop(I->c, EX_DIV, f, inner);
+        idx[d] = ir_simplify(I->c, d == 0 ? q : ir_binop(I->c, EX_MOD, q, x->shape[d]));
+        inner = ir_binop(I->c, EX_MUL, inner, x->shape[d]);
+    }
+    return define(I, 0, x->dt, rank, ax, ir_load(I->c, x->t, x->rank, idx, false)) != NULL;
+}
+
+/* Axes from the attribute (older opsets) or the constant second input. */
+static bool axes_arg(Imp *I, const char *name, const int64_t **axs, int64_t *na)
+{
+    const Onnx__AttributeProto *aa = attr(I->node, name);
+    *na = 0;
+    *axs = NULL;
+    if (aa) {
+        *axs = aa->ints;
+        *na = (int64_t)aa->n_ints;
+        return true;
+    }
+    if (I->node->n_input > 1 && I->node->input[1][0]) {
+        *axs = const_ints(I, input(I, 1), na);
+        if (!*axs) {
+            if (!I->failed)
+                fail(I, "%s must be a constant (an initializer) of int64", name);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool op_reshape(Imp *I, const char *op)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    Expr *shape[MAXR] = {NULL};
+    int rank = 0;
+    if (strcmp(op, "Flatten") == 0) {
+        int a = (int)attr_int(I->node, "axis", 1);
+        a = a < 0 ? a + x->rank : a;
+        if (a < 0 || a > x->rank) {
+            fail(I, "axis %d is out of range for rank %d", a, x->rank);
+            return false;
+        }
+        shape[0] = numel_of(I, a, x->shape);
+        shape[1] = numel_of(I, x->rank - a, x->shape + a);
+        return view(I, x, 2, shape);
+    }
+    const int64_t *v;
+    int64_t n;
+    if (strcmp(op, "Reshape") == 0) {
+        v = const_ints(I, input(I, 1), &n);
+        if (!v) {
+            if (!I->failed)
+                fail(I, "the shape is not known when compiling (it must be a constant; shape "
+                        "computations are not folded yet)");
+            return false;
+        }
+        if (n > MAXR) {
+            fail(I, "rank %lld", (long long)n);
+            return false;
+        }
+        bool allowzero = attr_int(I->node, "allowzero", 0);
+        int minus = -1;
+        Expr *known = ir_int(I->c, 1);
+        for (int64_t d = 0; d < n; d++) {
+            if (v[d] == 0 && !allowzero && d < x->rank)
+                shape[d] = x->shape[d];
+            else if (v[d] == -1 && minus < 0)
+                minus = (int)d;
+            else if (v[d] >= 1)
+                shape[d] = ir_int(I->c, v[d]);
+            else {
+                fail(I, "shape element %lld is %lld", (long long)d, (long long)v[d]);
+                return false;
+            }
+            if (d != minus)
+                known = ir_binop(I->c, EX_MUL, known, shape[d]);
+        }
+        if (minus >= 0)
+            shape[minus] = ir_simplify(I->c, ir_binop(I->c, EX_DIV, numel_of(I, x->rank, x->shape), known));
+        return view(I, x, (int)n, shape);
+    }
+    if (!axes_arg(I, "axes", &v, &n))
+        return false;
+    bool squeeze = strcmp(op, "Squeeze") == 0;
+    if (squeeze) {
+        bool drop[MAXR] = {false};
+        for (int64_t i = 0; i < n; i++) {
+            int a = norm_axis(I, v[i], x->rank);
+            if (a < 0)
+                return false;
+            if (!is_one(ir_simplify(I->c, x->shape[a]))) {
+                fail(I, "axis %d has an extent that is not 1", a);
+                return false;
+            }
+            drop[a] = true;
+        }
+        for (int d = 0; d < x->rank; d++)
+            if (n ? !drop[d] : !is_one(ir_simplify(I->c, x->shape[d])))
+                shape[rank++] = x->shape[d];
+        return view(I, x, rank, shape);
+    }
+    rank = x->rank + (int)n;
+    if (rank > MAXR) {
+        fail(I, "rank %d", rank);
+        return false;
+    }
+    bool add[MAXR] = {false};
+    for (int64_t i = 0; i < n; i++) {
+        int a = norm_axis(I, v[i], rank);
+        if (a < 0)
+            return false;
+        add[a] = true;
+    }
+    for (int d = 0, k = 0; d < rank; d++)
+        shape[d] = add[d] ? ir_int(I->c, 1) : x->shape[k++];
+    return view(I, x, rank, shape);
+}
+
+/* Concat along one axis: a select over the inputs' ranges on it. */
+static bool op_concat(Imp *I)
+{
+    int n = (int)I->node->n_input;
+    Val *v[32];
+    if (n < 1 || n > 32) {
+        fail(I, "%d inputs", n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!(v[i] = input(I, i)))
+            return false;
+    int r = v[0]->rank, a = norm_axis(I, attr_int(I->node, "axis", 0), r);
+    if (a < 0)
+        return false;
+    Expr *shape[MAXR] = {NULL}, *total = ir_int(I->c, 0);
+    for (int i = 0; i < n; i++) {
+        if (v[i]->rank != r || v[i]->dt != v[0]->dt) {
+            fail(I, "input %d has another rank or type", i);
+            return false;
+        }
+        for (int d = 0; d < r; d++)
+            if (d != a && ir_simplify(I->c, v[i]->shape[d]) != ir_simplify(I->c, v[0]->shape[d])) {
+                fail(I, "input %d's extent on axis %d is not proven equal to the first's", i, d);
+                return false;
+            }
+        total = ir_binop(I->c, EX_ADD, total, v[i]->shape[a]);
+    }
+    for (int d = 0; d < r; d++)
+        shape[d] = d == a ? ir_simplify(I->c, total) : v[0]->shape[d];
+    Var **ax = axes_of(I, r, shape);
+    Expr *e = NULL, *start[33];
+    start[0] = ir_int(I->c, 0);
+    for (int i = 0; i < n; i++)
+        start[i + 1] = ir_simplify(I->c, ir_binop(I->c, EX_ADD, start[i], v[i]->shape[a]));
+    for (int i = n - 1; i >= 0; i--) {
+        Expr *idx[MAXR];
+        for (int d = 0; d < r; d++)
+            idx[d] = d == a ? ir_simplify(I->c, ir_binop(I->c, EX_SUB, ir_varref(I->c, ax[a]), start[i]))
+                            : ir_varref(I->c, ax[d]);
+        Expr *part = ir_load(I->c, v[i]->t, r, idx, true);
+        e = !e ? part : ir_select(I->c, ir_binop(I->c, EX_LT, ir_varref(I->c, ax[a]), start[i + 1]), part, e);
+    }
+    return define(I, 0, v[0]->dt, r, ax, e) != NULL;
+}
+
+/* Gather(data, indices, axis): data's axis indexed by indices' values,
+ * checked when it runs (a negative index counts from the end). */
+static bool op_gather(Imp *I)
+{
+    Val *x = input(I, 0), *ix = input(I, 1);
+    if (!x || !ix)
+        return false;
+    int a = norm_axis(I, attr_int(I->node, "axis", 0), x->rank);
+    if (a < 0)
+        return false;
+    if (ix->dt != DT_I64 && ix->dt != DT_I32) {
+        fail(I, "indices of type %s", ir_dtype_name(ix->dt));
+        return false;
+    }
+    int r = x->rank - 1 + ix->rank;
+    if (r > MAXR) {
+        fail(I, "rank %d", r);
+        return false;
+    }
+    Expr *shape[MAXR] = {NULL};
+    for (int d = 0, o = 0; d < x->rank; d++) {
+        if (d == a)
+            for (int k = 0; k < ix->rank; k++)
+                shape[o++] = ix->shape[k];
+        else
+            shape[o++] = x->shape[d];
+    }
+    Var **ax = axes_of(I, r, shape);
+    Expr *ii[MAXR], *xi[MAXR];
+    for (int k = 0; k < ix->rank; k++)
+        ii[k] = ir_varref(I->c, ax[a + k]);
+    Expr *pos = flat_of(I, r, shape, ax);
+    Expr *id = ir_load(I->c, ix->t, ix->rank, ii, false);
+    for (int d = 0; d < x->rank; d++)
+        xi[d] = d < a ? ir_varref(I->c, ax[d]) :
+                d == a ? ir_op(I->c, EX_CHECK, id, x->shape[a], pos)
+                       : ir_varref(I->c, ax[d - 1 + ix->rank]);
+    return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, x->rank, xi, false)) != NULL;
+}
+
+/* LayerNormalization (opset 17) over the axes from axis on: the mean, the
+ * variance of the centred values, and (x - mean) * rsqrt(var + eps) * scale
+ * + bias, the statements of examples/layernorm.tex. */
+static bool op_layernorm(Imp *I)
+{
+    Val *x = input(I, 0), *sc = input(I, 1), *b = input(I, 2);
+    if (!x || !sc || I->failed)
+        return false;
+    int r = x->rank, a = norm_axis(I, attr_int(I->node, "axis", -1), r);
+    if (a < 0)
+        return false;
+    if (x->dt != DT_F32 || I->node->n_output > 1) {
+        fail(I, "only the f32 normalised output is supported (not Mean or InvStdDev)");
+        return false;
+    }
+    double eps = attr_float(I->node, "epsilon", 1e-5);
+    Expr *count = numel_of(I, r - a, x->shape + a);
+    Var **sax = axes_of(I, a, x->shape);
+    Var *rv[MAXR];
+    Expr *xi[MAXR];
+    for (int d = 0; d < r; d++) {
+        if (d < a)
+            xi[d] = ir_varref(I->c, sax[d]);
+        else {
+            char nm[16];
+            snprintf(nm, sizeof nm, "r%d", d);
+            rv[d - a] = ir_var(I->c, nm, VK_AXIS, x->shape[d]);
+            xi[d] = ir_varref(I->c, rv[d - a]);
+        }
+    }
+    Expr *fcount = ir_cast(I->c, DT_F32, count);
+    Tensor *M = temp(I, "mean", DT_F32, a, sax,
+                     ir_binop(I->c, EX_DIV, ir_reduce(I->c, RD_SUM, r - a, rv, ir_load(I->c, x->t, r, xi, false)), fcount));
+    Var **vax = axes_of(I, a, x->shape);
+    Var *rv2[MAXR];
+    Expr *xi2[MAXR], *mi[MAXR];
+    for (int d = 0; d < r; d++) {
+        if (d < a) {
+            xi2[d] = ir_varref(I->c, vax[d]);
+            mi[d] = xi2[d];
+        } else {
+            char nm[16];
+            snprintf(nm, sizeof nm, "r%d", d);
+            rv2[d - a] = ir_var(I->c, nm, VK_AXIS, x->shape[d]);
+            xi2[d] = ir_varref(I->c, rv2[d - a]);
+        }
+    }
+    Expr *dev = ir_binop(I->c, EX_SUB, ir_load(I->c, x->t, r, xi2, false), ir_load(I->c, M, a, mi, false));
+    Tensor *V = temp(I, "var", DT_F32, a, vax,
+                     ir_binop(I->c, EX_DIV, ir_reduce(I->c, RD_SUM, r - a, rv2, ir_binop(I->c, EX_MUL, dev, dev)), fcount));
+    Var **ax = axes_of(I, r, x->shape);
+    Expr *pi[MAXR];
+    for (int d = 0; d < r; d++)
+        pi[d] = ir_varref(I->c, ax[d]);
+    Expr *centred = ir_binop(I->c, EX_SUB, ir_load(I->c, x->t, r, pi, false), ir_load(I->c, M, a, pi, false));
+    Expr *e = ir_binop(I->c, EX_MUL, centred,
+                       ir_unop(I->c, EX_RSQRT, ir_binop(I->c, EX_ADD, ir_load(I->c, V, a, pi, false), fl(I, eps))));
+    e = ir_binop(I->c, EX_MUL, e, read_at(I, sc, r, ax));
+    if (b)
+        e = ir_binop(I->c, EX_ADD, e, read_at(I, b, r, ax));
+    return define(I, 0, DT_F32, r, ax, e) != NULL;
+}
+
+/* Expand(x, shape): x broadcast to a constant shape. */
+static bool op_expand(Imp *I)
+{
+    Val *x = input(I, 0);
+    int64_t n;
+    const int64_t *v = x ? const_ints(I, input(I, 1), &n) : NULL;
+    if (!v) {
+        if (!I->failed)
+            fail(I, "the shape is not known when compiling (it must be a constant)");
+        return false;
+    }
+    if (n > MAXR) {
+        fail(I, "rank %lld", (long long)n);
+        return false;
+    }
+    Val to = {.rank = (int)n};
+    for (int64_t d = 0; d < n; d++)
+        to.shape[d] = ir_int(I->c, v[d] < 1 ? 1 : v[d]);
+    Val *bv[2] = {x, &to};
+    int r;
+    Expr *shape[MAXR] = {NULL};
+    if (!broadcast(I, bv, 2, &r, shape))
+        return false;
+    Var **ax = axes_of(I, r, shape);
+    return define(I, 0, x->dt, r, ax, read_at(I, x, r, ax)) != NULL;
+}
+
+/* Mean of n inputs, PRelu(x, slope): broadcasting as the binary ones. */
+static bool op_mean_prelu(Imp *I, bool prelu)
+{
+    int n = (int)I->node->n_input;
+    Val *v[16];
+    if (n < 1 || n > 16 || (prelu && n != 2)) {
+        fail(I, "%d inputs", n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!(v[i] = input(I, i)) || v[i]->dt != DT_F32) {
+            if (!I->failed)
+                fail(I, "%s of %s is not supported", I->node->op_type, ir_dtype_name(v[i]->dt));
+            return false;
+        }
+    int r;
+    Expr *shape[MAXR] = {NULL};
+    if (!broadcast(I, v, n, &r, shape))
+        return false;
+    Var **ax = axes_of(I, r, shape);
+    Expr *e = read_at(I, v[0], r, ax);
+    if (prelu) {
+        Expr *s = read_at(I, v[1], r, ax);
+        e = ir_select(I->c, ir_binop(I->c, EX_LT, e, fl(I, 0.0)), ir_binop(I->c, EX_MUL, s, e), e);
+    } else {
+        for (int i = 1; i < n; i++)
+            e = ir_binop(I->c, EX_ADD, e, read_at(I, v[i], r, ax));
+        e = ir_binop(I->c, EX_DIV, e, fl(I, n));
+    }
+    return define(I, 0, DT_F32, r, ax, e) != NULL;
+}
+
+typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
+enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEMM, K_TRANSPOSE,
+       K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
+       K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU };
+static const OpKind other_ops[] = {
+    {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
+    {"Where", K_WHERE, 0},             {"Cast", K_CAST, 0},
+    {"Identity", K_IDENTITY, 0},       {"MatMul", K_MATMUL, 0},
+    {"Gemm", K_GEMM, 0},               {"Transpose", K_TRANSPOSE, 0},
+    {"ReduceSum", K_REDUCE, RD_SUM},   {"ReduceMax", K_REDUCE, RD_MAX},
+    {"ReduceMin", K_REDUCE, RD_MIN},   {"ReduceProd", K_REDUCE, RD_PROD},
+    {"ReduceMean", K_MEAN, RD_SUM},    {"Constant", K_CONSTANT, 0},
+    {"Dropout", K_DROPOUT, 0},         {"Reciprocal", K_RECIP, 0},
+    {"Clip", K_CLIP, 0},               {"Reshape", K_RESHAPE, 0},
+    {"Flatten", K_RESHAPE, 0},         {"Squeeze", K_RESHAPE, 0},
+    {"Unsqueeze", K_RESHAPE, 0},       {"Concat", K_CONCAT, 0},
+    {"Gather", K_GATHER, 0},           {"LayerNormalization", K_LAYERNORM, 0},
+    {"Expand", K_EXPAND, 0},           {"Mean", K_MEANOF, 0},
+    {"PRelu", K_PRELU, 0},
+};
+
+/* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
+static int op_code(const char *op)
+{
+    for (size_t i = 0; i < sizeof unary_ops / sizeof *unary_ops; i++)
+        if (strcmp(op, unary_ops[i].name) == 0)
+            return 100 + (int)i;
+    for (size_t i = 0; i < sizeof binary_ops / sizeof *binary_ops; i++)
+        if (strcmp(op, binary_ops[i].name) == 0)
+            return 200 + (int)i;
+    for (size_t i = 0; i < sizeof other_ops / sizeof *other_ops; i++)
+        if (strcmp(op, other_ops[i].name) == 0)
+            return 300 + (int)i;
+    for (size_t i = 0; i < sizeof composite_ops / sizeof *composite_ops; i++)
+        if (strcmp(op, composite_ops[i]) == 0)
+            return 400;
+    return 0;
+}
+
+static bool import_node(Imp *I, int code)
+{
+    if (code == 400)
+        return op_composite(I);
+    if (code >= 300) {
+        const OpKind *o = &other_ops[code - 300];
+        switch (o->kind) {
+        case K_SOFTMAX: case K_LOGSOFTMAX:
+            if (I->opset < 13) {
+                fail(I, "%s before opset 13 (which flattens to 2-D) is not supported",
+                     I->node->op_type);
+                return false;
+            }
+            return op_softmax(I, o->kind == K_LOGSOFTMAX);
+        case K_WHERE: return op_where(I);
+        case K_CAST: return op_cast(I);
+        case K_IDENTITY: return op_identity(I);
+        case K_DROPOUT: { /* inference: the identity, unless training_mode may be true */
+            Val *tm = I->node->n_input > 2 ? input(I, 2) : NULL;
+            if (tm && (!tm->t->data || tm->dt != DT_BOOL || ((const uint8_t *)tm->t->data)[0])) {
+                fail(I, "Dropout in training mode is not supported (inference only)");
+                return false;
+            }
+            return op_identity(I);
+        }
+        case K_CLIP: return op_clip(I);
+        case K_RESHAPE: return op_reshape(I, o->name);
+        case K_CONCAT: return op_concat(I);
+        case K_GATHER: return op_gather(I);
+        case K_LAYERNORM: return op_layernorm(I);
+        case K_EXPAND: return op_expand(I);
+        case K_MEANOF: return op_mean_prelu(I, false);
+        case K_PRELU: return op_mean_prelu(I, true);
+        case K_MATMUL: return op_matmul(I);
+        case K_GEMM: return op_gemm(I);
+        case K_TRANSPOSE: return op_transpose(I);
+        case K_REDUCE: return op_reduce(I, o->rop, false);
+        case K_MEAN: return op_reduce(I, o->rop, true);
+        case K_CONSTANT: return op_constant(I);
+        case K_RECIP: {
+            Val *x = input(I, 0);
+            if (!x)
+                return false;
+            Var **ax = axes_of(I, x->rank, x->shape);
+            return define(I, 0, DT_F32, x->rank, ax,
+                          ir_binop(I->c, EX_DIV, ir_float(I->c, 1.0), read_at(I, x, x->rank, ax))) != NULL;
+        }
+        }
+        IR_UNREACHABLE();
+    }
+    if (code >= 200)
+        return op_nary(I, &binary_ops[code - 200]);
+    return op_unary(I, unary_ops[code - 100].k);
+}
+
+/* ---- the graph ---- */
+
+static Expr *dim_of(Imp *I, const Onnx__TensorShapeProto__Dimension *d, const char *what,
+                    int axis)
+{
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        if (d->dim_value < 1) {
+            fail(I, "%s has extent %lld on axis %d", what, (long long)d->dim_value, axis);
+            return NULL;
+        }
+        return ir_int(I->c, d->dim_value);
+    }
+    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM || !d->dim_param[0]) {
+        fail(I, "%s has a dynamic extent without a name on axis %d: give it one in the export "
+                "(dynamic_axes / dynamic_shapes)", what, axis);
+        return NULL;
+    }
+    Var *v = ir_te_find_dim(I->p, d->dim_param);
+    if (!v) {
+        for (int i = 0; i < I->nranges; i++)
+            if (strcmp(I->ranges[i].name, d->dim_param) == 0)
+                v = ir_te_add_dim(I->p, d->dim_param, I->ranges[i].lo, I->ranges[i].hi);
+        if (!v) {
+            fail(I, "%s: dim '%s' has no range: give it one with --dims %s=LO..HI", what,
+                 d->dim_param, d->dim_param);
+            return NULL;
+        }
+    }
+    return ir_varref(I->c, v);
+}
+
+static void import_graph(Imp *I)
+{
+    const Onnx__GraphProto *g = I->g;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (g->initializer[i]->name)
+            add_tensor_proto(I, g->initializer[i]->name, g->initializer[i]);
+    for (size_t i = 0; i < g->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = g->input[i];
+        if (find(I, vi->name))
+            continue; /* an initializer (a default the caller could override): a constant */
+        char what[160];
+        snprintf(what, sizeof what, "input '%s'", vi->name);
+        const Onnx__TypeProto *tp = vi->type;
+        if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type->shape) {
+            fail(I, "%s is not a tensor of known rank", what);
+            continue;
+        }
+        DType dt;
+        const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+        if (!dtype_of(I, tp->tensor_type->elem_type, what, &dt))
+            continue;
+        if (sh->n_dim > MAXR) {
+            fail(I, "%s has rank %zu; at most %d is supported", what, sh->n_dim, MAXR);
+            continue;
+        }
+        Expr *shape[MAXR] = {NULL};
+        bool ok = true;
+        for (size_t d = 0; d < sh->n_dim && ok; d++)
+            ok = (shape[d] = dim_of(I, sh->dim[d], what, (int)d)) != NULL;
+        if (ok) {
+            Tensor *t = ir_te_add_input(I->p, ident(I, vi->name, "input"), dt, (int)sh->n_dim, shape);
+            t->source = ir_arena_strdup(I->p->arena, vi->name);
+            add_val(I, vi->name, t);
+        }
+    }
+    if (I->failed)
+        return;
+    /* every unsupported operator, with counts, in one message */
+    char list[512] = "";
+    int nbad = 0;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        bool domain = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0;
+        if (!domain && op_code(n->op_type))
+            continue;
+        bool before = false;
+        for (size_t j = 0; j < i && !before; j++)
+            before = strcmp(g->node[j]->op_type, n->op_type) == 0 &&
+                     (!domain || !op_code(n->op_type));
+        if (before)
+            continue;
+        int count = 0;
+        for (size_t j = i; j < g->n_node; j++)
+            count += strcmp(g->node[j]->op_type, n->op_type) == 0;
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s%s%s %d", nbad ? ", " : "",
+                 domain ? n->domain : "", domain ? "." : "", n->op_type, count);
+        nbad++;
+    }
+    if (nbad) {
+        fail(I, "unsupported operator%s: %s", nbad == 1 ? "" : "s", list);
+        return;
+    }
+    for (size_t i = 0; i < g->n_node && !I->failed; i++) {
+        I->node = g->node[i];
+        I->node_index = (int)i;
+        if (I->node->n_output < 1 || !I->node->output[0][0]) {
+            fail(I, "no output");
+            break;
+        }
+        for (size_t k = 1; k < I->node->n_output; k++)
+            if (I->node->output[k][0] && strcmp(I->node->op_type, "Dropout") != 0) {
+                fail(I, "more than one output is not supported");
+                break;
+            }
+        if (!I->failed)
+            import_node(I, op_code(I->node->op_type));
+    }
+    I->node = NULL;
+    for (size_t i = 0; i < g->n_output && !I->failed; i++) {
+        Val *v = find(I, g->output[i]->name);
+        if (!v)
+            fail(I, "output '%s' is computed by no node", g->output[i]->name);
+        else if (v->t->kind != TK_OUTPUT)
+            fail(I, "output '%s' is an input or a constant: not supported", g->output[i]->name);
+    }
+}
+
+static void import_model(Imp *I, const Onnx__ModelProto *m)
+{
+    if (!m->has_ir_version || m->ir_version < 3) {
+        fail(I, "ir_version %lld: at least 3 is supported", (long long)m->ir_version);
+        return;
+    }
+    I->opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (!o->domain || !o->domain[0] || strcmp(o->domain, "ai.onnx") == 0)
+            I->opset = o->version;
+    }
+    if (I->opset < 7 || I->opset > 21) {
+        fail(I, "default-domain opset %lld: opsets 7 to 21 are supported", (long long)I->opset);
+        return;
+    }
+    if (m->n_functions) {
+        fail(I, "model-local functions are not supported yet");
+        return;
+    }
+    if (!m->graph) {
+        fail(I, "the model has no graph");
+        return;
+    }
+    I->g = m->graph;
+    import_graph(I);
+}
+
+bool fe_is_onnx(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return n > 5 && strcmp(path + n - 5, ".onnx") == 0;
+}
+
+int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit *u, char *err,
+                 size_t errlen)
+{
+    if (!IR_ARG_OK(u, err, errlen))
+        return -1;
+    memset(u, 0, sizeof *u);
+    if (!IR_ARG_OK(path, err, errlen))
+        return -1;
+    u->arena = ir_arena_new();
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += r;
+        if (len == cap) {
+            if (cap >= (size_t)MAX_MODEL_BYTES) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            cap *= 2;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, errlen, "%s: %s", path,
+                 bad ? "cannot read it" : "larger than 1 GB (external data is not supported yet)");
+        return -1;
+    }
+    u->src = (Source){ir_arena_strdup(u->arena, path), "", 0};
+    ir_diags_init(&u->diags, u->arena, &u->src);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+    free(buf);
+    if (!m) {
+        ir_diag(&u->diags, (SrcLoc){0, 0}, "not an ONNX model (the protobuf does not decode)");
+        return 1;
+    }
+    Imp I = {.u = u, .ranges = ranges, .nranges = nranges};
+    I.p = ir_te_new(fe_program_name(u->arena, path));
+    I.c = I.p->ctx;
+    import_model(&I, m);
+    onnx__model_proto__free_unpacked(m, NULL);
+    free(I.vals);
+    if (!I.failed && !ir_verify_te(I.p, err, errlen)) {
+        ir_diag(&u->diags, (SrcLoc){0, 0}, "internal error: the imported program: %s", err);
+        I.failed = true;
+    }
+    if (I.failed) {
+        ir_te_destroy(I.p);
+        return 1;
+    }
+    u->prog = I.p;
+    return 0;
+}

@@ -1,0 +1,296 @@
+/* backend: ONNX's own backend tests (Debian's libonnx-testdata) through
+ * the importer: each test's model.onnx imported, compiled and run on each
+ * target with every test_data_set_N's input_K.pb, its outputs compared
+ * with output_K.pb at the backend tests' tolerances (|got - want| <= 1e-7
+ * + 1e-3 |want|; integers and bools exactly; NaN where NaN).
+ *
+ *   backend [--targets=cpu,emu] [--list] DIR...   (each DIR holds test_* folders)
+ *
+ * A model the importer refuses is skipped, grouped by reason ("unsupported
+ * operator Resize: 23"); one that imports and then fails to compile, run
+ * or match is a failure. Ends with "N passed, N failed, N skipped".
+ */
+#include "dietcode/exec.h"
+#include "dietcode/onnx.h"
+#include "dietcode/passes.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { MAX_REASONS = 512, MAX_IO = 32 };
+
+typedef struct Reason {
+    char text[200];
+    int count;
+} Reason;
+
+static Reason reasons[MAX_REASONS];
+static int nreasons;
+
+static void skip(const char *why)
+{
+    for (int i = 0; i < nreasons; i++)
+        if (strcmp(reasons[i].text, why) == 0) {
+            reasons[i].count++;
+            return;
+        }
+    if (nreasons < MAX_REASONS) {
+        snprintf(reasons[nreasons].text, sizeof reasons[nreasons].text, "%s", why);
+        reasons[nreasons++].count = 1;
+    }
+}
+
+/* A diagnostic as a reason: the node's prefix dropped, an unsupported
+ * operator's count dropped, digits of extents kept. */
+static void skip_diag(const char *msg)
+{
+    const char *p = strstr(msg, "): ");
+    p = p && strncmp(msg, "node ", 5) == 0 ? p + 3 : msg;
+    char why[200];
+    snprintf(why, sizeof why, "%s", p);
+    if (strncmp(why, "unsupported operator", 20) == 0) {
+        char *sp = strrchr(why, ' ');
+        if (sp && !strchr(why, ','))
+            *sp = '\0';
+    }
+    skip(why);
+}
+
+static bool close_enough(const RtArray *want, const void *got, int64_t n, char *why, size_t len)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double w, g;
+        switch (want->dtype) {
+        case DCRT_F32:
+            w = ((const float *)want->data)[i];
+            g = ((const float *)got)[i];
+            if (isnan(w) ? !isnan(g) : !(fabs(g - w) <= 1e-7 + 1e-3 * fabs(w))) {
+                snprintf(why, len, "element %lld: got %.9g, expected %.9g", (long long)i, g, w);
+                return false;
+            }
+            continue;
+        case DCRT_I32: w = ((const int32_t *)want->data)[i]; g = ((const int32_t *)got)[i]; break;
+        case DCRT_I64: w = (double)((const int64_t *)want->data)[i]; g = (double)((const int64_t *)got)[i]; break;
+        default: w = ((const uint8_t *)want->data)[i]; g = ((const uint8_t *)got)[i]; break;
+        }
+        if (w != g) {
+            snprintf(why, len, "element %lld: got %.17g, expected %.17g", (long long)i, g, w);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Runs lp on target with the data set in dir; 0, or -1 with why. */
+static int run_set(const TeProgram *p, const LoopProgram *lp, void *exe, bool emu,
+                   const char *dir, char *why, size_t len)
+{
+    int nt = p->ntensors, nin = 0, nout = 0, rc = -1;
+    float **bufs = calloc((size_t)nt + 1, sizeof *bufs);
+    RtArray ins[MAX_IO], outs[MAX_IO];
+    char outname[MAX_IO][160];
+    memset(ins, 0, sizeof ins);
+    memset(outs, 0, sizeof outs);
+    char path[1400];
+    for (;; nin++) {
+        snprintf(path, sizeof path, "%s/input_%d.pb", dir, nin);
+        struct stat sb;
+        if (nin == MAX_IO || stat(path, &sb) != 0)
+            break;
+        if (fe_onnx_read_tensor(path, &ins[nin], NULL, 0, why, len) != 0)
+            goto done;
+    }
+    for (;; nout++) {
+        snprintf(path, sizeof path, "%s/output_%d.pb", dir, nout);
+        struct stat sb;
+        if (nout == MAX_IO || stat(path, &sb) != 0)
+            break;
+        if (fe_onnx_read_tensor(path, &outs[nout], outname[nout], sizeof outname[nout], why, len) != 0)
+            goto done;
+    }
+    /* inputs in the order the graph lists them; outputs by name */
+    int k = 0;
+    for (int i = 0; i < nt; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind != TK_INPUT || t->data)
+            continue;
+        if (k >= nin) {
+            snprintf(why, len, "the data set has %d inputs, the model more", nin);
+            goto done;
+        }
+        if (ins[k].dtype != (int32_t)t->dtype || ins[k].rank != t->rank) {
+            snprintf(why, len, "input %d does not match the model's", k);
+            goto done;
+        }
+        bufs[i] = ins[k++].data;
+    }
+    for (int i = 0; i < nt; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind == TK_OUTPUT) {
+            int64_t b = ir_te_bytes(t, NULL);
+            bufs[i] = calloc((size_t)(b > 0 ? b : 1), 1);
+        }
+    }
+    int64_t dims[1] = {0};
+    if (emu ? ex_emu_run(exe, NULL, dims, bufs, why, len) != 0
+            : ex_cpu_run(exe, dims, bufs, NULL, why, len) != 0)
+        goto done;
+    for (int o = 0; o < nout; o++) {
+        const Tensor *t = NULL;
+        for (int i = 0; i < nt && !t; i++)
+            if (p->tensors[i]->kind == TK_OUTPUT && p->tensors[i]->source &&
+                strcmp(p->tensors[i]->source, outname[o]) == 0)
+                t = p->tensors[i];
+        for (int i = 0, seen = 0; i < nt && !t; i++) /* unnamed: by order */
+            if (p->tensors[i]->kind == TK_OUTPUT && seen++ == o)
+                t = p->tensors[i];
+        if (!t || outs[o].dtype != (int32_t)t->dtype) {
+            snprintf(why, len, "output %d ('%s') has no output of its type", o, outname[o]);
+            goto done;
+        }
+        int64_t n = ir_te_numel(t, NULL), m = 1;
+        for (int d = 0; d < outs[o].rank; d++)
+            m *= outs[o].shape[d];
+        if (n != m) {
+            snprintf(why, len, "output '%s' has %lld elements, expected %lld", outname[o],
+                     (long long)n, (long long)m);
+            goto done;
+        }
+        char w[200];
+        if (!close_enough(&outs[o], bufs[t->id], n, w, sizeof w)) {
+            snprintf(why, len, "output '%s' %s", outname[o], w);
+            goto done;
+        }
+    }
+    (void)lp;
+    rc = 0;
+done:
+    for (int i = 0; i < nt; i++)
+        if (p->tensors[i]->kind == TK_OUTPUT)
+            free(bufs[i]);
+    for (int i = 0; i < MAX_IO; i++) {
+        rt_array_free(&ins[i]);
+        rt_array_free(&outs[i]);
+    }
+    free(bufs);
+    return rc;
+}
+
+/* One test folder on one target: 1 passed, 0 skipped, -1 failed. */
+static int run_test(const char *dir, const char *name, bool emu, bool verbose)
+{
+    char path[1100], err[512];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    FeUnit u;
+    int rc = fe_load_onnx(path, NULL, 0, &u, err, sizeof err);
+    if (rc != 0) {
+        if (rc > 0 && u.diags.head)
+            skip_diag(u.diags.head->msg);
+        else
+            skip(rc < 0 ? "unreadable" : "no diagnostic");
+        fe_unload(&u);
+        return 0;
+    }
+    if (u.prog->ndims) {
+        skip("symbolic dims in a node test");
+        fe_unload(&u);
+        return 0;
+    }
+    TargetInfo ti = pass_target_info(emu ? PT_GPU : PT_CPU);
+    int result = -1;
+    LoopProgram *lp = pass_run_pipeline(u.prog, NULL, &ti, NULL, err, sizeof err);
+    void *exe = !lp ? NULL : emu ? (void *)ex_emu_compile(lp, err, sizeof err)
+                                 : (void *)ex_cpu_compile(lp, err, sizeof err);
+    if (exe) {
+        result = 1;
+        for (int s = 0; result == 1; s++) {
+            char set[1200];
+            struct stat sb;
+            snprintf(set, sizeof set, "%s/test_data_set_%d", dir, s);
+            if (stat(set, &sb) != 0)
+                break;
+            if (run_set(u.prog, lp, exe, emu, set, err, sizeof err) != 0)
+                result = -1;
+        }
+    }
+    if (result < 0)
+        printf("FAIL %s (%s): %s\n", name, emu ? "emu" : "cpu", err);
+    else if (verbose)
+        printf("ok %s (%s)\n", name, emu ? "emu" : "cpu");
+    if (emu)
+        ex_emu_destroy(exe);
+    else
+        ex_cpu_destroy(exe);
+    fe_unload(&u);
+    return result;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_reason(const void *a, const void *b)
+{
+    const Reason *x = a, *y = b;
+    return x->count != y->count ? y->count - x->count : strcmp(x->text, y->text);
+}
+
+int main(int argc, char **argv)
+{
+    bool cpu = true, emu = true, verbose = false;
+    int passed = 0, failed = 0, skipped = 0;
+    for (int a = 1; a < argc; a++) {
+        if (strncmp(argv[a], "--targets=", 10) == 0) {
+            cpu = strstr(argv[a] + 10, "cpu") != NULL;
+            emu = strstr(argv[a] + 10, "emu") != NULL;
+            continue;
+        }
+        if (strcmp(argv[a], "--list") == 0) {
+            verbose = true;
+            continue;
+        }
+        DIR *d = opendir(argv[a]);
+        if (!d) {
+            fprintf(stderr, "backend: cannot open %s\n", argv[a]);
+            return 2;
+        }
+        char **names = NULL;
+        size_t n = 0, cap = 0;
+        for (struct dirent *e; (e = readdir(d));) {
+            if (strncmp(e->d_name, "test_", 5) != 0)
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                names = realloc(names, cap * sizeof *names);
+            }
+            names[n++] = strdup(e->d_name);
+        }
+        closedir(d);
+        qsort(names, n, sizeof *names, cmp_str);
+        for (size_t i = 0; i < n; i++) {
+            char dir[1024];
+            snprintf(dir, sizeof dir, "%s/%s", argv[a], names[i]);
+            for (int t = 0; t < 2; t++) {
+                if (!(t ? emu : cpu))
+                    continue;
+                int r = run_test(dir, names[i], t == 1, verbose);
+                passed += r > 0;
+                failed += r < 0;
+                skipped += r == 0;
+            }
+            free(names[i]);
+        }
+        free(names);
+    }
+    qsort(reasons, (size_t)nreasons, sizeof *reasons, cmp_reason);
+    printf("skipped, by reason:\n");
+    for (int i = 0; i < nreasons; i++)
+        printf("  %s: %d\n", reasons[i].text, reasons[i].count);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
