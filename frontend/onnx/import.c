@@ -451,6 +451,12 @@ static int norm_axis(Imp *I, int64_t a, int rank)
     return (int)(a < 0 ? a + rank : a);
 }
 
+/* The operators that are not one IR operator, by kind. */
+enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEMM, K_TRANSPOSE,
+       K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
+       K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
+       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE };
+
 /* ---- operators ---- */
 
 typedef struct OpUnary { const char *name; ExprKind k; } OpUnary;
@@ -468,6 +474,7 @@ static const OpBinary binary_ops[] = {
     {"Less", EX_LT, false, true},       {"LessOrEqual", EX_LE, false, true},
     {"Greater", EX_LT, true, true},     {"GreaterOrEqual", EX_LE, true, true},
     {"And", EX_AND, false, true},       {"Or", EX_OR, false, true},
+    {"Xor", EX_NE, false, true},
     {"Max", EX_MAX, false, false},      {"Min", EX_MIN, false, false},
     {"Sum", EX_ADD, false, false},
 };
@@ -896,8 +903,9 @@ static bool op_transpose(Imp *I)
 
 /* ReduceSum/Mean/Max/Min/Prod: axes from the attribute (older opsets) or
  * the second input (a constant), keepdims, noop_with_empty_axes. */
-static bool op_reduce(Imp *I, ReduceOp op, bool mean)
+static bool op_reduce(Imp *I, ReduceOp op, int kind)
 {
+    bool mean = kind == K_MEAN;
     Val *x = input(I, 0);
     if (!x)
         return false;
@@ -953,11 +961,21 @@ static bool op_reduce(Imp *I, ReduceOp op, bool mean)
         }
     }
     Expr *body = ir_load(I->c, x->t, r, idx, false);
+    if (kind == K_REDUCE_L1)
+        body = ir_unop(I->c, EX_ABS, body);
+    else if (kind == K_REDUCE_L2 || kind == K_REDUCE_SQ)
+        body = ir_binop(I->c, EX_MUL, body, body);
+    else if (kind == K_REDUCE_LSE)
+        body = ir_unop(I->c, EX_EXP, body);
     if (x->dt == DT_BOOL) {
         fail(I, "%s of bool is not supported", I->node->op_type);
         return false;
     }
     Expr *e = nr ? ir_reduce(I->c, op, nr, rv, body) : body;
+    if (kind == K_REDUCE_L2)
+        e = ir_unop(I->c, EX_SQRT, e);
+    else if (kind == K_REDUCE_LOGSUM || kind == K_REDUCE_LSE)
+        e = ir_unop(I->c, EX_LOG, e);
     if (mean)
         e = ir_binop(I->c, EX_DIV, e, ir_cast(I->c, DT_F32, ir_simplify(I->c, count)));
     return define(I, 0, x->dt, orank, ax, e) != NULL;
@@ -1252,8 +1270,8 @@ static bool op_layernorm(Imp *I)
     int r = x->rank, a = norm_axis(I, attr_int(I->node, "axis", -1), r);
     if (a < 0)
         return false;
-    if (x->dt != DT_F32 || I->node->n_output > 1) {
-        fail(I, "only the f32 normalised output is supported (not Mean or InvStdDev)");
+    if (x->dt != DT_F32) {
+        fail(I, "LayerNormalization of %s is not supported", ir_dtype_name(x->dt));
         return false;
     }
     double eps = attr_float(I->node, "epsilon", 1e-5);
@@ -1301,7 +1319,24 @@ static bool op_layernorm(Imp *I)
     e = ir_binop(I->c, EX_MUL, e, read_at(I, sc, r, ax));
     if (b)
         e = ir_binop(I->c, EX_ADD, e, read_at(I, b, r, ax));
-    return define(I, 0, DT_F32, r, ax, e) != NULL;
+    if (!define(I, 0, DT_F32, r, ax, e))
+        return false;
+    /* Mean and InvStdDev, of the input's shape with 1 from axis on */
+    for (int k = 1; k < 3 && (size_t)k < I->node->n_output; k++) {
+        if (!I->node->output[k][0])
+            continue;
+        Expr *s1[MAXR] = {NULL}, *si[MAXR];
+        for (int d = 0; d < r; d++)
+            s1[d] = d < a ? x->shape[d] : ir_int(I->c, 1);
+        Var **kax = axes_of(I, r, s1);
+        for (int d = 0; d < a; d++)
+            si[d] = ir_varref(I->c, kax[d]);
+        Expr *val = k == 1 ? ir_load(I->c, M, a, si, false)
+                           : ir_unop(I->c, EX_RSQRT, ir_binop(I->c, EX_ADD, ir_load(I->c, V, a, si, false), fl(I, eps)));
+        if (!define(I, k, DT_F32, r, kax, val))
+            return false;
+    }
+    return true;
 }
 
 /* Expand(x, shape): x broadcast to a constant shape. */
@@ -1363,10 +1398,239 @@ static bool op_mean_prelu(Imp *I, bool prelu)
     return define(I, 0, DT_F32, r, ax, e) != NULL;
 }
 
+/* A constant the importer computed (a static shape, a filled tensor). */
+static Val *define_const(Imp *I, int k, DType dt, int rank, const int64_t *dims, const void *data)
+{
+    Expr *shape[MAXR];
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) {
+        shape[d] = ir_int(I->c, dims[d]);
+        n *= dims[d];
+    }
+    const char *onnx = I->node->output[k];
+    if (is_graph_output(I, onnx)) {
+        fail(I, "a graph output known when compiling is not supported");
+        return NULL;
+    }
+    Tensor *t = ir_te_add_const(I->p, ident(I, onnx, I->node->op_type), dt, rank, shape, data,
+                                (size_t)n * (size_t)ir_dtype_size(dt), onnx);
+    return t ? add_val(I, onnx, t) : NULL;
+}
+
+/* Shape and Size of a tensor of fixed extents: constants. */
+static bool op_shape(Imp *I, bool size)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int64_t ext[MAXR], n = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (!ir_is_const(ir_simplify(I->c, x->shape[d]), &ext[d])) {
+            fail(I, "the extents use dims: shape computations are not folded yet");
+            return false;
+        }
+        n *= ext[d];
+    }
+    if (size)
+        return define_const(I, 0, DT_I64, 0, NULL, &n) != NULL;
+    int64_t lo = attr_int(I->node, "start", 0), hi = attr_int(I->node, "end", x->rank);
+    lo = lo < 0 ? lo + x->rank : lo;
+    hi = hi < 0 ? hi + x->rank : hi;
+    lo = lo < 0 ? 0 : lo > x->rank ? x->rank : lo;
+    hi = hi < lo ? lo : hi > x->rank ? x->rank : hi;
+    int64_t len = hi - lo;
+    if (len == 0) {
+        fail(I, "an empty shape is not supported");
+        return false;
+    }
+    return define_const(I, 0, DT_I64, 1, &len, ext + lo) != NULL;
+}
+
+/* ConstantOfShape(shape): a constant shape filled with value. */
+static bool op_constant_of_shape(Imp *I)
+{
+    int64_t n;
+    const int64_t *v = const_ints(I, input(I, 0), &n);
+    if (!v) {
+        if (!I->failed)
+            fail(I, "the shape is not known when compiling (it must be a constant)");
+        return false;
+    }
+    int64_t total = 1;
+    for (int64_t d = 0; d < n; d++) {
+        if (v[d] < 1 || total > (INT64_C(1) << 31) / v[d]) {
+            fail(I, "shape element %lld is %lld", (long long)d, (long long)v[d]);
+            return false;
+        }
+        total *= v[d];
+    }
+    if (n > MAXR) {
+        fail(I, "rank %lld", (long long)n);
+        return false;
+    }
+    const Onnx__AttributeProto *va = attr(I->node, "value");
+    DType dt = DT_F32;
+    char one[8] = {0}, err[256];
+    if (va && va->t) {
+        int64_t m;
+        if (!dtype_of(I, va->t->has_data_type ? va->t->data_type : 0, "value", &dt))
+            return false;
+        void *d = tensor_data(va->t, dt, &m, err, sizeof err);
+        if (!d || m != 1) {
+            free(d);
+            fail(I, "value must hold one element");
+            return false;
+        }
+        memcpy(one, d, (size_t)ir_dtype_size(dt));
+        free(d);
+    }
+    size_t size = (size_t)ir_dtype_size(dt);
+    char *data = malloc((size_t)total * size);
+    if (!data)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int64_t i = 0; i < total; i++)
+        memcpy(data + (size_t)i * size, one, size);
+    Val *r = define_const(I, 0, dt, (int)n, v, data);
+    free(data);
+    return r != NULL;
+}
+
+/* Slice with constant starts, ends, axes and steps (opset 10+; attributes
+ * before): out[..., j, ...] = x[..., start + j * step, ...]. */
+static bool op_slice(Imp *I)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int64_t ns = 0, ne = 0, na = 0, nst = 0;
+    const int64_t *st, *en, *axs = NULL, *steps = NULL;
+    if (I->opset < 10) {
+        const Onnx__AttributeProto *a1 = attr(I->node, "starts"), *a2 = attr(I->node, "ends"),
+                                   *a3 = attr(I->node, "axes");
+        st = a1 ? a1->ints : NULL, ns = a1 ? (int64_t)a1->n_ints : 0;
+        en = a2 ? a2->ints : NULL, ne = a2 ? (int64_t)a2->n_ints : 0;
+        axs = a3 ? a3->ints : NULL, na = a3 ? (int64_t)a3->n_ints : 0;
+    } else {
+        st = const_ints(I, input(I, 1), &ns);
+        en = const_ints(I, input(I, 2), &ne);
+        if (I->node->n_input > 3 && I->node->input[3][0] && !(axs = const_ints(I, input(I, 3), &na)))
+            st = NULL;
+        if (I->node->n_input > 4 && I->node->input[4][0] && !(steps = const_ints(I, input(I, 4), &nst)))
+            st = NULL;
+    }
+    if (!st || !en || ns != ne || (axs && na != ns) || (steps && nst != ns)) {
+        if (!I->failed)
+            fail(I, "starts, ends, axes and steps must be constants of one length");
+        return false;
+    }
+    int r = x->rank;
+    int64_t start[MAXR], step[MAXR], len[MAXR];
+    Expr *shape[MAXR] = {NULL};
+    bool sliced[MAXR] = {false};
+    for (int d = 0; d < r; d++) {
+        start[d] = 0;
+        step[d] = 1;
+        shape[d] = x->shape[d];
+    }
+    for (int64_t i = 0; i < ns; i++) {
+        int a = norm_axis(I, axs ? axs[i] : i, r);
+        int64_t e, s = steps ? steps[i] : 1;
+        if (a < 0)
+            return false;
+        if (sliced[a] || s == 0 || !ir_is_const(ir_simplify(I->c, x->shape[a]), &e)) {
+            fail(I, "axis %d: %s", a, s == 0 ? "step 0" : sliced[a] ? "sliced twice" :
+                                      "its extent uses dims (not supported yet)");
+            return false;
+        }
+        int64_t b = st[i], f = en[i];
+        /* numpy's clamping: negatives from the end, then into range */
+        b = b < 0 ? b + e : b;
+        f = f < 0 ? f + e : f;
+        if (s > 0) {
+            b = b < 0 ? 0 : b > e ? e : b;
+            f = f < 0 ? 0 : f > e ? e : f;
+            len[a] = f > b ? (f - b + s - 1) / s : 0;
+        } else {
+            b = b < 0 ? -1 : b > e - 1 ? e - 1 : b;
+            f = f < -1 ? -1 : f > e - 1 ? e - 1 : f;
+            len[a] = b > f ? (b - f + (-s) - 1) / (-s) : 0;
+        }
+        if (len[a] == 0) {
+            fail(I, "an empty slice on axis %d is not supported", a);
+            return false;
+        }
+        sliced[a] = true;
+        start[a] = b;
+        step[a] = s;
+        shape[a] = ir_int(I->c, len[a]);
+    }
+    Var **ax = axes_of(I, r, shape);
+    Expr *idx[MAXR];
+    for (int d = 0; d < r; d++)
+        idx[d] = ir_simplify(I->c, ir_binop(I->c, EX_ADD, ir_int(I->c, start[d]),
+                                            ir_binop(I->c, EX_MUL, ir_varref(I->c, ax[d]),
+                                                     ir_int(I->c, step[d]))));
+    return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, r, idx, false)) != NULL;
+}
+
+/* Split into the node's outputs along axis: sizes from the constant input
+ * (or attribute), else equal parts. */
+static bool op_split(Imp *I)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int r = x->rank, a = norm_axis(I, attr_int(I->node, "axis", 0), r), n = (int)I->node->n_output;
+    int64_t e, ns = 0;
+    if (a < 0)
+        return false;
+    if (!ir_is_const(ir_simplify(I->c, x->shape[a]), &e)) {
+        fail(I, "the split axis's extent uses dims (not supported yet)");
+        return false;
+    }
+    const int64_t *sizes = NULL;
+    const Onnx__AttributeProto *sa = attr(I->node, "split");
+    if (sa) {
+        sizes = sa->ints;
+        ns = (int64_t)sa->n_ints;
+    } else if (I->node->n_input > 1 && I->node->input[1][0]) {
+        if (!(sizes = const_ints(I, input(I, 1), &ns))) {
+            if (!I->failed)
+                fail(I, "split must be a constant");
+            return false;
+        }
+    }
+    if (n < 1 || n > 64 || (sizes && ns != n)) {
+        fail(I, "%d outputs for %lld sizes", n, (long long)ns);
+        return false;
+    }
+    int64_t at = 0, part = (e + n - 1) / n;
+    for (int k = 0; k < n; k++) {
+        int64_t len = sizes ? sizes[k] : (k < n - 1 ? part : e - part * (n - 1));
+        if (len < 1 || at + len > e) {
+            fail(I, "part %d has %lld elements", k, (long long)len);
+            return false;
+        }
+        Expr *shape[MAXR] = {NULL}, *idx[MAXR];
+        for (int d = 0; d < r; d++)
+            shape[d] = d == a ? ir_int(I->c, len) : x->shape[d];
+        Var **ax = axes_of(I, r, shape);
+        for (int d = 0; d < r; d++)
+            idx[d] = d == a ? ir_simplify(I->c, ir_binop(I->c, EX_ADD, ir_varref(I->c, ax[d]),
+                                                         ir_int(I->c, at)))
+                            : ir_varref(I->c, ax[d]);
+        if (!define(I, k, x->dt, r, ax, ir_load(I->c, x->t, r, idx, false)))
+            return false;
+        at += len;
+    }
+    if (!sizes && at != e) {
+        fail(I, "%lld elements do not split into %d parts", (long long)e, n);
+        return false;
+    }
+    return true;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
-enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEMM, K_TRANSPOSE,
-       K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
-       K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU };
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
     {"Where", K_WHERE, 0},             {"Cast", K_CAST, 0},
@@ -1381,7 +1645,12 @@ static const OpKind other_ops[] = {
     {"Unsqueeze", K_RESHAPE, 0},       {"Concat", K_CONCAT, 0},
     {"Gather", K_GATHER, 0},           {"LayerNormalization", K_LAYERNORM, 0},
     {"Expand", K_EXPAND, 0},           {"Mean", K_MEANOF, 0},
-    {"PRelu", K_PRELU, 0},
+    {"PRelu", K_PRELU, 0},             {"Shape", K_SHAPE, 0},
+    {"Size", K_SIZE, 0},               {"ConstantOfShape", K_CONSTOFSHAPE, 0},
+    {"Slice", K_SLICE, 0},             {"Split", K_SPLIT, 0},
+    {"ReduceL1", K_REDUCE_L1, RD_SUM}, {"ReduceL2", K_REDUCE_L2, RD_SUM},
+    {"ReduceSumSquare", K_REDUCE_SQ, RD_SUM}, {"ReduceLogSum", K_REDUCE_LOGSUM, RD_SUM},
+    {"ReduceLogSumExp", K_REDUCE_LSE, RD_SUM},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -1435,11 +1704,18 @@ static bool import_node(Imp *I, int code)
         case K_EXPAND: return op_expand(I);
         case K_MEANOF: return op_mean_prelu(I, false);
         case K_PRELU: return op_mean_prelu(I, true);
+        case K_SHAPE: return op_shape(I, false);
+        case K_SIZE: return op_shape(I, true);
+        case K_CONSTOFSHAPE: return op_constant_of_shape(I);
+        case K_SLICE: return op_slice(I);
+        case K_SPLIT: return op_split(I);
+        case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
+        case K_REDUCE_LSE:
+            return op_reduce(I, RD_SUM, o->kind);
         case K_MATMUL: return op_matmul(I);
         case K_GEMM: return op_gemm(I);
         case K_TRANSPOSE: return op_transpose(I);
-        case K_REDUCE: return op_reduce(I, o->rop, false);
-        case K_MEAN: return op_reduce(I, o->rop, true);
+        case K_REDUCE: case K_MEAN: return op_reduce(I, o->rop, o->kind);
         case K_CONSTANT: return op_constant(I);
         case K_RECIP: {
             Val *x = input(I, 0);
@@ -1558,7 +1834,9 @@ static void import_graph(Imp *I)
             fail(I, "no output");
             break;
         }
-        for (size_t k = 1; k < I->node->n_output; k++)
+        bool many = strcmp(I->node->op_type, "Split") == 0 ||
+                    strcmp(I->node->op_type, "LayerNormalization") == 0;
+        for (size_t k = 1; k < I->node->n_output && !many; k++)
             if (I->node->output[k][0] && strcmp(I->node->op_type, "Dropout") != 0) {
                 fail(I, "more than one output is not supported");
                 break;
