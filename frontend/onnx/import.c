@@ -1753,8 +1753,10 @@ static Expr *dim_of(Imp *I, const Onnx__TensorShapeProto__Dimension *d, const ch
     Var *v = ir_te_find_dim(I->p, d->dim_param);
     if (!v) {
         for (int i = 0; i < I->nranges; i++)
-            if (strcmp(I->ranges[i].name, d->dim_param) == 0)
+            if (strcmp(I->ranges[i].name, d->dim_param) == 0) {
                 v = ir_te_add_dim(I->p, d->dim_param, I->ranges[i].lo, I->ranges[i].hi);
+                v->max = INT32_MAX; /* the importer's accesses hold for every size */
+            }
         if (!v) {
             fail(I, "%s: dim '%s' has no range: give it one with --dims %s=LO..HI", what,
                  d->dim_param, d->dim_param);
@@ -1762,6 +1764,67 @@ static Expr *dim_of(Imp *I, const Onnx__TensorShapeProto__Dimension *d, const ch
         }
     }
     return ir_varref(I->c, v);
+}
+
+static bool known_name(Imp *I, const char *name, const bool *done)
+{
+    if (!name[0] || find(I, name))
+        return true;
+    for (size_t j = 0; j < I->g->n_node; j++)
+        if (done[j])
+            for (size_t k = 0; k < I->g->node[j]->n_output; k++)
+                if (strcmp(I->g->node[j]->output[k], name) == 0)
+                    return true;
+    return false;
+}
+
+/* The nodes in an order in which each one's inputs come first (the file's
+ * order where it is one, as ONNX requires), or NULL and a diagnostic: an
+ * input that nothing computes, or a cycle. */
+static size_t *topo_order(Imp *I)
+{
+    const Onnx__GraphProto *g = I->g;
+    size_t n = g->n_node, m = 0;
+    size_t *order = IR_NEWN(I->u->arena, size_t, n + 1);
+    bool *done = calloc(n + 1, 1);
+    for (bool progress = true; m < n && progress;) {
+        progress = false;
+        for (size_t i = 0; i < n; i++) {
+            bool ready = !done[i];
+            for (size_t k = 0; ready && k < g->node[i]->n_input; k++)
+                ready = known_name(I, g->node[i]->input[k], done);
+            if (ready) {
+                done[i] = true;
+                order[m++] = i;
+                progress = true;
+            }
+        }
+    }
+    for (size_t i = 0; m < n && i < n; i++) {
+        if (done[i])
+            continue;
+        const char *missing = NULL;
+        for (size_t k = 0; !missing && k < g->node[i]->n_input; k++) {
+            const char *in = g->node[i]->input[k];
+            bool computed = false;
+            for (size_t j = 0; j < n && !computed; j++)
+                for (size_t o = 0; o < g->node[j]->n_output; o++)
+                    computed |= strcmp(g->node[j]->output[o], in) == 0;
+            if (!computed && !known_name(I, in, done))
+                missing = in;
+        }
+        I->node = g->node[i];
+        I->node_index = (int)i;
+        if (missing)
+            fail(I, "input '%s' is no graph input, initializer or node's output", missing);
+        else
+            fail(I, "the graph has a cycle through this node");
+        I->node = NULL;
+        free(done);
+        return NULL;
+    }
+    free(done);
+    return order;
 }
 
 static void import_graph(Imp *I)
@@ -1827,7 +1890,9 @@ static void import_graph(Imp *I)
         fail(I, "unsupported operator%s: %s", nbad == 1 ? "" : "s", list);
         return;
     }
-    for (size_t i = 0; i < g->n_node && !I->failed; i++) {
+    size_t *order = topo_order(I);
+    for (size_t o = 0; order && o < g->n_node && !I->failed; o++) {
+        size_t i = order[o];
         I->node = g->node[i];
         I->node_index = (int)i;
         if (I->node->n_output < 1 || !I->node->output[0][0]) {
@@ -1939,6 +2004,10 @@ int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit
     I.p = ir_te_new(fe_program_name(u->arena, path));
     I.c = I.p->ctx;
     import_model(&I, m);
+    for (int i = 0; i < nranges && !I.failed; i++)
+        if (!ir_te_find_dim(I.p, ranges[i].name))
+            fail(&I, "--dims %s: no input of the model has a dim named '%s'", ranges[i].name,
+                 ranges[i].name);
     onnx__model_proto__free_unpacked(m, NULL);
     free(I.vals);
     if (!I.failed && !ir_verify_te(I.p, err, errlen)) {

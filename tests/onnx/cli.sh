@@ -1,0 +1,80 @@
+#!/bin/sh
+# The ONNX importer from the command line: small models written as text
+# protobufs (tests/onnx/models/*.txt, encoded here with protoc-c --encode
+# against Debian's onnx.proto), run and checked over sizes in, at the ends
+# of and above the --dims range on cpu and emu; bad models, each one clear
+# error, exit 1, no output written.
+#   cli.sh DCC SRCDIR
+set -u
+dcc=$1
+src=$2
+models=$src/tests/onnx/models
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+for f in "$models"/*.txt; do
+    n=$(basename "$f" .txt)
+    grep -v '^#' "$f" | protoc-c --encode=onnx.ModelProto --proto_path=/usr/include/onnx onnx.proto \
+        >"$tmp/$n.onnx" || bad "encoding $n.txt"
+done
+
+# good models: checked against the reference at several sizes
+for args in "mlp batch=1..16 batch 1 7 16 40" "embed sequence=1..32 sequence 1 5 32 33"; do
+    set -- $args
+    m=$1 range=$2 dim=$3
+    shift 3
+    for v in "$@"; do
+        for t in cpu emu; do
+            out=$("$dcc" run "$tmp/$m.onnx" --dims "$range" --set "$dim=$v" --target=$t --check 2>&1)
+            case $out in
+            *"matches the reference"*) ok "$m $dim=$v on $t" ;;
+            *) bad "$m $dim=$v on $t: $out" ;;
+            esac
+        done
+    done
+done
+# an id out of range fails the call naming the tensor, and writes nothing
+printf 'input R[3] i64\noutput ids[i: 3] i64 = R[i] * 0 + 1 + i * 8\n' >"$tmp/ids.tex"
+"$dcc" run "$tmp/ids.tex" --output "ids=$tmp/ids.npy" >/dev/null || bad "making ids"
+out=$("$dcc" run "$tmp/embed.onnx" --dims sequence=1..32 --set sequence=3 --input "ids=$tmp/ids.npy" \
+      --output "y=$tmp/y.npy" 2>&1)
+rc=$?
+case "$rc $out" in
+"1 "*"index 17 of table on axis 0 is out of range -16..15"*)
+    [ -e "$tmp/y.npy" ] && bad "an output was written" || ok "an id out of range: $out" ;;
+*) bad "an id out of range: rc $rc: $out" ;;
+esac
+
+# bad models and bad command lines
+expect() { # NAME RC PATTERN ARGS...
+    name=$1 want=$2 pat=$3
+    shift 3
+    out=$("$dcc" "$@" --emit=te 2>&1)
+    rc=$?
+    lines=$(printf '%s\n' "$out" | grep -c 'error')
+    case "$out" in
+    *"$pat"*) [ "$rc" = "$want" ] && ok "$name: $(printf '%s' "$out" | head -1)" ||
+                  bad "$name: exit $rc, expected $want" ;;
+    *) bad "$name: expected '$pat', got: $out" ;;
+    esac
+    [ "$lines" -le 2 ] || bad "$name: $lines lines of errors"
+}
+expect cycle 1 "node 0 ('first', Add): the graph has a cycle through this node" "$tmp/cycle.onnx"
+expect missing 1 "input 'w' is no graph input, initializer or node's output" "$tmp/missing.onnx"
+expect unsupported 1 "unsupported operators: Cos 2, TopK 1" "$tmp/unsupported.onnx"
+expect double 1 "input 'x' is double: not supported yet" "$tmp/double.onnx"
+expect opset 1 "default-domain opset 5: opsets 7 to 21 are supported" "$tmp/old_opset.onnx"
+expect data_shape 1 "node 0 ('view', Reshape): the shape is not known when compiling" "$tmp/data_shape.onnx"
+expect no_range 1 "dim 'batch' has no range: give it one with --dims batch=LO..HI" "$tmp/mlp.onnx"
+expect wrong_dim 1 "--dims seq: no input of the model has a dim named 'seq'" "$tmp/mlp.onnx" --dims batch=1..4,seq=1..8
+expect bad_range 2 "--dims expects" "$tmp/mlp.onnx" --dims batch=0..4
+expect tex_dims 2 "--dims is for ONNX models" "$src/examples/softmax.tex" --dims T=1..4
+head -c 40 "$tmp/mlp.onnx" >"$tmp/truncated.onnx"
+expect truncated 1 "not an ONNX model (the protobuf does not decode)" "$tmp/truncated.onnx"
+printf 'hello, this is no model\n' >"$tmp/text.onnx"
+expect not_protobuf 1 "not an ONNX model" "$tmp/text.onnx"
+expect no_file 1 "No such file or directory" "$tmp/absent.onnx"
+echo "$((fails == 0 ? 1 : 0)) passed, $((fails == 0 ? 0 : 1)) failed"
+[ "$fails" -eq 0 ]
