@@ -47,6 +47,8 @@ static const char *usage_text =
     "               [--seed N]\n"
     "       dcc report --records=FILE [-o REPORT.svg]\n"
     "       dcc --help | --version\n"
+    "  FILE may also be an ONNX model (MODEL.onnx) with --dims NAME=LO..HI[,...]\n"
+    "  giving the range of each symbolic dim (dim_param) of its inputs\n"
     "\n"
     "  --emit=te           print the checked tensor-expression program\n"
     "  --emit=loops        print the loop IR after the last pass\n"
