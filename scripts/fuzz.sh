@@ -4,8 +4,9 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
 # TARGET is frontend (fuzz_frontend: .tex text through the lexer, parser
-# and sema) or records (fuzz_records: a records file through the reader,
-# the dispatch trees and the schedule dcc takes from it); both by default.
+# and sema), records (fuzz_records: a records file through the reader,
+# the dispatch trees and the schedule dcc takes from it) or onnx (fuzz_onnx:
+# a model's bytes through protobuf-c and the importer); all by default.
 # Configures build-fuzz with clang-14 and -DDC_FUZZ=ON (ASan + UBSan +
 # coverage on all code), builds the targets and runs each on a scratch
 # corpus (first: libFuzzer writes new inputs there) seeded from its corpus
@@ -18,14 +19,14 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 case $secs in
-'' | *[!0-9]*) echo "usage: $0 [SECONDS] [frontend|records...]" >&2; exit 2 ;;
+'' | *[!0-9]*) echo "usage: $0 [SECONDS] [frontend|records|onnx...]" >&2; exit 2 ;;
 esac
 [ $# -gt 0 ] && shift
-[ $# -gt 0 ] || set -- frontend records
+[ $# -gt 0 ] || set -- frontend records onnx
 for t in "$@"; do
     case $t in
-    frontend | records) ;;
-    *) echo "usage: $0 [SECONDS] [frontend|records...]" >&2; exit 2 ;;
+    frontend | records | onnx) ;;
+    *) echo "usage: $0 [SECONDS] [frontend|records|onnx...]" >&2; exit 2 ;;
     esac
 done
 cc=${CC:-clang-14}
@@ -48,6 +49,7 @@ for t in "$@"; do
     case $t in
     frontend) corpus=tests/fuzz/corpus dict=tests/fuzz/frontend.dict maxlen=4096 ;;
     records) corpus=tests/fuzz/records_corpus dict=tests/fuzz/records.dict maxlen=4096 ;;
+    onnx) corpus=tests/fuzz/onnx_corpus dict=tests/fuzz/onnx.dict maxlen=8192 ;;
     esac
     scratch=$build/fuzz-corpus-$t
     log=$build/fuzz-$t.log

@@ -298,7 +298,7 @@ int fe_onnx_read_tensor(const char *path, RtArray *out, char *name, size_t namel
 static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t def)
 {
     for (size_t i = 0; i < n->n_attribute; i++)
-        if (strcmp(n->attribute[i]->name, name) == 0 && n->attribute[i]->has_i)
+        if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0 && n->attribute[i]->has_i)
             return n->attribute[i]->i;
     return def;
 }
@@ -306,7 +306,7 @@ static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t def)
 static double attr_float(const Onnx__NodeProto *n, const char *name, double def)
 {
     for (size_t i = 0; i < n->n_attribute; i++)
-        if (strcmp(n->attribute[i]->name, name) == 0 && n->attribute[i]->has_f)
+        if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0 && n->attribute[i]->has_f)
             return n->attribute[i]->f;
     return def;
 }
@@ -314,7 +314,7 @@ static double attr_float(const Onnx__NodeProto *n, const char *name, double def)
 static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name)
 {
     for (size_t i = 0; i < n->n_attribute; i++)
-        if (strcmp(n->attribute[i]->name, name) == 0)
+        if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0)
             return n->attribute[i];
     return NULL;
 }
@@ -1827,9 +1827,34 @@ static size_t *topo_order(Imp *I)
     return order;
 }
 
+/* Whether every name the importer reads is there (protobuf-c leaves an
+ * absent optional string NULL); a diagnostic for the first that is not. */
+static bool names_present(Imp *I)
+{
+    const Onnx__GraphProto *g = I->g;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (!g->node[i]->op_type) {
+            fail(I, "node %zu has no op_type", i);
+            return false;
+        }
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!g->input[i]->name) {
+            fail(I, "graph input %zu has no name", i);
+            return false;
+        }
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!g->output[i]->name) {
+            fail(I, "graph output %zu has no name", i);
+            return false;
+        }
+    return true;
+}
+
 static void import_graph(Imp *I)
 {
     const Onnx__GraphProto *g = I->g;
+    if (!names_present(I))
+        return;
     for (size_t i = 0; i < g->n_initializer; i++)
         if (g->initializer[i]->name)
             add_tensor_proto(I, g->initializer[i]->name, g->initializer[i]);
@@ -1947,6 +1972,9 @@ static void import_model(Imp *I, const Onnx__ModelProto *m)
     import_graph(I);
 }
 
+static int import_bytes(const char *path, const uint8_t *buf, size_t len, const FeDimRange *ranges,
+                        int nranges, FeUnit *u, char *err, size_t errlen);
+
 bool fe_is_onnx(const char *path)
 {
     size_t n = path ? strlen(path) : 0;
@@ -1992,10 +2020,29 @@ int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit
                  bad ? "cannot read it" : "larger than 1 GB (external data is not supported yet)");
         return -1;
     }
+    int rc = import_bytes(path, buf, len, ranges, nranges, u, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const FeDimRange *ranges,
+                       int nranges, FeUnit *u, char *err, size_t errlen)
+{
+    if (!IR_ARG_OK(u, err, errlen))
+        return -1;
+    memset(u, 0, sizeof *u);
+    if (!IR_ARG_OK(path, err, errlen) || (len && !IR_ARG_OK(data, err, errlen)))
+        return -1;
+    u->arena = ir_arena_new();
+    return import_bytes(path, data, len, ranges, nranges, u, err, errlen);
+}
+
+static int import_bytes(const char *path, const uint8_t *buf, size_t len, const FeDimRange *ranges,
+                        int nranges, FeUnit *u, char *err, size_t errlen)
+{
     u->src = (Source){ir_arena_strdup(u->arena, path), "", 0};
     ir_diags_init(&u->diags, u->arena, &u->src);
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
-    free(buf);
     if (!m) {
         ir_diag(&u->diags, (SrcLoc){0, 0}, "not an ONNX model (the protobuf does not decode)");
         return 1;

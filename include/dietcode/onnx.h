@@ -24,6 +24,9 @@ typedef struct FeDimRange {
  * range in ranges. Release with fe_unload in every case. */
 int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit *u, char *err,
                  size_t errlen);
+/* The same for a model's bytes in memory, path naming it in messages. */
+int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const FeDimRange *ranges,
+                       int nranges, FeUnit *u, char *err, size_t errlen);
 /* Reads a serialized TensorProto (a backend test's input_N.pb) of f32,
  * i32, i64 or bool into out (release with rt_array_free) and its name
  * into name (may be NULL); -1 and err. */
