@@ -163,7 +163,7 @@ int ex_plan_print(FILE *out, const LoopProgram *lp, const int64_t *dims, char *e
         fprintf(out, ": %s", b->kind == DCRT_BUF_CONST && !b->data ? "constant, read by no kernel"
                                                                      : kinds[b->kind]);
         if (b->dtype != DCRT_F32 && b->kind != DCRT_BUF_CHECK)
-            fprintf(out, " of %s", rt_dtype_name(b->dtype));
+            fprintf(out, " (%s)", rt_dtype_name(b->dtype));
         fprintf(out, ", %lld bytes", (long long)pl->numel[i] * rt_dtype_size(b->dtype));
         if (pl->offset[i] >= 0)
             fprintf(out, " at workspace offset %lld", (long long)pl->offset[i]);

@@ -16,7 +16,6 @@
 #include "onnx.pb-c.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,12 +28,20 @@ enum { MAXR = 8, MAX_MODEL_BYTES = 1 << 30 };
 enum { OT_FLOAT = 1, OT_INT32 = 6, OT_INT64 = 7, OT_BOOL = 9, OT_FLOAT16 = 10, OT_DOUBLE = 11,
        OT_BFLOAT16 = 16 };
 
+enum { MAXK = 8 }; /* the most elements of a shape value */
+
 typedef struct Val {
     const char *onnx; /* its ONNX name */
     Tensor *t;
     DType dt;
     int rank;
     Expr *shape[MAXR];
+    /* a shape value: an integer scalar or vector of at most MAXK elements
+     * whose elements are known when compiling as expressions over the dims
+     * (a constant's, a Shape's and what integer arithmetic, Gather,
+     * Slice, Concat, Unsqueeze and the like make of them); nknown -1 if not */
+    int nknown;
+    Expr *known[MAXK];
 } Val;
 
 typedef struct Imp {
@@ -121,9 +128,17 @@ static Val *add_val(Imp *I, const char *onnx, Tensor *t)
             ir_panic(__FILE__, __LINE__, "out of memory");
     }
     Val *v = &I->vals[I->nvals++];
-    *v = (Val){ir_arena_strdup(I->u->arena, onnx), t, t->dtype, t->rank, {0}};
+    *v = (Val){ir_arena_strdup(I->u->arena, onnx), t, t->dtype, t->rank, {0}, -1, {0}};
     for (int i = 0; i < t->rank; i++)
         v->shape[i] = t->shape[i];
+    int64_t n = 1;
+    bool small = t->rank <= 1 && (t->rank == 0 || ir_is_const(t->shape[0], &n)) && n <= MAXK;
+    if (t->data && small && (t->dtype == DT_I64 || t->dtype == DT_I32)) {
+        v->nknown = (int)n;
+        for (int64_t i = 0; i < n; i++)
+            v->known[i] = ir_int(I->c, t->dtype == DT_I64 ? ((const int64_t *)t->data)[i]
+                                                          : ((const int32_t *)t->data)[i]);
+    }
     return v;
 }
 
@@ -235,29 +250,48 @@ static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *
     return add_val(I, onnx, t);
 }
 
+/* The whole file at path (at most MAX_MODEL_BYTES), malloc'd; NULL and a
+ * one-line message starting with path. */
+static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = rt_open_read(path, err, errlen);
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16;
+    uint8_t *buf = malloc(cap);
+    *len = 0;
+    for (size_t r; buf && (r = fread(buf + *len, 1, cap - *len, f)) > 0;) {
+        *len += r;
+        if (*len < cap)
+            continue;
+        uint8_t *nb = cap < (size_t)MAX_MODEL_BYTES ? realloc(buf, cap * 2) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            snprintf(err, errlen, "%s: larger than 1 GB (external data is not supported yet)", path);
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+        snprintf(err, errlen, "%s: cannot read it", path);
+    }
+    fclose(f);
+    return buf;
+}
+
 int fe_onnx_read_tensor(const char *path, RtArray *out, char *name, size_t namelen, char *err,
                         size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    size_t len;
+    uint8_t *buf = read_all(path, &len, err, errlen);
+    if (!buf)
         return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
-    uint8_t *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
-        len += r;
-        if (len == cap && cap < (size_t)MAX_MODEL_BYTES) {
-            cap *= 2;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    Onnx__TensorProto *tp = buf ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     free(buf);
     if (!tp) {
         snprintf(err, errlen, "%s: not an ONNX TensorProto", path);
@@ -429,6 +463,14 @@ static Val *input(Imp *I, int k)
 /* The elements of a constant input (an initializer), as int64, or NULL. */
 static const int64_t *const_ints(Imp *I, Val *v, int64_t *n)
 {
+    if (v && v->nknown >= 0) { /* a shape value whose elements are numbers */
+        int64_t *out = IR_NEWN(I->u->arena, int64_t, MAXK);
+        for (int i = 0; i < v->nknown; i++)
+            if (!ir_is_const(ir_simplify(I->c, v->known[i]), &out[i]))
+                return NULL;
+        *n = v->nknown;
+        return out;
+    }
     if (!v || !v->t->data || v->rank > 1 || (v->dt != DT_I64 && v->dt != DT_I32))
         return NULL;
     int64_t e = 1;
@@ -440,6 +482,44 @@ static const int64_t *const_ints(Imp *I, Val *v, int64_t *n)
                                    ((const int32_t *)v->t->data)[i];
     *n = e;
     return out;
+}
+
+static Val *define_const(Imp *I, int k, DType dt, int rank, const int64_t *dims, const void *data);
+
+/* Output k as a shape value of n elements (rank 0 when scalar): a
+ * constant when they are numbers, else computed from the dims. */
+static Val *define_known(Imp *I, int k, DType dt, bool scalar, int n, Expr *const *e)
+{
+    int64_t num[MAXK];
+    bool consts = true;
+    for (int i = 0; i < n; i++)
+        consts &= ir_is_const(ir_simplify(I->c, e[i]), &num[i]);
+    Val *v;
+    int64_t len = n;
+    if (consts && !is_graph_output(I, I->node->output[k])) {
+        if (dt == DT_I64)
+            v = define_const(I, k, DT_I64, scalar ? 0 : 1, &len, num);
+        else {
+            int32_t n32[MAXK];
+            for (int i = 0; i < n; i++)
+                n32[i] = (int32_t)num[i];
+            v = define_const(I, k, dt, scalar ? 0 : 1, &len, dt == DT_I32 ? (void *)n32 : (void *)num);
+        }
+    } else {
+        Expr *shape = ir_int(I->c, n);
+        Var **ax = axes_of(I, scalar ? 0 : 1, &shape);
+        Expr *body = ir_simplify(I->c, e[n - 1]);
+        for (int i = n - 2; i >= 0; i--)
+            body = ir_select(I->c, ir_binop(I->c, EX_EQ, ir_varref(I->c, ax[0]), ir_int(I->c, i)),
+                             ir_simplify(I->c, e[i]), body);
+        v = define(I, k, dt, scalar ? 0 : 1, ax, body);
+    }
+    if (v) {
+        v->nknown = n;
+        for (int i = 0; i < n; i++)
+            v->known[i] = ir_simplify(I->c, e[i]);
+    }
+    return v;
 }
 
 static int norm_axis(Imp *I, int64_t a, int rank)
@@ -802,7 +882,7 @@ static bool op_gemm(Imp *I)
         Val out = {.rank = 2, .shape = {M, N}};
         Val *bc[2] = {&out, cv};
         int r;
-        Expr *s2[MAXR];
+        Expr *s2[MAXR] = {NULL};
         if (cv->dt != DT_F32 || cv->rank > 2 || !broadcast(I, bc, 2, &r, s2)) {
             if (!I->failed)
                 fail(I, "C does not broadcast to the product");
@@ -892,7 +972,7 @@ static bool op_transpose(Imp *I)
         seen[p] = true;
         perm[d] = (int)p;
     }
-    Expr *shape[MAXR], *idx[MAXR];
+    Expr *shape[MAXR] = {NULL}, *idx[MAXR];
     for (int d = 0; d < r; d++)
         shape[d] = x->shape[perm[d]];
     Var **ax = axes_of(I, r, shape);
@@ -1051,13 +1131,21 @@ static bool view(Imp *I, Val *x, int rank, Expr **shape)
         return false;
     }
     Var **ax = axes_of(I, rank, shape);
-    Expr *f = flat_of(I, rank, shape, ax), *idx[MAXR];
+    /* leading axes of the same extents map one to one (BERT's [b, s, 768]
+     * to [b, s, 12, 64]); the rest through the flat position */
+    int lead = 0;
+    while (lead < rank - 1 && lead < x->rank - 1 &&
+           ir_simplify(I->c, shape[lead]) == ir_simplify(I->c, x->shape[lead]))
+        lead++;
+    Expr *f = flat_of(I, rank - lead, shape + lead, ax + lead), *idx[MAXR];
     Expr *inner = ir_int(I->c, 1);
-    for (int d = x->rank - 1; d >= 0; d--) {
+    for (int d = x->rank - 1; d >= lead; d--) {
         Expr *q = ir_binop(I->c, EX_DIV, f, inner);
-        idx[d] = ir_simplify(I->c, d == 0 ? q : ir_binop(I->c, EX_MOD, q, x->shape[d]));
+        idx[d] = ir_simplify(I->c, d == lead ? q : ir_binop(I->c, EX_MOD, q, x->shape[d]));
         inner = ir_binop(I->c, EX_MUL, inner, x->shape[d]);
     }
+    for (int d = 0; d < lead; d++)
+        idx[d] = ir_varref(I->c, ax[d]);
     return define(I, 0, x->dt, rank, ax, ir_load(I->c, x->t, x->rank, idx, false)) != NULL;
 }
 
@@ -1104,13 +1192,14 @@ static bool op_reshape(Imp *I, const char *op)
     const int64_t *v;
     int64_t n;
     if (strcmp(op, "Reshape") == 0) {
-        v = const_ints(I, input(I, 1), &n);
-        if (!v) {
+        Val *sv = input(I, 1);
+        if (!sv || sv->nknown < 0) {
             if (!I->failed)
-                fail(I, "the shape is not known when compiling (it must be a constant; shape "
-                        "computations are not folded yet)");
+                fail(I, "the shape is not known when compiling: it must be a constant or "
+                        "computed from shapes (Shape, Gather, Concat, arithmetic)");
             return false;
         }
+        n = sv->nknown;
         if (n > MAXR) {
             fail(I, "rank %lld", (long long)n);
             return false;
@@ -1119,14 +1208,17 @@ static bool op_reshape(Imp *I, const char *op)
         int minus = -1;
         Expr *known = ir_int(I->c, 1);
         for (int64_t d = 0; d < n; d++) {
-            if (v[d] == 0 && !allowzero && d < x->rank)
+            Expr *e = ir_simplify(I->c, sv->known[d]);
+            int64_t c = 1;
+            bool num = ir_is_const(e, &c);
+            if (num && c == 0 && !allowzero && d < x->rank)
                 shape[d] = x->shape[d];
-            else if (v[d] == -1 && minus < 0)
+            else if (num && c == -1 && minus < 0)
                 minus = (int)d;
-            else if (v[d] >= 1)
-                shape[d] = ir_int(I->c, v[d]);
+            else if (!num || c >= 1)
+                shape[d] = e; /* a dim's expression is >= 1 */
             else {
-                fail(I, "shape element %lld is %lld", (long long)d, (long long)v[d]);
+                fail(I, "shape element %lld is %lld", (long long)d, (long long)c);
                 return false;
             }
             if (d != minus)
@@ -1342,21 +1434,24 @@ static bool op_layernorm(Imp *I)
 /* Expand(x, shape): x broadcast to a constant shape. */
 static bool op_expand(Imp *I)
 {
-    Val *x = input(I, 0);
-    int64_t n;
-    const int64_t *v = x ? const_ints(I, input(I, 1), &n) : NULL;
-    if (!v) {
+    Val *x = input(I, 0), *sv = x ? input(I, 1) : NULL;
+    if (!sv || sv->nknown < 0) {
         if (!I->failed)
-            fail(I, "the shape is not known when compiling (it must be a constant)");
+            fail(I, "the shape is not known when compiling: it must be a constant or computed "
+                    "from shapes");
         return false;
     }
+    int n = sv->nknown;
     if (n > MAXR) {
-        fail(I, "rank %lld", (long long)n);
+        fail(I, "rank %d", n);
         return false;
     }
-    Val to = {.rank = (int)n};
-    for (int64_t d = 0; d < n; d++)
-        to.shape[d] = ir_int(I->c, v[d] < 1 ? 1 : v[d]);
+    Val to = {.rank = n};
+    for (int d = 0; d < n; d++) {
+        int64_t c;
+        Expr *e = ir_simplify(I->c, sv->known[d]);
+        to.shape[d] = ir_is_const(e, &c) && c < 1 ? ir_int(I->c, 1) : e;
+    }
     Val *bv[2] = {x, &to};
     int r;
     Expr *shape[MAXR] = {NULL};
@@ -1401,7 +1496,7 @@ static bool op_mean_prelu(Imp *I, bool prelu)
 /* A constant the importer computed (a static shape, a filled tensor). */
 static Val *define_const(Imp *I, int k, DType dt, int rank, const int64_t *dims, const void *data)
 {
-    Expr *shape[MAXR];
+    Expr *shape[MAXR] = {NULL};
     int64_t n = 1;
     for (int d = 0; d < rank; d++) {
         shape[d] = ir_int(I->c, dims[d]);
@@ -1423,27 +1518,21 @@ static bool op_shape(Imp *I, bool size)
     Val *x = input(I, 0);
     if (!x)
         return false;
-    int64_t ext[MAXR], n = 1;
-    for (int d = 0; d < x->rank; d++) {
-        if (!ir_is_const(ir_simplify(I->c, x->shape[d]), &ext[d])) {
-            fail(I, "the extents use dims: shape computations are not folded yet");
-            return false;
-        }
-        n *= ext[d];
+    if (size) {
+        Expr *n = numel_of(I, x->rank, x->shape);
+        return define_known(I, 0, DT_I64, true, 1, &n) != NULL;
     }
-    if (size)
-        return define_const(I, 0, DT_I64, 0, NULL, &n) != NULL;
     int64_t lo = attr_int(I->node, "start", 0), hi = attr_int(I->node, "end", x->rank);
     lo = lo < 0 ? lo + x->rank : lo;
     hi = hi < 0 ? hi + x->rank : hi;
     lo = lo < 0 ? 0 : lo > x->rank ? x->rank : lo;
     hi = hi < lo ? lo : hi > x->rank ? x->rank : hi;
     int64_t len = hi - lo;
-    if (len == 0) {
-        fail(I, "an empty shape is not supported");
+    if (len == 0 || len > MAXK) {
+        fail(I, "a shape of %lld elements is not supported", (long long)len);
         return false;
     }
-    return define_const(I, 0, DT_I64, 1, &len, ext + lo) != NULL;
+    return define_known(I, 0, DT_I64, false, (int)len, x->shape + lo) != NULL;
 }
 
 /* ConstantOfShape(shape): a constant shape filled with value. */
@@ -1669,6 +1758,107 @@ static int op_code(const char *op)
         if (strcmp(op, composite_ops[i]) == 0)
             return 400;
     return 0;
+}
+
+/* Whether e is an index over the variables of ax alone (no load). */
+static bool plain_index(const Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: return true;
+    case EX_VAR: return e->var->kind != VK_DIM;
+    case EX_ADD: case EX_SUB: case EX_MUL: case EX_DIV: case EX_MOD: case EX_MIN: case EX_MAX:
+        return plain_index(e->op.a) && plain_index(e->op.b);
+    default: return false;
+    }
+}
+
+/* The node just imported, where its inputs are shape values and its
+ * output a scalar or short vector: its elements known too. An output
+ * that reads input 0 at plain indices (Identity, Reshape, Unsqueeze,
+ * Squeeze, Flatten, Slice) takes the elements there; Gather by constant
+ * indices, Concat, Cast to an integer and integer arithmetic compute them. */
+static void propagate_known(Imp *I)
+{
+    const Onnx__NodeProto *n = I->node;
+    Val *out = find(I, n->output[0]);
+    if (!out || out->nknown >= 0 || out->rank > 1 || (out->dt != DT_I64 && out->dt != DT_I32))
+        return;
+    int64_t len = 1;
+    if (out->rank == 1 && (!ir_is_const(ir_simplify(I->c, out->shape[0]), &len) || len > MAXK))
+        return;
+    Val *in[16] = {NULL};
+    int nin = (int)n->n_input < 16 ? (int)n->n_input : 16;
+    for (int i = 0; i < nin; i++)
+        in[i] = n->input[i][0] ? find(I, n->input[i]) : NULL;
+    if (!in[0] || in[0]->nknown < 0)
+        return;
+    Expr *k[MAXK];
+    const char *op = n->op_type;
+    const Expr *body = out->t->body;
+    if (strcmp(op, "Gather") == 0) {
+        int64_t m;
+        const int64_t *ix = const_ints(I, in[1], &m);
+        if (!ix || m != len)
+            return;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t i = ix[j] < 0 ? ix[j] + in[0]->nknown : ix[j];
+            if (i < 0 || i >= in[0]->nknown)
+                return;
+            k[j] = in[0]->known[i];
+        }
+    } else if (strcmp(op, "Concat") == 0) {
+        int at = 0;
+        for (int i = 0; i < nin; i++) {
+            if (!in[i] || in[i]->nknown < 0 || at + in[i]->nknown > MAXK)
+                return;
+            for (int j = 0; j < in[i]->nknown; j++)
+                k[at++] = in[i]->known[j];
+        }
+        if (at != len)
+            return;
+    } else if (body && body->kind == EX_LOAD && body->load.t == in[0]->t) {
+        for (int64_t j = 0; j < len; j++) {
+            int64_t flat = 0;
+            for (int d = 0; d < body->load.n; d++) {
+                if (!plain_index(body->load.idx[d]))
+                    return;
+                Var *ax = out->rank ? out->t->axes[0] : NULL;
+                int64_t x = ir_eval_at(body->load.idx[d], ax ? 1 : 0, &ax, &j);
+                int64_t e = 1;
+                if (!ir_is_const(ir_simplify(I->c, in[0]->t->shape[d]), &e))
+                    return;
+                flat = flat * e + x;
+            }
+            if (flat < 0 || flat >= in[0]->nknown)
+                return;
+            k[j] = in[0]->known[flat];
+        }
+    } else if (strcmp(op, "Cast") == 0) {
+        if (len != in[0]->nknown)
+            return;
+        memcpy(k, in[0]->known, sizeof *k * (size_t)len);
+    } else {
+        ExprKind kind = strcmp(op, "Add") == 0 ? EX_ADD : strcmp(op, "Sub") == 0 ? EX_SUB :
+                        strcmp(op, "Mul") == 0 ? EX_MUL : strcmp(op, "Div") == 0 ? EX_DIV :
+                        strcmp(op, "Max") == 0 ? EX_MAX : strcmp(op, "Min") == 0 ? EX_MIN : EX_INT;
+        if (kind == EX_INT || nin != 2 || !in[1] || in[1]->nknown < 0)
+            return;
+        for (int64_t j = 0; j < len; j++) {
+            Expr *a = in[0]->known[in[0]->nknown == 1 ? 0 : j];
+            Expr *b = in[1]->known[in[1]->nknown == 1 ? 0 : j];
+            int64_t x, y;
+            bool nums = ir_is_const(a, &x) && ir_is_const(b, &y);
+            if (kind == EX_DIV && nums) /* ONNX's integer division truncates */
+                k[j] = y == 0 ? NULL : ir_int(I->c, x / y);
+            else
+                k[j] = ir_simplify(I->c, ir_binop(I->c, kind, a, b)); /* of dims: >= 0, floor = trunc */
+            if (!k[j])
+                return;
+        }
+    }
+    out->nknown = (int)len;
+    for (int64_t j = 0; j < len; j++)
+        out->known[j] = ir_simplify(I->c, k[j]);
 }
 
 static bool import_node(Imp *I, int code)
@@ -1931,8 +2121,8 @@ static void import_graph(Imp *I)
                 fail(I, "more than one output is not supported");
                 break;
             }
-        if (!I->failed)
-            import_node(I, op_code(I->node->op_type));
+        if (!I->failed && import_node(I, op_code(I->node->op_type)))
+            propagate_known(I);
     }
     I->node = NULL;
     for (size_t i = 0; i < g->n_output && !I->failed; i++) {
@@ -1990,36 +2180,10 @@ int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit
     if (!IR_ARG_OK(path, err, errlen))
         return -1;
     u->arena = ir_arena_new();
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    size_t len;
+    uint8_t *buf = read_all(path, &len, err, errlen);
+    if (!buf)
         return -1;
-    }
-    size_t cap = 1 << 20, len = 0;
-    uint8_t *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
-        len += r;
-        if (len == cap) {
-            if (cap >= (size_t)MAX_MODEL_BYTES) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            cap *= 2;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        snprintf(err, errlen, "%s: %s", path,
-                 bad ? "cannot read it" : "larger than 1 GB (external data is not supported yet)");
-        return -1;
-    }
     int rc = import_bytes(path, buf, len, ranges, nranges, u, err, errlen);
     free(buf);
     return rc;

@@ -35,6 +35,22 @@ for args in "mlp batch=1..16 batch 1 7 16 40" "embed sequence=1..32 sequence 1 5
         done
     done
 done
+# a Reshape's target computed from Shape, Gather, Unsqueeze and Concat
+for s in 1 13 64 70; do
+    for t in cpu emu; do
+        out=$("$dcc" run "$tmp/heads.onnx" --dims batch=1..4,sequence=1..64 --set batch=3 \
+              --set "sequence=$s" --target=$t --check 2>&1)
+        case $out in
+        *"y matches the reference"*"z matches the reference"*) ok "heads sequence=$s on $t" ;;
+        *) bad "heads sequence=$s on $t: $out" ;;
+        esac
+    done
+done
+out=$("$dcc" "$tmp/heads.onnx" --dims batch=1..4,sequence=1..64 --emit=te)
+case $out in
+*"v[i0: batch, i1: sequence, i2: 2, i3: 4] = x[i0, i1, i2 * 4 + i3]"*) ok "the head split reads x plainly" ;;
+*) bad "the head split: $out" ;;
+esac
 # an id out of range fails the call naming the tensor, and writes nothing
 printf 'input R[3] i64\noutput ids[i: 3] i64 = R[i] * 0 + 1 + i * 8\n' >"$tmp/ids.tex"
 "$dcc" run "$tmp/ids.tex" --output "ids=$tmp/ids.npy" >/dev/null || bad "making ids"
