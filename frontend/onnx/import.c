@@ -535,7 +535,7 @@ static int norm_axis(Imp *I, int64_t a, int rank)
 enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEMM, K_TRANSPOSE,
        K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
-       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE };
+       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU };
 
 /* ---- operators ---- */
 
@@ -1719,6 +1719,37 @@ static bool op_split(Imp *I)
     return true;
 }
 
+/* Trilu(x, k): the upper (or lower) triangle of the last two axes, the
+ * diagonal shifted by the constant k, zeros elsewhere. */
+static bool op_trilu(Imp *I)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int64_t k = 0, n = 1;
+    if (I->node->n_input > 1 && I->node->input[1][0]) {
+        const int64_t *kv = const_ints(I, input(I, 1), &n);
+        if (!kv || n != 1) {
+            if (!I->failed)
+                fail(I, "k must be a constant");
+            return false;
+        }
+        k = kv[0];
+    }
+    if (x->rank < 2) {
+        fail(I, "rank %d", x->rank);
+        return false;
+    }
+    int r = x->rank;
+    Var **ax = axes_of(I, r, x->shape);
+    Expr *diag = ir_binop(I->c, EX_SUB, ir_varref(I->c, ax[r - 1]), ir_varref(I->c, ax[r - 2]));
+    bool upper = attr_int(I->node, "upper", 1);
+    Expr *keep = upper ? ir_binop(I->c, EX_LE, ir_int(I->c, k), diag)
+                       : ir_binop(I->c, EX_LE, diag, ir_int(I->c, k));
+    Expr *zero = x->dt == DT_F32 ? fl(I, 0.0) : ir_int(I->c, 0);
+    return define(I, 0, x->dt, r, ax, ir_select(I->c, keep, read_at(I, x, r, ax), zero)) != NULL;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
@@ -1739,7 +1770,7 @@ static const OpKind other_ops[] = {
     {"Slice", K_SLICE, 0},             {"Split", K_SPLIT, 0},
     {"ReduceL1", K_REDUCE_L1, RD_SUM}, {"ReduceL2", K_REDUCE_L2, RD_SUM},
     {"ReduceSumSquare", K_REDUCE_SQ, RD_SUM}, {"ReduceLogSum", K_REDUCE_LOGSUM, RD_SUM},
-    {"ReduceLogSumExp", K_REDUCE_LSE, RD_SUM},
+    {"ReduceLogSumExp", K_REDUCE_LSE, RD_SUM}, {"Trilu", K_TRILU, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -1899,6 +1930,7 @@ static bool import_node(Imp *I, int code)
         case K_CONSTOFSHAPE: return op_constant_of_shape(I);
         case K_SLICE: return op_slice(I);
         case K_SPLIT: return op_split(I);
+        case K_TRILU: return op_trilu(I);
         case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
         case K_REDUCE_LSE:
             return op_reduce(I, RD_SUM, o->kind);
