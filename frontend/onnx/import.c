@@ -535,7 +535,7 @@ static int norm_axis(Imp *I, int64_t a, int rank)
 enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEMM, K_TRANSPOSE,
        K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
-       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU };
+       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE };
 
 /* ---- operators ---- */
 
@@ -1750,6 +1750,40 @@ static bool op_trilu(Imp *I)
     return define(I, 0, x->dt, r, ax, ir_select(I->c, keep, read_at(I, x, r, ax), zero)) != NULL;
 }
 
+/* Range(start, limit, delta) of shape values (integer; delta a nonzero
+ * constant): start + i * delta for i below ceil((limit - start) / delta),
+ * an extent over the dims where limit is one (GPT-2's position ids). */
+static bool op_range(Imp *I)
+{
+    Val *v[3] = {input(I, 0), input(I, 1), input(I, 2)};
+    if (!v[0] || !v[1] || !v[2])
+        return false;
+    int64_t delta;
+    for (int i = 0; i < 3; i++)
+        if (v[i]->nknown != 1 || (v[i]->dt != DT_I64 && v[i]->dt != DT_I32)) {
+            fail(I, "start, limit and delta must be integers known when compiling");
+            return false;
+        }
+    if (!ir_is_const(v[2]->known[0], &delta) || delta == 0) {
+        fail(I, "delta must be a nonzero constant");
+        return false;
+    }
+    Expr *span = ir_binop(I->c, EX_SUB, v[1]->known[0], v[0]->known[0]);
+    if (delta < 0)
+        span = ir_unop(I->c, EX_NEG, span);
+    int64_t d = delta < 0 ? -delta : delta, e;
+    Expr *len = ir_simplify(I->c, ir_binop(I->c, EX_DIV, ir_binop(I->c, EX_ADD, span, ir_int(I->c, d - 1)),
+                                           ir_int(I->c, d)));
+    if (ir_is_const(len, &e) && e < 1) {
+        fail(I, "an empty range is not supported");
+        return false;
+    }
+    Var **ax = axes_of(I, 1, &len);
+    Expr *body = ir_binop(I->c, EX_ADD, v[0]->known[0],
+                          ir_binop(I->c, EX_MUL, ir_varref(I->c, ax[0]), ir_int(I->c, delta)));
+    return define(I, 0, v[0]->dt, 1, ax, body) != NULL;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
@@ -1771,6 +1805,7 @@ static const OpKind other_ops[] = {
     {"ReduceL1", K_REDUCE_L1, RD_SUM}, {"ReduceL2", K_REDUCE_L2, RD_SUM},
     {"ReduceSumSquare", K_REDUCE_SQ, RD_SUM}, {"ReduceLogSum", K_REDUCE_LOGSUM, RD_SUM},
     {"ReduceLogSumExp", K_REDUCE_LSE, RD_SUM}, {"Trilu", K_TRILU, 0},
+    {"Range", K_RANGE, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -1931,6 +1966,7 @@ static bool import_node(Imp *I, int code)
         case K_SLICE: return op_slice(I);
         case K_SPLIT: return op_split(I);
         case K_TRILU: return op_trilu(I);
+        case K_RANGE: return op_range(I);
         case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
         case K_REDUCE_LSE:
             return op_reduce(I, RD_SUM, o->kind);

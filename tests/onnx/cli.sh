@@ -51,6 +51,23 @@ case $out in
 *"v[i0: batch, i1: sequence, i2: 2, i3: 4] = x[i0, i1, i2 * 4 + i3]"*) ok "the head split reads x plainly" ;;
 *) bad "the head split: $out" ;;
 esac
+# position ids from Range over the sequence dim: in range every size
+# checks; past the position table (8 rows) the call fails naming it
+for s in 1 5 8; do
+    for t in cpu emu; do
+        out=$("$dcc" run "$tmp/positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=2 \
+              --set "sequence=$s" --target=$t --check 2>&1)
+        case $out in
+        *"y matches the reference"*) ok "positions sequence=$s on $t" ;;
+        *) bad "positions sequence=$s on $t: $out" ;;
+        esac
+    done
+done
+out=$("$dcc" run "$tmp/positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=1 --set sequence=9 2>&1)
+case $out in
+*"index 8 of wpe on axis 0 is out of range -8..7"*) ok "positions past the table: $out" ;;
+*) bad "positions past the table: $out" ;;
+esac
 # an id out of range fails the call naming the tensor, and writes nothing
 printf 'input R[3] i64\noutput ids[i: 3] i64 = R[i] * 0 + 1 + i * 8\n' >"$tmp/ids.tex"
 "$dcc" run "$tmp/ids.tex" --output "ids=$tmp/ids.npy" >/dev/null || bad "making ids"
