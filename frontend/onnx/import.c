@@ -1539,10 +1539,39 @@ static bool op_shape(Imp *I, bool size)
 static bool op_constant_of_shape(Imp *I)
 {
     int64_t n;
-    const int64_t *v = const_ints(I, input(I, 0), &n);
+    Val *sv = input(I, 0);
+    const int64_t *v = const_ints(I, sv, &n);
+    if (!v && sv && sv->nknown >= 0 && sv->nknown <= MAXR) {
+        /* a shape over the dims: the value computed at every point */
+        const Onnx__AttributeProto *va = attr(I->node, "value");
+        DType dt = DT_F32;
+        Expr *value = fl(I, 0.0);
+        char err[256];
+        if (va && va->t) {
+            int64_t m;
+            if (!dtype_of(I, va->t->has_data_type ? va->t->data_type : 0, "value", &dt))
+                return false;
+            void *d = tensor_data(va->t, dt, &m, err, sizeof err);
+            if (!d || m != 1) {
+                free(d);
+                fail(I, "value must hold one element");
+                return false;
+            }
+            value = dt == DT_F32 ? fl(I, ((const float *)d)[0]) :
+                    dt == DT_I64 ? ir_int(I->c, ((const int64_t *)d)[0]) :
+                    dt == DT_I32 ? ir_int(I->c, ((const int32_t *)d)[0]) :
+                                   ir_int(I->c, ((const uint8_t *)d)[0] != 0);
+            free(d);
+        }
+        Expr *shape[MAXR] = {NULL};
+        for (int d = 0; d < sv->nknown; d++)
+            shape[d] = sv->known[d];
+        Var **ax = axes_of(I, sv->nknown, shape);
+        return define(I, 0, dt, sv->nknown, ax, value) != NULL;
+    }
     if (!v) {
         if (!I->failed)
-            fail(I, "the shape is not known when compiling (it must be a constant)");
+            fail(I, "the shape is not known when compiling");
         return false;
     }
     int64_t total = 1;
