@@ -1615,77 +1615,139 @@ static bool op_constant_of_shape(Imp *I)
 
 /* Slice with constant starts, ends, axes and steps (opset 10+; attributes
  * before): out[..., j, ...] = x[..., start + j * step, ...]. */
+static void cap_dims(Expr *e, void *ud)
+{
+    (void)ud;
+    if (e->kind == EX_VAR && e->var->kind == VK_DIM)
+        e->var->max = e->var->hi;
+}
+
+/* Whether e >= 0 is proven for every size, or else within the declared
+ * ranges (then the dims it uses accept no size above them, as a .tex
+ * program's unprovable access does). */
+static bool proven_nonneg(Imp *I, Expr *e)
+{
+    e = ir_simplify(I->c, e);
+    if (ir_prove_nonneg(I->c, e, RANGE_OPEN))
+        return true;
+    if (!ir_prove_nonneg(I->c, e, RANGE_DECLARED))
+        return false;
+    ir_expr_visit(e, cap_dims, NULL);
+    return true;
+}
+
+/* The elements of a Slice parameter: a shape value's expressions, or an
+ * attribute's numbers (before opset 10). */
+static bool slice_arg(Imp *I, int k, const char *name, Expr **out, int64_t *n)
+{
+    if (I->opset < 10) {
+        const Onnx__AttributeProto *at = attr(I->node, name);
+        *n = at ? (int64_t)at->n_ints : 0;
+        for (int64_t i = 0; i < *n && i < MAXR; i++)
+            out[i] = ir_int(I->c, at->ints[i]);
+        return at != NULL || k > 2;
+    }
+    *n = 0;
+    if ((size_t)k >= I->node->n_input || !I->node->input[k][0])
+        return k > 2; /* axes and steps may be absent */
+    Val *v = input(I, k);
+    if (!v || v->nknown < 0)
+        return false;
+    *n = v->nknown;
+    for (int i = 0; i < v->nknown; i++)
+        out[i] = ir_simplify(I->c, v->known[i]);
+    return true;
+}
+
+/* Slice with starts, ends, axes and steps known when compiling (opset 10+;
+ * attributes before): out[..., j, ...] = x[..., start + j * step, ...].
+ * Numbers clamp as numpy does; a start or end over the dims (the first
+ * `sequence` rows of a position table) needs step 1 and a proof that it
+ * lies within the axis. */
 static bool op_slice(Imp *I)
 {
     Val *x = input(I, 0);
     if (!x)
         return false;
+    Expr *st[MAXR], *en[MAXR], *axe[MAXR], *ste[MAXR];
     int64_t ns = 0, ne = 0, na = 0, nst = 0;
-    const int64_t *st, *en, *axs = NULL, *steps = NULL;
-    if (I->opset < 10) {
-        const Onnx__AttributeProto *a1 = attr(I->node, "starts"), *a2 = attr(I->node, "ends"),
-                                   *a3 = attr(I->node, "axes");
-        st = a1 ? a1->ints : NULL, ns = a1 ? (int64_t)a1->n_ints : 0;
-        en = a2 ? a2->ints : NULL, ne = a2 ? (int64_t)a2->n_ints : 0;
-        axs = a3 ? a3->ints : NULL, na = a3 ? (int64_t)a3->n_ints : 0;
-    } else {
-        st = const_ints(I, input(I, 1), &ns);
-        en = const_ints(I, input(I, 2), &ne);
-        if (I->node->n_input > 3 && I->node->input[3][0] && !(axs = const_ints(I, input(I, 3), &na)))
-            st = NULL;
-        if (I->node->n_input > 4 && I->node->input[4][0] && !(steps = const_ints(I, input(I, 4), &nst)))
-            st = NULL;
-    }
-    if (!st || !en || ns != ne || (axs && na != ns) || (steps && nst != ns)) {
+    bool ok = slice_arg(I, 1, "starts", st, &ns) && slice_arg(I, 2, "ends", en, &ne) &&
+              slice_arg(I, 3, "axes", axe, &na) && slice_arg(I, 4, "steps", ste, &nst);
+    if (!ok || ns != ne || ns > MAXR || (na && na != ns) || (nst && nst != ns)) {
         if (!I->failed)
-            fail(I, "starts, ends, axes and steps must be constants of one length");
+            fail(I, "starts, ends, axes and steps must be known when compiling, of one length");
         return false;
     }
     int r = x->rank;
-    int64_t start[MAXR], step[MAXR], len[MAXR];
-    Expr *shape[MAXR] = {NULL};
+    Expr *start[MAXR], *shape[MAXR] = {NULL};
+    int64_t step[MAXR];
     bool sliced[MAXR] = {false};
     for (int d = 0; d < r; d++) {
-        start[d] = 0;
+        start[d] = ir_int(I->c, 0);
         step[d] = 1;
         shape[d] = x->shape[d];
     }
     for (int64_t i = 0; i < ns; i++) {
-        int a = norm_axis(I, axs ? axs[i] : i, r);
-        int64_t e, s = steps ? steps[i] : 1;
+        int64_t av = i, s = 1, e, b, f;
+        if ((na && !ir_is_const(axe[i], &av)) || (nst && !ir_is_const(ste[i], &s))) {
+            fail(I, "axes and steps must be constants");
+            return false;
+        }
+        int a = norm_axis(I, av, r);
         if (a < 0)
             return false;
-        if (sliced[a] || s == 0 || !ir_is_const(ir_simplify(I->c, x->shape[a]), &e)) {
-            fail(I, "axis %d: %s", a, s == 0 ? "step 0" : sliced[a] ? "sliced twice" :
-                                      "its extent uses dims (not supported yet)");
-            return false;
-        }
-        int64_t b = st[i], f = en[i];
-        /* numpy's clamping: negatives from the end, then into range */
-        b = b < 0 ? b + e : b;
-        f = f < 0 ? f + e : f;
-        if (s > 0) {
-            b = b < 0 ? 0 : b > e ? e : b;
-            f = f < 0 ? 0 : f > e ? e : f;
-            len[a] = f > b ? (f - b + s - 1) / s : 0;
-        } else {
-            b = b < 0 ? -1 : b > e - 1 ? e - 1 : b;
-            f = f < -1 ? -1 : f > e - 1 ? e - 1 : f;
-            len[a] = b > f ? (b - f + (-s) - 1) / (-s) : 0;
-        }
-        if (len[a] == 0) {
-            fail(I, "an empty slice on axis %d is not supported", a);
+        if (sliced[a] || s == 0) {
+            fail(I, "axis %d: %s", a, s == 0 ? "step 0" : "sliced twice");
             return false;
         }
         sliced[a] = true;
-        start[a] = b;
         step[a] = s;
-        shape[a] = ir_int(I->c, len[a]);
+        Expr *E = ir_simplify(I->c, x->shape[a]);
+        if (ir_is_const(E, &e) && ir_is_const(st[i], &b) && ir_is_const(en[i], &f)) {
+            int64_t len;
+            /* numpy's clamping: negatives from the end, then into range */
+            b = b < 0 ? b + e : b;
+            f = f < 0 ? f + e : f;
+            if (s > 0) {
+                b = b < 0 ? 0 : b > e ? e : b;
+                f = f < 0 ? 0 : f > e ? e : f;
+                len = f > b ? (f - b + s - 1) / s : 0;
+            } else {
+                b = b < 0 ? -1 : b > e - 1 ? e - 1 : b;
+                f = f < -1 ? -1 : f > e - 1 ? e - 1 : f;
+                len = b > f ? (b - f + (-s) - 1) / (-s) : 0;
+            }
+            if (len == 0) {
+                fail(I, "an empty slice on axis %d is not supported", a);
+                return false;
+            }
+            start[a] = ir_int(I->c, b);
+            shape[a] = ir_int(I->c, len);
+            continue;
+        }
+        if (s != 1) {
+            fail(I, "axis %d: a step other than 1 with bounds over the dims", a);
+            return false;
+        }
+        Expr *bx = st[i], *fx = en[i];
+        int64_t c;
+        if (ir_is_const(bx, &c) && c < 0)
+            bx = ir_binop(I->c, EX_ADD, E, bx);
+        if (ir_is_const(fx, &c) && (c < 0 || c >= INT32_MAX))
+            fx = c < 0 ? ir_binop(I->c, EX_ADD, E, fx) : E; /* INT64_MAX: to the end */
+        Expr *len = ir_simplify(I->c, ir_binop(I->c, EX_SUB, fx, bx));
+        if (!proven_nonneg(I, bx) || !proven_nonneg(I, ir_binop(I->c, EX_SUB, len, ir_int(I->c, 1))) ||
+            !proven_nonneg(I, ir_binop(I->c, EX_SUB, E, fx))) {
+            fail(I, "axis %d: the slice is not proven to lie within the axis and hold an element", a);
+            return false;
+        }
+        start[a] = ir_simplify(I->c, bx);
+        shape[a] = len;
     }
     Var **ax = axes_of(I, r, shape);
     Expr *idx[MAXR];
     for (int d = 0; d < r; d++)
-        idx[d] = ir_simplify(I->c, ir_binop(I->c, EX_ADD, ir_int(I->c, start[d]),
+        idx[d] = ir_simplify(I->c, ir_binop(I->c, EX_ADD, start[d],
                                             ir_binop(I->c, EX_MUL, ir_varref(I->c, ax[d]),
                                                      ir_int(I->c, step[d]))));
     return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, r, idx, false)) != NULL;

@@ -14,6 +14,19 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+expect() { # NAME RC PATTERN ARGS...
+    name=$1 want=$2 pat=$3
+    shift 3
+    out=$("$dcc" "$@" --emit=te 2>&1)
+    rc=$?
+    lines=$(printf '%s\n' "$out" | grep -c 'error')
+    case "$out" in
+    *"$pat"*) [ "$rc" = "$want" ] && ok "$name: $(printf '%s' "$out" | head -1)" ||
+                  bad "$name: exit $rc, expected $want" ;;
+    *) bad "$name: expected '$pat', got: $out" ;;
+    esac
+    [ "$lines" -le 2 ] || bad "$name: $lines lines of errors"
+}
 for f in "$models"/*.txt; do
     n=$(basename "$f" .txt)
     grep -v '^#' "$f" | protoc-c --encode=onnx.ModelProto --proto_path=/usr/include/onnx onnx.proto \
@@ -68,6 +81,24 @@ case $out in
 *"index 8 of wpe on axis 0 is out of range -8..7"*) ok "positions past the table: $out" ;;
 *) bad "positions past the table: $out" ;;
 esac
+# BERT's position ids: a constant table sliced to `sequence` columns, which
+# holds only within the declared range: sizes above it are refused, and a
+# range past the table is an error naming the Slice
+for s in 1 8; do
+    out=$("$dcc" run "$tmp/slice_positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=2 \
+          --set "sequence=$s" --check 2>&1)
+    case $out in
+    *"y matches the reference"*) ok "slice_positions sequence=$s" ;;
+    *) bad "slice_positions sequence=$s: $out" ;;
+    esac
+done
+out=$("$dcc" run "$tmp/slice_positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=2 --set sequence=9 2>&1)
+case $out in
+*"sequence = 9 is above the declared range 1..8"*) ok "slice_positions above the range: $out" ;;
+*) bad "slice_positions above the range: $out" ;;
+esac
+expect slice_past 1 "node 3 ('slice', Slice): axis 1: the slice is not proven to lie within the axis" \
+    "$tmp/slice_positions.onnx" --dims batch=1..2,sequence=1..9
 # an id out of range fails the call naming the tensor, and writes nothing
 printf 'input R[3] i64\noutput ids[i: 3] i64 = R[i] * 0 + 1 + i * 8\n' >"$tmp/ids.tex"
 "$dcc" run "$tmp/ids.tex" --output "ids=$tmp/ids.npy" >/dev/null || bad "making ids"
@@ -81,19 +112,6 @@ case "$rc $out" in
 esac
 
 # bad models and bad command lines
-expect() { # NAME RC PATTERN ARGS...
-    name=$1 want=$2 pat=$3
-    shift 3
-    out=$("$dcc" "$@" --emit=te 2>&1)
-    rc=$?
-    lines=$(printf '%s\n' "$out" | grep -c 'error')
-    case "$out" in
-    *"$pat"*) [ "$rc" = "$want" ] && ok "$name: $(printf '%s' "$out" | head -1)" ||
-                  bad "$name: exit $rc, expected $want" ;;
-    *) bad "$name: expected '$pat', got: $out" ;;
-    esac
-    [ "$lines" -le 2 ] || bad "$name: $lines lines of errors"
-}
 expect cycle 1 "node 0 ('first', Add): the graph has a cycle through this node" "$tmp/cycle.onnx"
 expect missing 1 "input 'w' is no graph input, initializer or node's output" "$tmp/missing.onnx"
 expect unsupported 1 "unsupported operators: Cos 2, TopK 1" "$tmp/unsupported.onnx"
