@@ -1938,7 +1938,7 @@ static void propagate_known(Imp *I)
 {
     const Onnx__NodeProto *n = I->node;
     Val *out = find(I, n->output[0]);
-    if (!out || out->nknown >= 0 || out->rank > 1 || (out->dt != DT_I64 && out->dt != DT_I32))
+    if (!out || out->nknown >= 0 || out->rank > 1 || out->dt == DT_F32)
         return;
     int64_t len = 1;
     if (out->rank == 1 && (!ir_is_const(ir_simplify(I->c, out->shape[0]), &len) || len > MAXK))
@@ -1989,6 +1989,24 @@ static void propagate_known(Imp *I)
             if (flat < 0 || flat >= in[0]->nknown)
                 return;
             k[j] = in[0]->known[flat];
+        }
+    } else if (strcmp(op, "Where") == 0) {
+        if (nin != 3 || !in[1] || !in[2] || in[1]->nknown < 0 || in[2]->nknown < 0)
+            return;
+        for (int64_t j = 0; j < len; j++) {
+            Expr *c = in[0]->known[in[0]->nknown == 1 ? 0 : j];
+            Expr *a = in[1]->known[in[1]->nknown == 1 ? 0 : j];
+            Expr *b = in[2]->known[in[2]->nknown == 1 ? 0 : j];
+            k[j] = ir_select(I->c, ir_cast(I->c, DT_BOOL, c), a, b);
+        }
+    } else if (strcmp(op, "Equal") == 0 || strcmp(op, "Not") == 0) {
+        bool eq = op[0] == 'E';
+        if (eq && (nin != 2 || !in[1] || in[1]->nknown < 0))
+            return;
+        for (int64_t j = 0; j < len; j++) {
+            Expr *a = in[0]->known[in[0]->nknown == 1 ? 0 : j];
+            k[j] = eq ? ir_binop(I->c, EX_EQ, a, in[1]->known[in[1]->nknown == 1 ? 0 : j])
+                      : ir_unop(I->c, EX_NOT, ir_cast(I->c, DT_BOOL, a));
         }
     } else if (strcmp(op, "Cast") == 0) {
         if (len != in[0]->nknown)

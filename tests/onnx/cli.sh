@@ -48,6 +48,14 @@ for args in "mlp batch=1..16 batch 1 7 16 40" "embed sequence=1..32 sequence 1 5
         done
     done
 done
+# an Expand to Where(Equal(Shape(y), -1), 1, Shape(y))
+for v in 1 8 9; do
+    out=$("$dcc" run "$tmp/where.onnx" --dims T=1..8 --set "T=$v" --target=cpu --check 2>&1)
+    case $out in
+    *"out matches the reference"*) ok "where T=$v" ;;
+    *) bad "where T=$v: $out" ;;
+    esac
+done
 # a Reshape's target computed from Shape, Gather, Unsqueeze and Concat
 for s in 1 13 64 70; do
     for t in cpu emu; do
