@@ -535,7 +535,8 @@ static int norm_axis(Imp *I, int64_t a, int rank)
 enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEMM, K_TRANSPOSE,
        K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
-       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE };
+       K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE,
+       K_ARGMAX, K_ARGMIN };
 
 /* ---- operators ---- */
 
@@ -1875,6 +1876,58 @@ static bool op_range(Imp *I)
     return define(I, 0, v[0]->dt, 1, ax, body) != NULL;
 }
 
+/* ArgMax/ArgMin along axis: the extreme value M (an intermediate), then
+ * the least index holding it (the greatest with select_last_index), both
+ * exact reductions; int64, keepdims as the Reduce operators. */
+static bool op_argext(Imp *I, bool max)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    if (x->dt == DT_BOOL || x->rank < 1) {
+        fail(I, "%s of a rank %d %s tensor", I->node->op_type, x->rank, ir_dtype_name(x->dt));
+        return false;
+    }
+    int r = x->rank, a = norm_axis(I, attr_int(I->node, "axis", 0), r);
+    if (a < 0)
+        return false;
+    bool keep = attr_int(I->node, "keepdims", 1), last = attr_int(I->node, "select_last_index", 0);
+    Expr *ms[MAXR] = {NULL};
+    for (int d = 0, o = 0; d < r; d++)
+        if (d != a)
+            ms[o++] = x->shape[d];
+    Var **max_ax = axes_of(I, r - 1, ms);
+    Var *j = ir_var(I->c, "j", VK_AXIS, x->shape[a]);
+    Expr *xi[MAXR];
+    for (int d = 0, o = 0; d < r; d++)
+        xi[d] = d == a ? ir_varref(I->c, j) : ir_varref(I->c, max_ax[o++]);
+    Tensor *M = temp(I, max ? "max" : "min", x->dt, r - 1, max_ax,
+                     ir_reduce(I->c, max ? RD_MAX : RD_MIN, 1, &j, ir_load(I->c, x->t, r, xi, false)));
+    Expr *os[MAXR] = {NULL};
+    int orank = 0;
+    for (int d = 0; d < r; d++)
+        if (d != a)
+            os[orank++] = x->shape[d];
+        else if (keep)
+            os[orank++] = ir_int(I->c, 1);
+    Var **ax = axes_of(I, orank, os);
+    Var *k = ir_var(I->c, "k", VK_AXIS, x->shape[a]);
+    Expr *mi[MAXR];
+    for (int d = 0, o = 0, m = 0; d < r; d++) {
+        if (d == a) {
+            xi[d] = ir_varref(I->c, k);
+            o += keep;
+        } else {
+            xi[d] = ir_varref(I->c, ax[o++]);
+            mi[m++] = xi[d];
+        }
+    }
+    Expr *hit = ir_binop(I->c, EX_EQ, ir_load(I->c, x->t, r, xi, false), ir_load(I->c, M, r - 1, mi, false));
+    Expr *none = ir_int(I->c, last ? -1 : INT32_MAX);
+    Expr *e = ir_reduce(I->c, last ? RD_MAX : RD_MIN, 1, &k, ir_select(I->c, hit, ir_varref(I->c, k), none));
+    return define(I, 0, DT_I64, orank, ax, e) != NULL;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
@@ -1896,7 +1949,8 @@ static const OpKind other_ops[] = {
     {"ReduceL1", K_REDUCE_L1, RD_SUM}, {"ReduceL2", K_REDUCE_L2, RD_SUM},
     {"ReduceSumSquare", K_REDUCE_SQ, RD_SUM}, {"ReduceLogSum", K_REDUCE_LOGSUM, RD_SUM},
     {"ReduceLogSumExp", K_REDUCE_LSE, RD_SUM}, {"Trilu", K_TRILU, 0},
-    {"Range", K_RANGE, 0},
+    {"Range", K_RANGE, 0},             {"ArgMax", K_ARGMAX, 0},
+    {"ArgMin", K_ARGMIN, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -2076,6 +2130,7 @@ static bool import_node(Imp *I, int code)
         case K_SPLIT: return op_split(I);
         case K_TRILU: return op_trilu(I);
         case K_RANGE: return op_range(I);
+        case K_ARGMAX: case K_ARGMIN: return op_argext(I, o->kind == K_ARGMAX);
         case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
         case K_REDUCE_LSE:
             return op_reduce(I, RD_SUM, o->kind);
