@@ -536,7 +536,7 @@ enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEM
        K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
        K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE,
-       K_ARGMAX, K_ARGMIN };
+       K_ARGMAX, K_ARGMIN, K_GATHER_ELEMENTS, K_BATCHNORM, K_MOD };
 
 /* ---- operators ---- */
 
@@ -1928,6 +1928,87 @@ static bool op_argext(Imp *I, bool max)
     return define(I, 0, DT_I64, orank, ax, e) != NULL;
 }
 
+/* GatherElements(data, indices, axis): out[p] = data[p with its axis
+ * coordinate replaced by indices[p]], checked when it runs. */
+static bool op_gather_elements(Imp *I)
+{
+    Val *x = input(I, 0), *ix = input(I, 1);
+    if (!x || !ix)
+        return false;
+    int r = x->rank, a = norm_axis(I, attr_int(I->node, "axis", 0), r);
+    if (a < 0)
+        return false;
+    if (ix->rank != r || (ix->dt != DT_I64 && ix->dt != DT_I32)) {
+        fail(I, "indices must be integers of the data's rank");
+        return false;
+    }
+    Var **ax = axes_of(I, r, ix->shape);
+    Expr *ii[MAXR], *xi[MAXR];
+    for (int d = 0; d < r; d++)
+        ii[d] = ir_varref(I->c, ax[d]);
+    Expr *id = ir_load(I->c, ix->t, r, ii, false);
+    Expr *pos = flat_of(I, r, ix->shape, ax);
+    for (int d = 0; d < r; d++) /* the other axes: within data's (index extents <= data's) */
+        xi[d] = d == a ? ir_op(I->c, EX_CHECK, id, x->shape[a], pos)
+                       : ir_op(I->c, EX_CHECK, ir_varref(I->c, ax[d]), x->shape[d], pos);
+    return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, r, xi, false)) != NULL;
+}
+
+/* BatchNormalization (inference): scale (x - mean) / sqrt(var + eps) + B
+ * over the channels, axis 1. */
+static bool op_batchnorm(Imp *I)
+{
+    Val *v[5];
+    for (int i = 0; i < 5; i++)
+        if (!(v[i] = input(I, i)))
+            return false;
+    Val *x = v[0];
+    if (x->rank < 2 || x->dt != DT_F32 || attr_int(I->node, "training_mode", 0) ||
+        I->node->n_output > 1) {
+        fail(I, "only inference on f32 tensors of rank 2 or more is supported");
+        return false;
+    }
+    for (int i = 1; i < 5; i++)
+        if (v[i]->rank != 1 || v[i]->dt != DT_F32 ||
+            ir_simplify(I->c, v[i]->shape[0]) != ir_simplify(I->c, x->shape[1])) {
+            fail(I, "scale, B, mean and var must be vectors over the channels");
+            return false;
+        }
+    double eps = attr_float(I->node, "epsilon", 1e-5);
+    Var **ax = axes_of(I, x->rank, x->shape);
+    Expr *c = ir_varref(I->c, ax[1]);
+    Expr *p[4];
+    for (int i = 1; i < 5; i++)
+        p[i - 1] = ir_load(I->c, v[i]->t, 1, &c, false);
+    Expr *e = ir_binop(I->c, EX_SUB, read_at(I, x, x->rank, ax), p[2]);
+    e = ir_binop(I->c, EX_MUL, e, ir_unop(I->c, EX_RSQRT, ir_binop(I->c, EX_ADD, p[3], fl(I, eps))));
+    e = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, p[0], e), p[1]);
+    return define(I, 0, DT_F32, x->rank, ax, e) != NULL;
+}
+
+/* Mod: integers with fmod 0 as Python's % (the IR's floor modulo), with
+ * fmod 1 truncated as C's %; floats are not supported. */
+static bool op_mod(Imp *I)
+{
+    Val *v[2] = {input(I, 0), input(I, 1)};
+    if (!v[0] || !v[1])
+        return false;
+    if (v[0]->dt == DT_F32 || v[0]->dt != v[1]->dt || v[0]->dt == DT_BOOL) {
+        fail(I, "Mod of %s is not supported (integers are)", ir_dtype_name(v[0]->dt));
+        return false;
+    }
+    int r;
+    Expr *shape[MAXR] = {NULL};
+    if (!broadcast(I, v, 2, &r, shape))
+        return false;
+    Var **ax = axes_of(I, r, shape);
+    Expr *a = read_at(I, v[0], r, ax), *b = read_at(I, v[1], r, ax);
+    Expr *e = attr_int(I->node, "fmod", 0)
+                  ? ir_binop(I->c, EX_SUB, a, ir_binop(I->c, EX_MUL, trunc_div(I->c, a, b), b))
+                  : ir_binop(I->c, EX_MOD, a, b);
+    return define(I, 0, v[0]->dt, r, ax, e) != NULL;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
@@ -1950,7 +2031,8 @@ static const OpKind other_ops[] = {
     {"ReduceSumSquare", K_REDUCE_SQ, RD_SUM}, {"ReduceLogSum", K_REDUCE_LOGSUM, RD_SUM},
     {"ReduceLogSumExp", K_REDUCE_LSE, RD_SUM}, {"Trilu", K_TRILU, 0},
     {"Range", K_RANGE, 0},             {"ArgMax", K_ARGMAX, 0},
-    {"ArgMin", K_ARGMIN, 0},
+    {"ArgMin", K_ARGMIN, 0},           {"GatherElements", K_GATHER_ELEMENTS, 0},
+    {"BatchNormalization", K_BATCHNORM, 0}, {"Mod", K_MOD, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -2131,6 +2213,9 @@ static bool import_node(Imp *I, int code)
         case K_TRILU: return op_trilu(I);
         case K_RANGE: return op_range(I);
         case K_ARGMAX: case K_ARGMIN: return op_argext(I, o->kind == K_ARGMAX);
+        case K_GATHER_ELEMENTS: return op_gather_elements(I);
+        case K_BATCHNORM: return op_batchnorm(I);
+        case K_MOD: return op_mod(I);
         case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
         case K_REDUCE_LSE:
             return op_reduce(I, RD_SUM, o->kind);
