@@ -536,7 +536,8 @@ enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEM
        K_REDUCE, K_MEAN, K_CONSTANT, K_DROPOUT, K_RECIP, K_CLIP, K_RESHAPE, K_CONCAT, K_GATHER,
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
        K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE,
-       K_ARGMAX, K_ARGMIN, K_GATHER_ELEMENTS, K_BATCHNORM, K_MOD };
+       K_ARGMAX, K_ARGMIN, K_GATHER_ELEMENTS, K_BATCHNORM, K_MOD, K_CONV, K_MAXPOOL, K_AVGPOOL,
+       K_GMAXPOOL, K_GAVGPOOL };
 
 /* ---- operators ---- */
 
@@ -2009,6 +2010,249 @@ static bool op_mod(Imp *I)
     return define(I, 0, v[0]->dt, r, ax, e) != NULL;
 }
 
+/* The window geometry of Conv and the pools over the spatial axes 2..: 
+ * kernel extents, strides, dilations, the leading padding and the output
+ * extents (auto_pad, pads, ceil_mode as ONNX defines them). */
+typedef struct Window {
+    int nsp;
+    int64_t in[MAXR], k[MAXR], stride[MAXR], dil[MAXR], pad[MAXR], out[MAXR];
+} Window;
+
+static bool ints_attr(Imp *I, const char *name, int n, int64_t *out, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr(I->node, name);
+    for (int i = 0; i < n; i++)
+        out[i] = def;
+    if (!a)
+        return true;
+    if ((int)a->n_ints != n) {
+        fail(I, "%s has %zu values, the node needs %d", name, a->n_ints, n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        out[i] = a->ints[i];
+    return true;
+}
+
+static bool window(Imp *I, Val *x, const int64_t *kernel, Window *w)
+{
+    w->nsp = x->rank - 2;
+    if (w->nsp < 1 || w->nsp > MAXR - 2) {
+        fail(I, "an input of rank %d", x->rank);
+        return false;
+    }
+    int64_t pads[2 * MAXR];
+    if (!ints_attr(I, "strides", w->nsp, w->stride, 1) || !ints_attr(I, "dilations", w->nsp, w->dil, 1) ||
+        !ints_attr(I, "pads", 2 * w->nsp, pads, 0))
+        return false;
+    const Onnx__AttributeProto *ap = attr(I->node, "auto_pad");
+    char mode[16] = "NOTSET";
+    if (ap && ap->has_s && ap->s.len < sizeof mode) {
+        memcpy(mode, ap->s.data, ap->s.len);
+        mode[ap->s.len] = '\0';
+    }
+    bool ceil_mode = attr_int(I->node, "ceil_mode", 0);
+    for (int i = 0; i < w->nsp; i++) {
+        w->k[i] = kernel[i];
+        if (!ir_is_const(ir_simplify(I->c, x->shape[2 + i]), &w->in[i])) {
+            fail(I, "a spatial extent over the dims is not supported yet");
+            return false;
+        }
+        if (w->stride[i] < 1 || w->dil[i] < 1 || w->k[i] < 1) {
+            fail(I, "strides, dilations and kernel extents must be positive");
+            return false;
+        }
+        int64_t span = w->dil[i] * (w->k[i] - 1) + 1;
+        if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
+            w->out[i] = (w->in[i] + w->stride[i] - 1) / w->stride[i];
+            int64_t total = (w->out[i] - 1) * w->stride[i] + span - w->in[i];
+            total = total < 0 ? 0 : total;
+            w->pad[i] = mode[5] == 'U' ? total / 2 : total - total / 2;
+            continue;
+        }
+        if (strcmp(mode, "VALID") == 0)
+            pads[i] = pads[i + w->nsp] = 0;
+        w->pad[i] = pads[i];
+        int64_t room = w->in[i] + pads[i] + pads[i + w->nsp] - span;
+        if (room < 0) {
+            fail(I, "the window is larger than the padded input on spatial axis %d", i);
+            return false;
+        }
+        w->out[i] = (ceil_mode ? (room + w->stride[i] - 1) / w->stride[i] : room / w->stride[i]) + 1;
+        if (ceil_mode && (w->out[i] - 1) * w->stride[i] >= w->in[i] + pads[i])
+            w->out[i]--; /* the last window must start inside the input or its leading padding */
+    }
+    return true;
+}
+
+/* The input coordinate of output position o and window position k on
+ * spatial axis i. */
+static Expr *win_at(Imp *I, const Window *w, int i, Var *o, Var *k)
+{
+    Expr *e = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, ir_varref(I->c, o), ir_int(I->c, w->stride[i])),
+                       ir_binop(I->c, EX_MUL, ir_varref(I->c, k), ir_int(I->c, w->dil[i])));
+    return ir_simplify(I->c, ir_binop(I->c, EX_SUB, e, ir_int(I->c, w->pad[i])));
+}
+
+/* Conv(x, w, B): out[n, m, o...] = sum[c, k...](x?[n, group's c, o * s + k * d - pad]
+ * * w[m, c, k...]) + B[m]; zeros where the window leaves x. */
+static bool op_conv(Imp *I)
+{
+    Val *x = input(I, 0), *wv = input(I, 1), *b = input(I, 2);
+    if (!x || !wv || I->failed)
+        return false;
+    if (x->dt != DT_F32 || wv->dt != DT_F32 || wv->rank != x->rank) {
+        fail(I, "Conv of %s tensors of rank %d and %d", ir_dtype_name(x->dt), x->rank, wv->rank);
+        return false;
+    }
+    int64_t kernel[MAXR], M, Cg, C, g = attr_int(I->node, "group", 1);
+    for (int i = 0; i + 2 < wv->rank; i++)
+        if (!ir_is_const(ir_simplify(I->c, wv->shape[i + 2]), &kernel[i])) {
+            fail(I, "kernel extents over the dims");
+            return false;
+        }
+    Window w;
+    if (!window(I, x, kernel, &w))
+        return false;
+    if (!ir_is_const(ir_simplify(I->c, wv->shape[0]), &M) || !ir_is_const(ir_simplify(I->c, wv->shape[1]), &Cg) ||
+        !ir_is_const(ir_simplify(I->c, x->shape[1]), &C) || g < 1 || C != Cg * g || M % g) {
+        fail(I, "channels: %lld input, %lld per group in the weights, group %lld",
+             (long long)C, (long long)Cg, (long long)g);
+        return false;
+    }
+    int r = x->rank;
+    Expr *shape[MAXR] = {NULL};
+    shape[0] = x->shape[0];
+    shape[1] = ir_int(I->c, M);
+    for (int i = 0; i < w.nsp; i++)
+        shape[2 + i] = ir_int(I->c, w.out[i]);
+    Var **ax = axes_of(I, r, shape);
+    Var *red[MAXR];
+    red[0] = ir_var(I->c, "c", VK_AXIS, ir_int(I->c, Cg));
+    for (int i = 0; i < w.nsp; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "k%d", i);
+        red[1 + i] = ir_var(I->c, nm, VK_AXIS, ir_int(I->c, w.k[i]));
+    }
+    Expr *xi[MAXR], *wi[MAXR];
+    xi[0] = ir_varref(I->c, ax[0]);
+    Expr *chan = ir_varref(I->c, red[0]);
+    if (g > 1)
+        chan = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, ir_binop(I->c, EX_DIV, ir_varref(I->c, ax[1]),
+                                                                       ir_int(I->c, M / g)),
+                                                ir_int(I->c, Cg)), chan);
+    xi[1] = ir_simplify(I->c, chan);
+    wi[0] = ir_varref(I->c, ax[1]);
+    wi[1] = ir_varref(I->c, red[0]);
+    for (int i = 0; i < w.nsp; i++) {
+        xi[2 + i] = win_at(I, &w, i, ax[2 + i], red[1 + i]);
+        wi[2 + i] = ir_varref(I->c, red[1 + i]);
+    }
+    Expr *e = ir_reduce(I->c, RD_SUM, 1 + w.nsp, red,
+                        ir_binop(I->c, EX_MUL, ir_load(I->c, x->t, r, xi, true), ir_load(I->c, wv->t, r, wi, false)));
+    if (b) {
+        Expr *m = ir_varref(I->c, ax[1]);
+        e = ir_binop(I->c, EX_ADD, e, ir_load(I->c, b->t, 1, &m, false));
+    }
+    return define(I, 0, DT_F32, r, ax, e) != NULL;
+}
+
+/* MaxPool and AveragePool (one output): the window's max (padding never
+ * wins) or mean (count_include_pad: over the whole window, else over the
+ * elements inside x). */
+static bool op_pool(Imp *I, bool max)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    if (x->dt != DT_F32 || I->node->n_output > 1 || attr_int(I->node, "storage_order", 0)) {
+        fail(I, "only the f32 pooled output is supported (not Indices)");
+        return false;
+    }
+    int64_t kernel[MAXR];
+    Window w;
+    w.nsp = x->rank - 2;
+    if (w.nsp < 1 || !ints_attr(I, "kernel_shape", w.nsp, kernel, 0) || !window(I, x, kernel, &w))
+        return false;
+    int r = x->rank;
+    Expr *shape[MAXR] = {NULL};
+    shape[0] = x->shape[0];
+    shape[1] = x->shape[1];
+    for (int i = 0; i < w.nsp; i++)
+        shape[2 + i] = ir_int(I->c, w.out[i]);
+    Var **ax = axes_of(I, r, shape);
+    Var *red[MAXR];
+    Expr *xi[MAXR], *inside = NULL, *count = ir_int(I->c, 1);
+    xi[0] = ir_varref(I->c, ax[0]);
+    xi[1] = ir_varref(I->c, ax[1]);
+    for (int i = 0; i < w.nsp; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "k%d", i);
+        red[i] = ir_var(I->c, nm, VK_AXIS, ir_int(I->c, w.k[i]));
+        xi[2 + i] = win_at(I, &w, i, ax[2 + i], red[i]);
+        Expr *in = ir_binop(I->c, EX_AND, ir_binop(I->c, EX_LE, ir_int(I->c, 0), xi[2 + i]),
+                            ir_binop(I->c, EX_LT, xi[2 + i], ir_int(I->c, w.in[i])));
+        inside = inside ? ir_binop(I->c, EX_AND, inside, in) : in;
+        count = ir_binop(I->c, EX_MUL, count, ir_int(I->c, w.k[i]));
+    }
+    Expr *v = ir_load(I->c, x->t, r, xi, true);
+    Expr *e;
+    if (max) {
+        e = ir_reduce(I->c, RD_MAX, w.nsp, red, ir_select(I->c, inside, v, fl(I, -INFINITY)));
+    } else {
+        e = ir_reduce(I->c, RD_SUM, w.nsp, red, v);
+        Expr *n = ir_cast(I->c, DT_F32, ir_simplify(I->c, count));
+        if (!attr_int(I->node, "count_include_pad", 0)) { /* the count inside x: its own axes */
+            Var *red2[MAXR];
+            Expr *from[MAXR];
+            for (int i = 0; i < w.nsp; i++) {
+                char nm[16];
+                snprintf(nm, sizeof nm, "q%d", i);
+                red2[i] = ir_var(I->c, nm, VK_AXIS, ir_int(I->c, w.k[i]));
+                from[i] = ir_varref(I->c, red2[i]);
+            }
+            Expr *inside2 = ir_subst_many(I->c, inside, w.nsp, red, from);
+            n = ir_cast(I->c, DT_F32, ir_reduce(I->c, RD_SUM, w.nsp, red2,
+                                               ir_select(I->c, inside2, ir_int(I->c, 1), ir_int(I->c, 0))));
+        }
+        e = ir_binop(I->c, EX_DIV, e, n);
+    }
+    return define(I, 0, DT_F32, r, ax, e) != NULL;
+}
+
+/* GlobalAveragePool and GlobalMaxPool: over every spatial axis, kept as 1. */
+static bool op_global_pool(Imp *I, bool max)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    if (x->dt != DT_F32 || x->rank < 3) {
+        fail(I, "a rank %d %s input", x->rank, ir_dtype_name(x->dt));
+        return false;
+    }
+    int r = x->rank;
+    Expr *shape[MAXR] = {NULL}, *xi[MAXR], *count = ir_int(I->c, 1);
+    Var *red[MAXR];
+    for (int d = 0; d < r; d++)
+        shape[d] = d < 2 ? x->shape[d] : ir_int(I->c, 1);
+    Var **ax = axes_of(I, r, shape);
+    for (int d = 0; d < r; d++) {
+        if (d < 2) {
+            xi[d] = ir_varref(I->c, ax[d]);
+            continue;
+        }
+        char nm[16];
+        snprintf(nm, sizeof nm, "r%d", d);
+        red[d - 2] = ir_var(I->c, nm, VK_AXIS, x->shape[d]);
+        xi[d] = ir_varref(I->c, red[d - 2]);
+        count = ir_binop(I->c, EX_MUL, count, x->shape[d]);
+    }
+    Expr *e = ir_reduce(I->c, max ? RD_MAX : RD_SUM, r - 2, red, ir_load(I->c, x->t, r, xi, false));
+    if (!max)
+        e = ir_binop(I->c, EX_DIV, e, ir_cast(I->c, DT_F32, ir_simplify(I->c, count)));
+    return define(I, 0, DT_F32, r, ax, e) != NULL;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
@@ -2033,6 +2277,9 @@ static const OpKind other_ops[] = {
     {"Range", K_RANGE, 0},             {"ArgMax", K_ARGMAX, 0},
     {"ArgMin", K_ARGMIN, 0},           {"GatherElements", K_GATHER_ELEMENTS, 0},
     {"BatchNormalization", K_BATCHNORM, 0}, {"Mod", K_MOD, 0},
+    {"Conv", K_CONV, 0},               {"MaxPool", K_MAXPOOL, 0},
+    {"AveragePool", K_AVGPOOL, 0},     {"GlobalMaxPool", K_GMAXPOOL, 0},
+    {"GlobalAveragePool", K_GAVGPOOL, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -2216,6 +2463,9 @@ static bool import_node(Imp *I, int code)
         case K_GATHER_ELEMENTS: return op_gather_elements(I);
         case K_BATCHNORM: return op_batchnorm(I);
         case K_MOD: return op_mod(I);
+        case K_CONV: return op_conv(I);
+        case K_MAXPOOL: case K_AVGPOOL: return op_pool(I, o->kind == K_MAXPOOL);
+        case K_GMAXPOOL: case K_GAVGPOOL: return op_global_pool(I, o->kind == K_GMAXPOOL);
         case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
         case K_REDUCE_LSE:
             return op_reduce(I, RD_SUM, o->kind);
