@@ -537,7 +537,7 @@ enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEM
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
        K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE,
        K_ARGMAX, K_ARGMIN, K_GATHER_ELEMENTS, K_BATCHNORM, K_MOD, K_CONV, K_MAXPOOL, K_AVGPOOL,
-       K_GMAXPOOL, K_GAVGPOOL };
+       K_GMAXPOOL, K_GAVGPOOL, K_TILE, K_D2S, K_S2D, K_CUMSUM };
 
 /* ---- operators ---- */
 
@@ -2253,6 +2253,104 @@ static bool op_global_pool(Imp *I, bool max)
     return define(I, 0, DT_F32, r, ax, e) != NULL;
 }
 
+/* Tile(x, repeats): out[i...] = x[i % e...], repeats a shape value. */
+static bool op_tile(Imp *I)
+{
+    Val *x = input(I, 0), *rv = x ? input(I, 1) : NULL;
+    if (!rv || rv->nknown != x->rank) {
+        if (!I->failed)
+            fail(I, "repeats must be known when compiling, one per axis");
+        return false;
+    }
+    int r = x->rank;
+    Expr *shape[MAXR] = {NULL}, *idx[MAXR];
+    for (int d = 0; d < r; d++) {
+        int64_t c;
+        if (ir_is_const(rv->known[d], &c) && c < 1) {
+            fail(I, "repeats of %lld on axis %d", (long long)c, d);
+            return false;
+        }
+        shape[d] = ir_simplify(I->c, ir_binop(I->c, EX_MUL, x->shape[d], rv->known[d]));
+    }
+    Var **ax = axes_of(I, r, shape);
+    for (int d = 0; d < r; d++)
+        idx[d] = ir_simplify(I->c, ir_binop(I->c, EX_MOD, ir_varref(I->c, ax[d]), x->shape[d]));
+    return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, r, idx, false)) != NULL;
+}
+
+/* DepthToSpace (DCR or CRD) and SpaceToDepth of [N, C, H, W]: index maps. */
+static bool op_depth_space(Imp *I, bool to_space /* DepthToSpace */)
+{
+    Val *x = input(I, 0);
+    if (!x)
+        return false;
+    int64_t b = attr_int(I->node, "blocksize", 0), C, H, W;
+    if (x->rank != 4 || b < 1 || !ir_is_const(ir_simplify(I->c, x->shape[1]), &C) ||
+        !ir_is_const(ir_simplify(I->c, x->shape[2]), &H) || !ir_is_const(ir_simplify(I->c, x->shape[3]), &W) ||
+        (to_space ? C % (b * b) : H % b || W % b)) {
+        fail(I, "a rank 4 input of fixed extents that blocksize %lld divides", (long long)b);
+        return false;
+    }
+    const Onnx__AttributeProto *ma = attr(I->node, "mode");
+    bool crd = ma && ma->has_s && ma->s.len == 3 && memcmp(ma->s.data, "CRD", 3) == 0;
+    ExprCtx *c = I->c;
+    Expr *B = ir_int(c, b);
+    Expr *shape[4] = {x->shape[0], ir_int(c, to_space ? C / (b * b) : C * b * b),
+                      ir_int(c, to_space ? H * b : H / b), ir_int(c, to_space ? W * b : W / b)};
+    Var **ax = axes_of(I, 4, shape);
+    Expr *n = ir_varref(c, ax[0]), *ch = ir_varref(c, ax[1]), *h = ir_varref(c, ax[2]), *w = ir_varref(c, ax[3]);
+    Expr *idx[4] = {n, NULL, NULL, NULL};
+    if (to_space) { /* out[n, c, h, w] = x[n, channel of (h % b, w % b, c), h / b, w / b] */
+        Expr *bh = ir_binop(c, EX_MOD, h, B), *bw = ir_binop(c, EX_MOD, w, B);
+        Expr *Co = shape[1];
+        idx[1] = crd ? ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ch, ir_int(c, b * b)),
+                                ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, bh, B), bw))
+                     : ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, bh, B), bw), Co), ch);
+        idx[2] = ir_binop(c, EX_DIV, h, B);
+        idx[3] = ir_binop(c, EX_DIV, w, B);
+    } else { /* SpaceToDepth: out[n, (bh * b + bw) * C + c, h, w] = x[n, c, h * b + bh, w * b + bw] */
+        Expr *blk = ir_binop(c, EX_DIV, ch, ir_int(c, C)), *cc = ir_binop(c, EX_MOD, ch, ir_int(c, C));
+        idx[1] = cc;
+        idx[2] = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, h, B), ir_binop(c, EX_DIV, blk, B));
+        idx[3] = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, w, B), ir_binop(c, EX_MOD, blk, B));
+    }
+    for (int d = 1; d < 4; d++)
+        idx[d] = ir_simplify(c, idx[d]);
+    return define(I, 0, x->dt, 4, ax, ir_load(c, x->t, 4, idx, false)) != NULL;
+}
+
+/* CumSum(x, axis): out[.., j, ..] = sum over k <= j (k < j exclusive, k >= j
+ * reverse) of x[.., k, ..], axis a constant. */
+static bool op_cumsum(Imp *I)
+{
+    Val *x = input(I, 0);
+    int64_t n;
+    const int64_t *av = x ? const_ints(I, input(I, 1), &n) : NULL;
+    if (!av || n != 1) {
+        if (!I->failed)
+            fail(I, "axis must be a constant");
+        return false;
+    }
+    int r = x->rank, a = norm_axis(I, av[0], r);
+    if (a < 0)
+        return false;
+    if (x->dt == DT_BOOL) {
+        fail(I, "CumSum of bool");
+        return false;
+    }
+    bool excl = attr_int(I->node, "exclusive", 0), rev = attr_int(I->node, "reverse", 0);
+    Var **ax = axes_of(I, r, x->shape);
+    Var *k = ir_var(I->c, "k", VK_AXIS, x->shape[a]);
+    Expr *xi[MAXR];
+    for (int d = 0; d < r; d++)
+        xi[d] = d == a ? ir_varref(I->c, k) : ir_varref(I->c, ax[d]);
+    Expr *kk = ir_varref(I->c, k), *j = ir_varref(I->c, ax[a]);
+    Expr *in = rev ? ir_binop(I->c, excl ? EX_LT : EX_LE, j, kk) : ir_binop(I->c, excl ? EX_LT : EX_LE, kk, j);
+    Expr *zero = x->dt == DT_F32 ? fl(I, 0.0) : ir_int(I->c, 0);
+    Expr *e = ir_reduce(I->c, RD_SUM, 1, &k, ir_select(I->c, in, ir_load(I->c, x->t, r, xi, false), zero));
+    return define(I, 0, x->dt, r, ax, e) != NULL;
+}
+
 typedef struct OpKind { const char *name; int kind; ReduceOp rop; } OpKind;
 static const OpKind other_ops[] = {
     {"Softmax", K_SOFTMAX, 0},         {"LogSoftmax", K_LOGSOFTMAX, 0},
@@ -2279,7 +2377,9 @@ static const OpKind other_ops[] = {
     {"BatchNormalization", K_BATCHNORM, 0}, {"Mod", K_MOD, 0},
     {"Conv", K_CONV, 0},               {"MaxPool", K_MAXPOOL, 0},
     {"AveragePool", K_AVGPOOL, 0},     {"GlobalMaxPool", K_GMAXPOOL, 0},
-    {"GlobalAveragePool", K_GAVGPOOL, 0},
+    {"GlobalAveragePool", K_GAVGPOOL, 0}, {"Tile", K_TILE, 0},
+    {"DepthToSpace", K_D2S, 0},        {"SpaceToDepth", K_S2D, 0},
+    {"CumSum", K_CUMSUM, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -2466,6 +2566,9 @@ static bool import_node(Imp *I, int code)
         case K_CONV: return op_conv(I);
         case K_MAXPOOL: case K_AVGPOOL: return op_pool(I, o->kind == K_MAXPOOL);
         case K_GMAXPOOL: case K_GAVGPOOL: return op_global_pool(I, o->kind == K_GMAXPOOL);
+        case K_TILE: return op_tile(I);
+        case K_D2S: case K_S2D: return op_depth_space(I, o->kind == K_D2S);
+        case K_CUMSUM: return op_cumsum(I);
         case K_REDUCE_L1: case K_REDUCE_L2: case K_REDUCE_SQ: case K_REDUCE_LOGSUM:
         case K_REDUCE_LSE:
             return op_reduce(I, RD_SUM, o->kind);
