@@ -2105,7 +2105,7 @@ static bool op_conv(Imp *I)
         fail(I, "Conv of %s tensors of rank %d and %d", ir_dtype_name(x->dt), x->rank, wv->rank);
         return false;
     }
-    int64_t kernel[MAXR], M, Cg, C, g = attr_int(I->node, "group", 1);
+    int64_t kernel[MAXR], M = 0, Cg = 0, C = 0, g = attr_int(I->node, "group", 1);
     for (int i = 0; i + 2 < wv->rank; i++)
         if (!ir_is_const(ir_simplify(I->c, wv->shape[i + 2]), &kernel[i])) {
             fail(I, "kernel extents over the dims");
