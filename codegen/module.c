@@ -109,9 +109,10 @@ int cg_module_verify(CgModule *m, char *err, size_t errlen)
     char *msg = NULL;
     int bad = LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg);
     if (bad) {
-        const char *s = msg ? msg : "";
-        size_t n = strcspn(s, "\n");
-        snprintf(err, errlen, "internal error: invalid LLVM module: %.*s", (int)n, s);
+        const char *s = msg ? msg : ""; /* the rule, then the instruction breaking it */
+        size_t n = strcspn(s, "\n"), k = s[n] ? strcspn(s + n + 1, "\n") : 0;
+        snprintf(err, errlen, "internal error: invalid LLVM module: %.*s%s%.*s", (int)n, s,
+                 k ? ": " : "", (int)k, s[n] ? s + n + 1 : "");
     }
     LLVMDisposeMessage(msg);
     return bad ? -1 : diag_failed(m, err, errlen);

@@ -267,6 +267,16 @@ Expr *ir_float(ExprCtx *c, double v)
     return intern(c, &e);
 }
 
+Expr *ir_zero(ExprCtx *c, DType t)
+{
+    switch (t) {
+    case DT_F32: return ir_float(c, 0.0);
+    case DT_BOOL: return ir_bool(c, false);
+    case DT_I32: return ir_cast(c, DT_I32, ir_int(c, 0));
+    default: return ir_int(c, 0);
+    }
+}
+
 Expr *ir_varref(ExprCtx *c, Var *v)
 {
     Expr e = {.kind = EX_VAR, .type = DT_I64, .var = v};

@@ -8,7 +8,9 @@
  *           large; bodies[t->id] of every computed tensor mentions only
  *           materialised tensors and is at most its own statement's size
  *           plus INLINE_MAX_NODES per load it inlined; the products
- *           the language fuses are fma nodes.
+ *           the language fuses are fma nodes; every checked gather in the
+ *           body of a materialised t reports t's element (an inlined
+ *           producer's named the producer's).
  *
  * Cost. Whether an elementwise intermediate U is inlined (its body
  * evaluated wherever a consumer reads it) or materialised (a stage of its
@@ -219,7 +221,7 @@ static Expr *inline_load(Inliner *in, Expr *e, double *nodes)
         ok = ir_binop(c, EX_AND, ok, ir_binop(c, EX_AND, lo, hi));
     }
     *nodes += 3 + 7.0 * u->rank;
-    return ir_select(c, ok, ir_pad_loads(c, body), ir_float(c, 0.0));
+    return ir_select(c, ok, ir_pad_loads(c, body), ir_zero(c, u->dtype));
 }
 
 /* e with inlined loads substituted; adds the result's tree size to *nodes. */
@@ -255,6 +257,23 @@ bool pass_stage_has_reduction(const Expr *body)
     return found;
 }
 
+/* A checked gather names the element its stage computes (the flat
+ * position ud): an inlined producer's checks named the producer's. */
+static Expr *aim_check(ExprCtx *c, Expr *e, void *ud)
+{
+    if (e->kind != EX_CHECK || e->op.c == ud)
+        return e;
+    return ir_op(c, EX_CHECK, e->op.a, e->op.b, ud);
+}
+
+static Expr *flat_position(ExprCtx *c, const Tensor *t)
+{
+    Expr *pos = ir_int(c, 0);
+    for (int d = 0; d < t->rank; d++)
+        pos = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, pos, t->shape[d]), ir_varref(c, t->axes[d]));
+    return ir_simplify(c, pos);
+}
+
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
 {
     decide(p, materialized, NULL);
@@ -270,5 +289,8 @@ void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
         if (in.nodes[i] > INLINE_MAX_NODES)
             materialized[i] = true;
     }
+    for (int i = 0; i < p->ntensors; i++)
+        if (materialized[i] && p->tensors[i]->kind != TK_INPUT)
+            bodies[i] = ir_rewrite(p->ctx, bodies[i], aim_check, flat_position(p->ctx, p->tensors[i]));
     free(in.nodes);
 }

@@ -337,6 +337,8 @@ uint32_t ir_expr_count(const ExprCtx *c);
 Expr *ir_int(ExprCtx *c, int64_t v);
 Expr *ir_bool(ExprCtx *c, bool v);
 Expr *ir_float(ExprCtx *c, double v);
+/* 0 of type t (false for bool): what a zero-padded read gives outside. */
+Expr *ir_zero(ExprCtx *c, DType t);
 Expr *ir_varref(ExprCtx *c, Var *v);
 Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x);
 Expr *ir_binop(ExprCtx *c, ExprKind k, Expr *a, Expr *b);

@@ -285,6 +285,19 @@ for target in cpu loops emu; do
         --target $target --output Y=ykeep.npy
     [ "$(cat ykeep.npy)" = keep ] || bad "a failed gather replaced its output ($target)"
 done
+# a gather fused into its reader's reduction names the reader's element
+cat >gather_fused.tex <<'EOF'
+dim T in 1..8
+input ids[T] i32
+input E[3, 3] f32
+G[t: T, d: 3] = E[ids[t], d] * 2.0
+output Y[t: T] = sum[d: 3](G[t, d])
+EOF
+for target in cpu loops emu; do
+    expect 1 "index 3 of E on axis 0 is out of range -3..2 (computing Y\[5\])" -- \
+        "$dcc" run gather_fused.tex --set T=6 --input ids="$src/tests/data/npy/i32_6.npy" \
+        --target $target
+done
 
 # ---- constants: not an input the command line may replace ----
 expect 1 "is a constant (its values come from constants_E.npy)" -- \
