@@ -16,11 +16,14 @@
 #include "onnx.pb-c.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { MAXR = 8, MAX_MODEL_BYTES = 1 << 30 };
 
@@ -51,6 +54,7 @@ typedef struct Imp {
     const Onnx__GraphProto *g;
     const FeDimRange *ranges;
     int nranges;
+    const char *dir; /* the model's folder, where its external data is */
     int64_t opset;
     Val *vals;
     int nvals, capvals;
@@ -71,9 +75,11 @@ static void fail(Imp *I, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    const char *dom = I->node && I->node->domain && strcmp(I->node->domain, "ai.onnx") != 0
+                      ? I->node->domain : "";
     if (I->node)
-        ir_diag(&I->u->diags, (SrcLoc){0, 0}, "node %d ('%s', %s): %s", I->node_index,
-                I->node->name ? I->node->name : "", I->node->op_type, msg);
+        ir_diag(&I->u->diags, (SrcLoc){0, 0}, "node %d ('%s', %s%s%s): %s", I->node_index,
+                I->node->name ? I->node->name : "", dom, dom[0] ? "." : "", I->node->op_type, msg);
     else
         ir_diag(&I->u->diags, (SrcLoc){0, 0}, "%s", msg);
     I->failed = true;
@@ -161,10 +167,96 @@ static bool dtype_of(Imp *I, int32_t ot, const char *what, DType *dt)
 
 /* ---- tensors in files ---- */
 
-/* The elements of a TensorProto (raw_data little-endian, or the typed
- * fields), dims and type checked, into a malloc'd buffer. */
-static void *tensor_data(const Onnx__TensorProto *tp, DType dt, int64_t *numel, char *err,
-                         size_t errlen)
+/* Parses a decimal byte count of external data; false on anything else. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* Reads the bytes external data describes (location relative to dir,
+ * offset, length) into out: a file inside dir, at most its end. */
+static bool external_data(const Onnx__TensorProto *tp, const char *dir, void *out, size_t bytes,
+                          char *err, size_t errlen)
+{
+    const char *loc = NULL;
+    uint64_t offset = 0, length = bytes;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[i];
+        const char *k = e->key ? e->key : "", *v = e->value ? e->value : "";
+        if (strcmp(k, "location") == 0)
+            loc = v;
+        else if ((strcmp(k, "offset") == 0 && !parse_size(v, &offset)) ||
+                 (strcmp(k, "length") == 0 && !parse_size(v, &length))) {
+            snprintf(err, errlen, "external data: %s '%.64s' is not a byte count", k, v);
+            return false;
+        }
+    }
+    if (!dir) {
+        snprintf(err, errlen, "its data is in an external file, which a lone tensor cannot refer to");
+        return false;
+    }
+    if (!loc || !*loc) {
+        snprintf(err, errlen, "external data without a location");
+        return false;
+    }
+    /* ONNX Runtime's rule: a relative path that stays in the model's folder */
+    bool escapes = loc[0] == '/';
+    for (const char *s = loc; !escapes && s; s = strchr(s, '/') ? strchr(s, '/') + 1 : NULL)
+        escapes = strncmp(s, "..", 2) == 0 && (s[2] == '/' || !s[2]);
+    if (escapes) {
+        snprintf(err, errlen, "external data '%.200s' points outside the model's folder", loc);
+        return false;
+    }
+    if (length != bytes) {
+        snprintf(err, errlen, "external data '%.200s' holds %llu bytes, its elements need %zu", loc,
+                 (unsigned long long)length, bytes);
+        return false;
+    }
+    char path[4096], real[PATH_MAX], realdir[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, loc);
+    size_t dl = realpath(dir, realdir) ? strlen(realdir) : 0;
+    if (!realpath(path, real)) {
+        snprintf(err, errlen, "external data '%.200s': %s", path, strerror(errno));
+        return false;
+    }
+    if (!dl || strncmp(real, realdir, dl) != 0 || (real[dl] != '/' && dl > 1)) {
+        snprintf(err, errlen, "external data '%.200s' points outside the model's folder (to %.200s)",
+                 loc, real);
+        return false;
+    }
+    FILE *f = rt_open_read(path, err, errlen); /* a regular file */
+    if (!f)
+        return false;
+    struct stat st;
+    bool ok = fstat(fileno(f), &st) == 0;
+    if (!ok)
+        snprintf(err, errlen, "external data '%.200s': %s", path, strerror(errno));
+    else if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset) {
+        snprintf(err, errlen, "external data '%.200s': %zu bytes at offset %llu run past its end "
+                 "(%lld bytes)", path, bytes, (unsigned long long)offset, (long long)st.st_size);
+        ok = false;
+    } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(out, 1, bytes, f) != bytes) {
+        snprintf(err, errlen, "external data '%.200s': cannot read it", path);
+        ok = false;
+    }
+    fclose(f);
+    return ok;
+}
+
+/* The elements of a TensorProto (raw_data little-endian, the typed fields,
+ * or external data in a file of dir, NULL where there is no model), dims
+ * and type checked, into a malloc'd buffer. */
+static void *tensor_data(const Onnx__TensorProto *tp, DType dt, const char *dir, int64_t *numel,
+                         char *err, size_t errlen)
 {
     int64_t n = 1;
     for (size_t i = 0; i < tp->n_dims; i++) {
@@ -174,10 +266,6 @@ static void *tensor_data(const Onnx__TensorProto *tp, DType dt, int64_t *numel, 
         }
         n *= tp->dims[i];
     }
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        snprintf(err, errlen, "its data is in an external file: not supported yet");
-        return NULL;
-    }
     size_t size = (size_t)ir_dtype_size(dt), bytes = (size_t)n * size;
     void *out = malloc(bytes ? bytes : 1);
     if (!out) {
@@ -185,6 +273,16 @@ static void *tensor_data(const Onnx__TensorProto *tp, DType dt, int64_t *numel, 
         return NULL;
     }
     *numel = n;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        if (!external_data(tp, dir, out, bytes, err, errlen)) {
+            free(out);
+            return NULL;
+        }
+        if (dt == DT_BOOL)
+            for (size_t i = 0; i < bytes; i++)
+                ((uint8_t *)out)[i] = ((uint8_t *)out)[i] != 0;
+        return out;
+    }
     if (tp->has_raw_data) {
         if (tp->raw_data.len != bytes) {
             snprintf(err, errlen, "raw_data holds %zu bytes, its %lld elements need %zu",
@@ -220,7 +318,7 @@ static void *tensor_data(const Onnx__TensorProto *tp, DType dt, int64_t *numel, 
  * Constant node's value). */
 static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *tp)
 {
-    char what[160], err[256];
+    char what[160], err[1024];
     snprintf(what, sizeof what, "tensor '%s'", onnx);
     DType dt;
     if (!dtype_of(I, tp->has_data_type ? tp->data_type : 0, what, &dt))
@@ -230,7 +328,7 @@ static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *
         return NULL;
     }
     int64_t n;
-    void *data = tensor_data(tp, dt, &n, err, sizeof err);
+    void *data = tensor_data(tp, dt, I->dir, &n, err, sizeof err);
     if (!data) {
         fail(I, "%s: %s", what, err);
         return NULL;
@@ -268,7 +366,8 @@ static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen
         if (!nb) {
             free(buf);
             buf = NULL;
-            snprintf(err, errlen, "%s: larger than 1 GB (external data is not supported yet)", path);
+            snprintf(err, errlen, "%s: larger than 1 GB (save a model this large with its "
+                     "weights as external data)", path);
             break;
         }
         buf = nb;
@@ -309,8 +408,8 @@ int fe_onnx_read_tensor(const char *path, RtArray *out, char *name, size_t namel
         snprintf(err, errlen, "%s: rank %zu", path, tp->n_dims);
     else {
         int64_t n;
-        char why[256];
-        out->data = tensor_data(tp, dt, &n, why, sizeof why);
+        char why[1024];
+        out->data = tensor_data(tp, dt, NULL, &n, why, sizeof why);
         if (!out->data)
             snprintf(err, errlen, "%s: %s", path, why);
         else {
@@ -537,7 +636,7 @@ enum { K_SOFTMAX = 1, K_LOGSOFTMAX, K_WHERE, K_CAST, K_IDENTITY, K_MATMUL, K_GEM
        K_LAYERNORM, K_EXPAND, K_MEANOF, K_PRELU, K_SHAPE, K_SIZE, K_CONSTOFSHAPE, K_SLICE, K_SPLIT,
        K_REDUCE_L1, K_REDUCE_L2, K_REDUCE_SQ, K_REDUCE_LOGSUM, K_REDUCE_LSE, K_TRILU, K_RANGE,
        K_ARGMAX, K_ARGMIN, K_GATHER_ELEMENTS, K_BATCHNORM, K_MOD, K_CONV, K_MAXPOOL, K_AVGPOOL,
-       K_GMAXPOOL, K_GAVGPOOL, K_TILE, K_D2S, K_S2D, K_CUMSUM };
+       K_GMAXPOOL, K_GAVGPOOL, K_TILE, K_D2S, K_S2D, K_CUMSUM, K_GATHER_ND };
 
 /* ---- operators ---- */
 
@@ -1121,6 +1220,57 @@ static Expr *numel_of(Imp *I, int rank, Expr *const *shape)
     return ir_simplify(I->c, n);
 }
 
+/* Splits e into its factors (a product's operands, recursively). */
+static void factors(Expr *e, Expr **f, int *n, int cap)
+{
+    if (e->kind == EX_MUL && *n + 2 <= cap) {
+        factors(e->op.a, f, n, cap);
+        factors(e->op.b, f, n, cap);
+    } else if (*n < cap) {
+        f[(*n)++] = e;
+    }
+}
+
+/* The product of num divided by the product of den, where it divides
+ * exactly factor by factor (Reshape's -1: [b, s, 768] over [b, s, -1,
+ * 64] is 12); NULL otherwise. */
+static Expr *exact_quotient(Imp *I, Expr *const *num, int nn, Expr *const *den, int nd)
+{
+    enum { CAP = 4 * MAXR };
+    Expr *f[CAP], *g[CAP];
+    int a = 0, b = 0;
+    for (int i = 0; i < nn; i++)
+        factors(ir_simplify(I->c, num[i]), f, &a, CAP);
+    for (int i = 0; i < nd; i++)
+        factors(ir_simplify(I->c, den[i]), g, &b, CAP);
+    int64_t cn = 1, cd = 1, v;
+    for (int j = 0; j < b; j++) {
+        if (ir_is_const(g[j], &v)) {
+            if (v < 1 || __builtin_mul_overflow(cd, v, &cd))
+                return NULL;
+            continue;
+        }
+        int k = 0;
+        while (k < a && f[k] != g[j])
+            k++;
+        if (k == a)
+            return NULL;
+        f[k] = NULL;
+    }
+    Expr *q = ir_int(I->c, 1);
+    for (int k = 0; k < a; k++) {
+        if (!f[k])
+            continue;
+        if (!ir_is_const(f[k], &v))
+            q = ir_binop(I->c, EX_MUL, q, f[k]);
+        else if (v < 0 || __builtin_mul_overflow(cn, v, &cn))
+            return NULL;
+    }
+    if (cn % cd != 0)
+        return NULL;
+    return ir_simplify(I->c, ir_binop(I->c, EX_MUL, q, ir_int(I->c, cn / cd)));
+}
+
 /* x viewed with another shape of as many elements (row-major). */
 static bool view(Imp *I, Val *x, int rank, Expr **shape)
 {
@@ -1207,8 +1357,8 @@ static bool op_reshape(Imp *I, const char *op)
             return false;
         }
         bool allowzero = attr_int(I->node, "allowzero", 0);
-        int minus = -1;
-        Expr *known = ir_int(I->c, 1);
+        int minus = -1, nknown = 0;
+        Expr *known[MAXR];
         for (int64_t d = 0; d < n; d++) {
             Expr *e = ir_simplify(I->c, sv->known[d]);
             int64_t c = 1;
@@ -1224,10 +1374,14 @@ static bool op_reshape(Imp *I, const char *op)
                 return false;
             }
             if (d != minus)
-                known = ir_binop(I->c, EX_MUL, known, shape[d]);
+                known[nknown++] = shape[d];
         }
-        if (minus >= 0)
-            shape[minus] = ir_simplify(I->c, ir_binop(I->c, EX_DIV, numel_of(I, x->rank, x->shape), known));
+        if (minus >= 0) {
+            shape[minus] = exact_quotient(I, x->shape, x->rank, known, nknown);
+            if (!shape[minus])
+                shape[minus] = ir_simplify(I->c, ir_binop(I->c, EX_DIV, numel_of(I, x->rank, x->shape),
+                                                          numel_of(I, nknown, known)));
+        }
         return view(I, x, (int)n, shape);
     }
     if (!axes_arg(I, "axes", &v, &n))
@@ -1548,12 +1702,12 @@ static bool op_constant_of_shape(Imp *I)
         const Onnx__AttributeProto *va = attr(I->node, "value");
         DType dt = DT_F32;
         Expr *value = fl(I, 0.0);
-        char err[256];
+        char err[1024];
         if (va && va->t) {
             int64_t m;
             if (!dtype_of(I, va->t->has_data_type ? va->t->data_type : 0, "value", &dt))
                 return false;
-            void *d = tensor_data(va->t, dt, &m, err, sizeof err);
+            void *d = tensor_data(va->t, dt, I->dir, &m, err, sizeof err);
             if (!d || m != 1) {
                 free(d);
                 fail(I, "value must hold one element");
@@ -1590,12 +1744,12 @@ static bool op_constant_of_shape(Imp *I)
     }
     const Onnx__AttributeProto *va = attr(I->node, "value");
     DType dt = DT_F32;
-    char one[8] = {0}, err[256];
+    char one[8] = {0}, err[1024];
     if (va && va->t) {
         int64_t m;
         if (!dtype_of(I, va->t->has_data_type ? va->t->data_type : 0, "value", &dt))
             return false;
-        void *d = tensor_data(va->t, dt, &m, err, sizeof err);
+        void *d = tensor_data(va->t, dt, I->dir, &m, err, sizeof err);
         if (!d || m != 1) {
             free(d);
             fail(I, "value must hold one element");
@@ -1617,16 +1771,31 @@ static bool op_constant_of_shape(Imp *I)
 
 /* Slice with constant starts, ends, axes and steps (opset 10+; attributes
  * before): out[..., j, ...] = x[..., start + j * step, ...]. */
-static void cap_dims(Expr *e, void *ud)
+typedef struct DimSet {
+    Var *v[16];
+    int n;
+    bool more; /* more than 16 */
+} DimSet;
+
+static void collect_dims(Expr *e, void *ud)
 {
-    (void)ud;
-    if (e->kind == EX_VAR && e->var->kind == VK_DIM)
-        e->var->max = e->var->hi;
+    DimSet *s = ud;
+    if (e->kind != EX_VAR || e->var->kind != VK_DIM)
+        return;
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i] == e->var)
+            return;
+    if (s->n == 16)
+        s->more = true;
+    else
+        s->v[s->n++] = e->var;
 }
 
 /* Whether e >= 0 is proven for every size, or else within the declared
- * ranges (then the dims it uses accept no size above them, as a .tex
- * program's unprovable access does). */
+ * ranges. Then the dims it uses accept no size where it is not proven: of
+ * one dim, the largest size up to which it holds (the first `sequence`
+ * rows of a table of 512: sequence up to 512, as ONNX Runtime runs it); of
+ * several, none above their ranges (as a .tex program's unprovable access). */
 static bool proven_nonneg(Imp *I, Expr *e)
 {
     e = ir_simplify(I->c, e);
@@ -1634,7 +1803,26 @@ static bool proven_nonneg(Imp *I, Expr *e)
         return true;
     if (!ir_prove_nonneg(I->c, e, RANGE_DECLARED))
         return false;
-    ir_expr_visit(e, cap_dims, NULL);
+    DimSet s = {.n = 0};
+    ir_expr_visit(e, collect_dims, &s);
+    if (s.more)
+        return false;
+    if (s.n == 1) { /* bisect: holds at lo (proven: hi), fails above hi_ */
+        Var *v = s.v[0];
+        int64_t lo = v->hi < v->max ? v->hi : v->max, hi_ = v->max;
+        while (lo < hi_) {
+            int64_t mid = lo + (hi_ - lo + 1) / 2;
+            v->max = mid;
+            if (ir_prove_nonneg(I->c, e, RANGE_OPEN))
+                lo = mid;
+            else
+                hi_ = mid - 1;
+        }
+        v->max = lo;
+        return true;
+    }
+    for (int i = 0; i < s.n; i++)
+        s.v[i]->max = s.v[i]->hi;
     return true;
 }
 
@@ -1740,7 +1928,11 @@ static bool op_slice(Imp *I)
         Expr *len = ir_simplify(I->c, ir_binop(I->c, EX_SUB, fx, bx));
         if (!proven_nonneg(I, bx) || !proven_nonneg(I, ir_binop(I->c, EX_SUB, len, ir_int(I->c, 1))) ||
             !proven_nonneg(I, ir_binop(I->c, EX_SUB, E, fx))) {
-            fail(I, "axis %d: the slice is not proven to lie within the axis and hold an element", a);
+            Arena *ar = I->u->arena;
+            fail(I, "axis %d: the slice from %s to %s is not proven to lie within the axis of "
+                    "%s elements and hold one, for the declared ranges (narrow them with --dims)",
+                 a, ir_expr_str(ar, ir_simplify(I->c, bx)), ir_expr_str(ar, ir_simplify(I->c, fx)),
+                 ir_expr_str(ar, ir_simplify(I->c, E)));
             return false;
         }
         start[a] = ir_simplify(I->c, bx);
@@ -1839,7 +2031,7 @@ static bool op_trilu(Imp *I)
     bool upper = attr_int(I->node, "upper", 1);
     Expr *keep = upper ? ir_binop(I->c, EX_LE, ir_int(I->c, k), diag)
                        : ir_binop(I->c, EX_LE, diag, ir_int(I->c, k));
-    Expr *zero = x->dt == DT_F32 ? fl(I, 0.0) : ir_int(I->c, 0);
+    Expr *zero = ir_zero(I->c, x->dt);
     return define(I, 0, x->dt, r, ax, ir_select(I->c, keep, read_at(I, x, r, ax), zero)) != NULL;
 }
 
@@ -1953,6 +2145,58 @@ static bool op_gather_elements(Imp *I)
         xi[d] = d == a ? ir_op(I->c, EX_CHECK, id, x->shape[a], pos)
                        : ir_op(I->c, EX_CHECK, ir_varref(I->c, ax[d]), x->shape[d], pos);
     return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, r, xi, false)) != NULL;
+}
+
+/* GatherND (batch_dims b): the last axis of indices, of k elements known
+ * when compiling, picks a position on data's axes b..b+k-1 (negative ones
+ * from the end, checked as Gather's); out[i..., j...] = data[i[:b]...,
+ * ix[i..., 0], ..., ix[i..., k-1], j...]. */
+static bool op_gather_nd(Imp *I)
+{
+    Val *x = input(I, 0), *ix = input(I, 1);
+    if (!x || !ix)
+        return false;
+    int64_t b = attr_int(I->node, "batch_dims", 0), k = 0;
+    int q = ix->rank;
+    if (ix->dt != DT_I64 || q < 1 || !ir_is_const(ir_simplify(I->c, ix->shape[q - 1]), &k)) {
+        fail(I, "indices must be int64 with a last axis known when compiling");
+        return false;
+    }
+    if (b < 0 || b >= q || k < 1 || b + k > x->rank) {
+        fail(I, "batch_dims %lld and %lld indices per position do not fit data of rank %d and "
+                "indices of rank %d", (long long)b, (long long)k, x->rank, q);
+        return false;
+    }
+    for (int d = 0; d < b; d++)
+        if (ir_simplify(I->c, x->shape[d]) != ir_simplify(I->c, ix->shape[d])) {
+            fail(I, "batch axis %d of data and indices is not proven equal", d);
+            return false;
+        }
+    int r = q - 1 + x->rank - (int)(b + k);
+    if (r > MAXR) {
+        fail(I, "rank %d", r);
+        return false;
+    }
+    Expr *shape[MAXR] = {NULL};
+    for (int d = 0; d < q - 1; d++)
+        shape[d] = ix->shape[d];
+    for (int d = (int)(b + k); d < x->rank; d++)
+        shape[q - 1 + d - (int)(b + k)] = x->shape[d];
+    Var **ax = axes_of(I, r, shape);
+    Expr *pos = flat_of(I, r, shape, ax), *ii[MAXR], *xi[MAXR];
+    for (int d = 0; d < q - 1; d++)
+        ii[d] = ir_varref(I->c, ax[d]);
+    for (int d = 0; d < x->rank; d++) {
+        if (d < b) {
+            xi[d] = ir_varref(I->c, ax[d]);
+        } else if (d < b + k) {
+            ii[q - 1] = ir_int(I->c, d - b);
+            xi[d] = ir_op(I->c, EX_CHECK, ir_load(I->c, ix->t, q, ii, false), x->shape[d], pos);
+        } else {
+            xi[d] = ir_varref(I->c, ax[q - 1 + d - (int)(b + k)]);
+        }
+    }
+    return define(I, 0, x->dt, r, ax, ir_load(I->c, x->t, x->rank, xi, false)) != NULL;
 }
 
 /* BatchNormalization (inference): scale (x - mean) / sqrt(var + eps) + B
@@ -2346,7 +2590,7 @@ static bool op_cumsum(Imp *I)
         xi[d] = d == a ? ir_varref(I->c, k) : ir_varref(I->c, ax[d]);
     Expr *kk = ir_varref(I->c, k), *j = ir_varref(I->c, ax[a]);
     Expr *in = rev ? ir_binop(I->c, excl ? EX_LT : EX_LE, j, kk) : ir_binop(I->c, excl ? EX_LT : EX_LE, kk, j);
-    Expr *zero = x->dt == DT_F32 ? fl(I, 0.0) : ir_int(I->c, 0);
+    Expr *zero = ir_zero(I->c, x->dt);
     Expr *e = ir_reduce(I->c, RD_SUM, 1, &k, ir_select(I->c, in, ir_load(I->c, x->t, r, xi, false), zero));
     return define(I, 0, x->dt, r, ax, e) != NULL;
 }
@@ -2379,7 +2623,7 @@ static const OpKind other_ops[] = {
     {"AveragePool", K_AVGPOOL, 0},     {"GlobalMaxPool", K_GMAXPOOL, 0},
     {"GlobalAveragePool", K_GAVGPOOL, 0}, {"Tile", K_TILE, 0},
     {"DepthToSpace", K_D2S, 0},        {"SpaceToDepth", K_S2D, 0},
-    {"CumSum", K_CUMSUM, 0},
+    {"CumSum", K_CUMSUM, 0},           {"GatherND", K_GATHER_ND, 0},
 };
 
 /* The lowering of op_type: 0 none (unsupported), else a code for dispatch. */
@@ -2548,6 +2792,7 @@ static bool import_node(Imp *I, int code)
         case K_RESHAPE: return op_reshape(I, o->name);
         case K_CONCAT: return op_concat(I);
         case K_GATHER: return op_gather(I);
+        case K_GATHER_ND: return op_gather_nd(I);
         case K_LAYERNORM: return op_layernorm(I);
         case K_EXPAND: return op_expand(I);
         case K_MEANOF: return op_mean_prelu(I, false);
@@ -2804,6 +3049,144 @@ static void import_graph(Imp *I)
     }
 }
 
+/* ---- model-local functions ----
+ *
+ * A node that calls a function of the model (its op_type and domain are
+ * the function's) is replaced by the function's nodes: its formal inputs
+ * and outputs renamed to the call's, every other name it computes given
+ * the call's name as a prefix, and attributes that refer to the call's
+ * (ref_attr_name) taking their values (absent: the operator's default).
+ * Calls inside functions expand in turn, to a depth of MAX_INLINE. */
+
+enum { MAX_INLINE = 16, MAX_EXPANDED = 1 << 20 };
+
+typedef struct Nodes {
+    Onnx__NodeProto **a;
+    size_t n, cap;
+    size_t visited; /* nodes and calls expanded: at most MAX_EXPANDED */
+} Nodes;
+
+static const Onnx__FunctionProto *function_of(const Onnx__ModelProto *m, const Onnx__NodeProto *n)
+{
+    for (size_t i = 0; i < m->n_functions; i++) {
+        const Onnx__FunctionProto *f = m->functions[i];
+        const char *fd = f->domain ? f->domain : "", *nd = n->domain ? n->domain : "";
+        if (f->name && strcmp(f->name, n->op_type) == 0 && strcmp(fd, nd) == 0)
+            return f;
+    }
+    return NULL;
+}
+
+/* name inside f's body as the call sees it */
+static char *renamed(Imp *I, const Onnx__FunctionProto *f, const Onnx__NodeProto *call,
+                     const char *prefix, const char *name)
+{
+    if (!name[0])
+        return (char *)name;
+    for (size_t i = 0; i < f->n_input; i++)
+        if (strcmp(f->input[i], name) == 0)
+            return i < call->n_input ? call->input[i] : (char *)"";
+    for (size_t i = 0; i < f->n_output; i++)
+        if (strcmp(f->output[i], name) == 0)
+            return i < call->n_output ? call->output[i] : (char *)"";
+    size_t n = strlen(prefix) + strlen(name) + 2;
+    char *s = IR_NEWN(I->u->arena, char, n);
+    snprintf(s, n, "%s/%s", prefix, name);
+    return s;
+}
+
+static bool expand_nodes(Imp *I, const Onnx__ModelProto *m, Onnx__NodeProto *const *nodes,
+                         size_t n, int depth, Nodes *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        Onnx__NodeProto *call = nodes[i];
+        const Onnx__FunctionProto *f = call->op_type ? function_of(m, call) : NULL;
+        if (!depth) { /* messages name the graph's node */
+            I->node = call;
+            I->node_index = (int)i;
+        }
+        if (++out->visited > MAX_EXPANDED) {
+            fail(I, "the functions' calls expand to more than %d nodes", MAX_EXPANDED);
+            return false;
+        }
+        if (!f) {
+            if (out->n == out->cap) {
+                out->cap = out->cap ? out->cap * 2 : 64;
+                out->a = realloc(out->a, out->cap * sizeof *out->a);
+            }
+            out->a[out->n++] = call;
+            continue;
+        }
+        if (depth == MAX_INLINE) {
+            fail(I, "calls to functions nest deeper than %d (a recursive function?)", MAX_INLINE);
+            return false;
+        }
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "%s", call->name && call->name[0] ? call->name : f->name);
+        Onnx__NodeProto **body = IR_NEWN(I->u->arena, Onnx__NodeProto *, f->n_node + 1);
+        for (size_t k = 0; k < f->n_node; k++) {
+            const Onnx__NodeProto *b = f->node[k];
+            Onnx__NodeProto *c = IR_NEW(I->u->arena, Onnx__NodeProto);
+            *c = *b;
+            c->input = IR_NEWN(I->u->arena, char *, b->n_input + 1);
+            c->output = IR_NEWN(I->u->arena, char *, b->n_output + 1);
+            for (size_t j = 0; j < b->n_input; j++)
+                c->input[j] = renamed(I, f, call, prefix, b->input[j] ? b->input[j] : "");
+            for (size_t j = 0; j < b->n_output; j++)
+                c->output[j] = renamed(I, f, call, prefix, b->output[j] ? b->output[j] : "");
+            c->name = renamed(I, f, call, prefix, b->name && b->name[0] ? b->name : b->op_type ? b->op_type : "");
+            c->attribute = IR_NEWN(I->u->arena, Onnx__AttributeProto *, b->n_attribute + 1);
+            c->n_attribute = 0;
+            for (size_t j = 0; j < b->n_attribute; j++) {
+                Onnx__AttributeProto *a = b->attribute[j];
+                if (a->ref_attr_name && a->ref_attr_name[0]) {
+                    Onnx__AttributeProto *given = NULL;
+                    for (size_t q = 0; q < call->n_attribute; q++)
+                        if (call->attribute[q]->name &&
+                            strcmp(call->attribute[q]->name, a->ref_attr_name) == 0)
+                            given = call->attribute[q];
+                    if (!given)
+                        continue;
+                    Onnx__AttributeProto *copy = IR_NEW(I->u->arena, Onnx__AttributeProto);
+                    *copy = *given;
+                    copy->name = a->name;
+                    a = copy;
+                }
+                c->attribute[c->n_attribute++] = a;
+            }
+            body[k] = c;
+        }
+        if (!expand_nodes(I, m, body, f->n_node, depth + 1, out))
+            return false;
+    }
+    return true;
+}
+
+/* The graph with every call to a model-local function expanded, in the
+ * arena (the protobuf's own nodes shared). */
+static const Onnx__GraphProto *inline_functions(Imp *I, const Onnx__ModelProto *m)
+{
+    if (!m->n_functions)
+        return m->graph;
+    for (size_t i = 0; i < m->graph->n_node; i++)
+        if (!m->graph->node[i]->op_type) /* names_present reports it */
+            return m->graph;
+    Nodes out = {0};
+    if (!expand_nodes(I, m, m->graph->node, m->graph->n_node, 0, &out)) {
+        free(out.a);
+        return NULL;
+    }
+    Onnx__GraphProto *g = IR_NEW(I->u->arena, Onnx__GraphProto);
+    *g = *m->graph;
+    g->n_node = out.n;
+    g->node = IR_NEWN(I->u->arena, Onnx__NodeProto *, out.n + 1);
+    if (out.n)
+        memcpy(g->node, out.a, out.n * sizeof *out.a);
+    free(out.a);
+    I->node = NULL;
+    return g;
+}
+
 static void import_model(Imp *I, const Onnx__ModelProto *m)
 {
     if (!m->has_ir_version || m->ir_version < 3) {
@@ -2820,16 +3203,13 @@ static void import_model(Imp *I, const Onnx__ModelProto *m)
         fail(I, "default-domain opset %lld: opsets 7 to 21 are supported", (long long)I->opset);
         return;
     }
-    if (m->n_functions) {
-        fail(I, "model-local functions are not supported yet");
-        return;
-    }
     if (!m->graph) {
         fail(I, "the model has no graph");
         return;
     }
-    I->g = m->graph;
-    import_graph(I);
+    I->g = inline_functions(I, m);
+    if (I->g)
+        import_graph(I);
 }
 
 static int import_bytes(const char *path, const uint8_t *buf, size_t len, const FeDimRange *ranges,
@@ -2881,7 +3261,10 @@ static int import_bytes(const char *path, const uint8_t *buf, size_t len, const 
         ir_diag(&u->diags, (SrcLoc){0, 0}, "not an ONNX model (the protobuf does not decode)");
         return 1;
     }
-    Imp I = {.u = u, .ranges = ranges, .nranges = nranges};
+    char *dir = ir_arena_strdup(u->arena, path), *slash = strrchr(dir, '/');
+    if (slash)
+        slash[slash == dir] = 0; /* "/m.onnx": "/" */
+    Imp I = {.u = u, .ranges = ranges, .nranges = nranges, .dir = slash ? dir : "."};
     I.p = ir_te_new(fe_program_name(u->arena, path));
     I.c = I.p->ctx;
     import_model(&I, m);

@@ -34,7 +34,8 @@ for f in "$models"/*.txt; do
 done
 
 # good models: checked against the reference at several sizes
-for args in "mlp batch=1..16 batch 1 7 16 40" "embed sequence=1..32 sequence 1 5 32 33"; do
+for args in "mlp batch=1..16 batch 1 7 16 40" "embed sequence=1..32 sequence 1 5 32 33" \
+            "func batch=1..8 batch 1 3 8 9"; do
     set -- $args
     m=$1 range=$2 dim=$3
     shift 3
@@ -105,7 +106,7 @@ case $out in
 *"sequence = 9 is above the declared range 1..8"*) ok "slice_positions above the range: $out" ;;
 *) bad "slice_positions above the range: $out" ;;
 esac
-expect slice_past 1 "node 3 ('slice', Slice): axis 1: the slice is not proven to lie within the axis" \
+expect slice_past 1 "node 3 ('slice', Slice): axis 1: the slice from 0 to sequence is not proven to lie within the axis of 8 elements" \
     "$tmp/slice_positions.onnx" --dims batch=1..2,sequence=1..9
 # an id out of range fails the call naming the tensor, and writes nothing
 printf 'input R[3] i64\noutput ids[i: 3] i64 = R[i] * 0 + 1 + i * 8\n' >"$tmp/ids.tex"
@@ -119,7 +120,41 @@ case "$rc $out" in
 *) bad "an id out of range: rc $rc: $out" ;;
 esac
 
+# weights as external data (ext.onnx: mlp.onnx's, in ext.bin beside it)
+python3 -c "import struct, sys; sys.stdout.buffer.write(struct.pack('<15f', 0.1, -0.2, 0.3, 0.4, 0.5, \
+-0.6, 0.7, 0.8, -0.9, 1.0, 1.1, -1.2, 0.01, 0.02, -0.03))" >"$tmp/ext.bin"
+for t in cpu emu; do
+    a=$("$dcc" run "$tmp/ext.onnx" --dims batch=1..16 --set batch=5 --target=$t 2>&1)
+    b=$("$dcc" run "$tmp/mlp.onnx" --dims batch=1..16 --set batch=5 --target=$t 2>&1)
+    case $a in
+    "y (5, 3): min"*) [ "$a" = "$b" ] && ok "external data on $t: as mlp" || bad "external data on $t: $a vs $b" ;;
+    *) bad "external data on $t: $a" ;;
+    esac
+done
+mkdir "$tmp/sub"
+cp "$tmp/ext.bin" "$tmp/sub/ext.bin"
+ext_variant() { # NAME SED-EXPRESSION: ext.txt changed, as sub/NAME.onnx
+    grep -v '^#' "$models/ext.txt" | sed "$2" |
+        protoc-c --encode=onnx.ModelProto --proto_path=/usr/include/onnx onnx.proto >"$tmp/sub/$1.onnx"
+}
+ext_variant up '/"0" }/s|"ext.bin"|"../ext.bin"|'
+expect ext_up 1 "tensor 'w': external data '../ext.bin' points outside the model's folder" "$tmp/sub/up.onnx" --dims batch=1..4
+ext_variant abs '/"0" }/s|"ext.bin"|"/etc/passwd"|'
+expect ext_abs 1 "tensor 'w': external data '/etc/passwd' points outside the model's folder" "$tmp/sub/abs.onnx" --dims batch=1..4
+ln -s ../ext.bin "$tmp/sub/link.bin"
+ext_variant link '/"0" }/s|"ext.bin"|"link.bin"|'
+expect ext_link 1 "tensor 'w': external data 'link.bin' points outside the model's folder" "$tmp/sub/link.onnx" --dims batch=1..4
+ext_variant past 's|"offset" value: "48" }|"offset" value: "52" }|'
+expect ext_past 1 "tensor 'b': external data '$tmp/sub/ext.bin': 12 bytes at offset 52 run past its end (60 bytes)" "$tmp/sub/past.onnx" --dims batch=1..4
+ext_variant length 's|value: "12" }|value: "16" }|'
+expect ext_length 1 "tensor 'b': external data 'ext.bin' holds 16 bytes, its elements need 12" "$tmp/sub/length.onnx" --dims batch=1..4
+ext_variant absent '/"0" }/s|"ext.bin"|"absent.bin"|'
+expect ext_absent 1 "tensor 'w': external data '$tmp/sub/absent.bin': No such file or directory" "$tmp/sub/absent.onnx" --dims batch=1..4
+ext_variant count 's|value: "0" }|value: "-1" }|'
+expect ext_count 1 "external data: offset '-1' is not a byte count" "$tmp/sub/count.onnx" --dims batch=1..4
+
 # bad models and bad command lines
+expect recursive 1 "node 0 ('call', local.Loop): calls to functions nest deeper than 16" "$tmp/recursive.onnx"
 expect cycle 1 "node 0 ('first', Add): the graph has a cycle through this node" "$tmp/cycle.onnx"
 expect missing 1 "input 'w' is no graph input, initializer or node's output" "$tmp/missing.onnx"
 expect unsupported 1 "unsupported operators: Cos 2, TopK 1" "$tmp/unsupported.onnx"
