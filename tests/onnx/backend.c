@@ -4,11 +4,15 @@
  * with output_K.pb at the backend tests' tolerances (|got - want| <= 1e-7
  * + 1e-3 |want|; integers and bools exactly; NaN where NaN).
  *
- *   backend [--targets=cpu,emu] [--list] DIR...   (each DIR holds test_* folders)
+ *   backend [--targets=cpu,emu] [--list] [--dims NAME=LO..HI,...] [--atol=X]
+ *           [--must-import] DIR...   (each DIR holds test_* folders)
  *
  * A model the importer refuses is skipped, grouped by reason ("unsupported
- * operator Resize: 23"); one that imports and then fails to compile, run
- * or match is a failure. Ends with "N passed, N failed, N skipped".
+ * operator Resize: 23"), or with --must-import a failure; one that imports
+ * and then fails to compile, run or match is a failure. Ends with "N
+ * passed, N failed, N skipped". A model with symbolic dims (the exports of
+ * scripts/make-onnx-tests.py) takes their ranges from --dims and, in each
+ * data set, their sizes from the inputs' shapes.
  */
 #include "dietcode/exec.h"
 #include "dietcode/onnx.h"
@@ -21,7 +25,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { MAX_REASONS = 512, MAX_IO = 32 };
+enum { MAX_REASONS = 512, MAX_IO = 32, MAX_DIMS = 16 };
+
+static FeDimRange ranges[MAX_DIMS];
+static int nranges;
+static bool must_import;
+static double abs_tol = 1e-7;
 
 typedef struct Reason {
     char text[200];
@@ -68,7 +77,7 @@ static bool close_enough(const RtArray *want, const void *got, int64_t n, char *
         case DCRT_F32:
             w = ((const float *)want->data)[i];
             g = ((const float *)got)[i];
-            if (isnan(w) ? !isnan(g) : !(fabs(g - w) <= 1e-7 + 1e-3 * fabs(w))) {
+            if (isnan(w) ? !isnan(g) : !(fabs(g - w) <= abs_tol + 1e-3 * fabs(w))) {
                 snprintf(why, len, "element %lld: got %.9g, expected %.9g", (long long)i, g, w);
                 return false;
             }
@@ -112,7 +121,20 @@ static int run_set(const TeProgram *p, const LoopProgram *lp, void *exe, bool em
         if (fe_onnx_read_tensor(path, &outs[nout], outname[nout], sizeof outname[nout], why, len) != 0)
             goto done;
     }
-    /* inputs in the order the graph lists them; outputs by name */
+    /* inputs in the order the graph lists them; outputs by name; the
+     * dims' sizes from the inputs' shapes */
+    int64_t dims[MAX_DIMS + 1] = {0};
+    for (int i = 0, k = 0; i < nt; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind != TK_INPUT || t->data || k >= nin)
+            continue;
+        for (int d = 0; d < t->rank && d < ins[k].rank; d++)
+            if (t->shape[d]->kind == EX_VAR && t->shape[d]->var->pos < MAX_DIMS)
+                dims[t->shape[d]->var->pos] = ins[k].shape[d];
+        k++;
+    }
+    if (p->ndims && !ir_check_dims(p, dims, why, len))
+        goto done;
     int k = 0;
     for (int i = 0; i < nt; i++) {
         const Tensor *t = p->tensors[i];
@@ -122,7 +144,10 @@ static int run_set(const TeProgram *p, const LoopProgram *lp, void *exe, bool em
             snprintf(why, len, "the data set has %d inputs, the model more", nin);
             goto done;
         }
-        if (ins[k].dtype != (int32_t)t->dtype || ins[k].rank != t->rank) {
+        bool same = ins[k].dtype == (int32_t)t->dtype && ins[k].rank == t->rank;
+        for (int d = 0; same && d < t->rank; d++)
+            same = ins[k].shape[d] == ir_eval_dims(t->shape[d], dims);
+        if (!same) {
             snprintf(why, len, "input %d does not match the model's", k);
             goto done;
         }
@@ -131,11 +156,10 @@ static int run_set(const TeProgram *p, const LoopProgram *lp, void *exe, bool em
     for (int i = 0; i < nt; i++) {
         const Tensor *t = p->tensors[i];
         if (t->kind == TK_OUTPUT) {
-            int64_t b = ir_te_bytes(t, NULL);
+            int64_t b = ir_te_bytes(t, dims);
             bufs[i] = calloc((size_t)(b > 0 ? b : 1), 1);
         }
     }
-    int64_t dims[1] = {0};
     if (emu ? ex_emu_run(exe, NULL, dims, bufs, why, len) != 0
             : ex_cpu_run(exe, dims, bufs, NULL, why, len) != 0)
         goto done;
@@ -152,7 +176,7 @@ static int run_set(const TeProgram *p, const LoopProgram *lp, void *exe, bool em
             snprintf(why, len, "output %d ('%s') has no output of its type", o, outname[o]);
             goto done;
         }
-        int64_t n = ir_te_numel(t, NULL), m = 1;
+        int64_t n = ir_te_numel(t, dims), m = 1;
         for (int d = 0; d < outs[o].rank; d++)
             m *= outs[o].shape[d];
         if (n != m) {
@@ -186,17 +210,22 @@ static int run_test(const char *dir, const char *name, bool emu, bool verbose)
     char path[1100], err[512];
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     FeUnit u;
-    int rc = fe_load_onnx(path, NULL, 0, &u, err, sizeof err);
+    int rc = fe_load_onnx(path, ranges, nranges, &u, err, sizeof err);
     if (rc != 0) {
-        if (rc > 0 && u.diags.head)
-            skip_diag(u.diags.head->msg);
+        const char *msg = rc > 0 && u.diags.head ? u.diags.head->msg
+                          : rc < 0               ? err
+                                                 : "no diagnostic";
+        if (must_import)
+            printf("FAIL %s (%s): not imported: %s\n", name, emu ? "emu" : "cpu", msg);
+        else if (rc > 0 && u.diags.head)
+            skip_diag(msg);
         else
-            skip(rc < 0 ? "unreadable" : "no diagnostic");
+            skip(rc < 0 ? "unreadable" : msg);
         fe_unload(&u);
-        return 0;
+        return must_import ? -1 : 0;
     }
-    if (u.prog->ndims) {
-        skip("symbolic dims in a node test");
+    if (u.prog->ndims > MAX_DIMS || (u.prog->ndims && !nranges)) {
+        skip("symbolic dims without --dims");
         fe_unload(&u);
         return 0;
     }
@@ -252,6 +281,27 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[a], "--list") == 0) {
             verbose = true;
+            continue;
+        }
+        if (strcmp(argv[a], "--must-import") == 0) {
+            must_import = true;
+            continue;
+        }
+        if (strncmp(argv[a], "--atol=", 7) == 0) {
+            abs_tol = atof(argv[a] + 7);
+            continue;
+        }
+        if (strcmp(argv[a], "--dims") == 0 && a + 1 < argc) { /* NAME=LO..HI[,...] */
+            for (char *s = strtok(argv[++a], ","); s && nranges < MAX_DIMS; s = strtok(NULL, ",")) {
+                char *eq = strchr(s, '=');
+                long long lo, hi;
+                if (!eq || sscanf(eq + 1, "%lld..%lld", &lo, &hi) != 2) {
+                    fprintf(stderr, "backend: --dims expects NAME=LO..HI, got '%s'\n", s);
+                    return 2;
+                }
+                *eq = 0;
+                ranges[nranges++] = (FeDimRange){s, lo, hi};
+            }
             continue;
         }
         DIR *d = opendir(argv[a]);
