@@ -8,7 +8,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test install demo bench bench-tuning bench-static bench-model clean
+.PHONY: all deps build test install demo bench bench-tuning bench-static bench-model bench-onnx clean
 
 all: build
 
@@ -66,6 +66,14 @@ bench-model: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target bench_model
 	.venv-model/bin/python bench/model.py --build $(BUILD)
+
+# BERT-base and GPT-2 small from their ONNX files against ONNX Runtime and
+# PyTorch eager, batch 1..4 and sequence 1..512, CPU (bench/onnx.py).
+bench-onnx: deps
+	@scripts/install-deps.sh --bench-model
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_model
+	.venv-model/bin/python bench/onnx.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -2,8 +2,9 @@
  * (examples/bert_encoder.tex) against PyTorch and numpy in one process
  * tree, T by T in turns.
  *
- *   bench_model [--trials N --records R] [--threads N] PROGRAM.tex
+ *   bench_model [--trials N --records R] [--threads N] [--dims NAME=LO..HI,...] PROGRAM
  *
+ * PROGRAM is a .tex file or an ONNX model (its dims' ranges from --dims).
  * Compiles PROGRAM once, JIT for this CPU: tuned with N trials over its
  * dims' ranges (measurements in R; N = 0, the default: the default
  * schedule), prints "ready SECONDS" (the tuning time) and then answers
@@ -20,6 +21,7 @@
 #include "common.h"
 
 #include "dietcode/frontend.h"
+#include "dietcode/onnx.h"
 #include "dietcode/passes.h"
 #include "dietcode/runtime.h"
 
@@ -39,8 +41,36 @@ typedef struct Model {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_model [--trials N --records R] [--threads N] PROGRAM.tex\n");
+    fprintf(stderr, "usage: bench_model [--trials N --records R] [--threads N] "
+                    "[--dims NAME=LO..HI,...] PROGRAM\n");
     exit(2);
+}
+
+/* An ONNX model with the ranges of spec (NAME=LO..HI,...), or a .tex
+ * program; exits 1 with the diagnostics on failure. */
+static TeProgram *load_model(const char *path, char *spec, FeUnit *u)
+{
+    if (!fe_is_onnx(path))
+        return bench_load("bench_model", path, u);
+    FeDimRange r[16];
+    int n = 0;
+    for (char *s = spec ? strtok(spec, ",") : NULL; s && n < 16; s = strtok(NULL, ",")) {
+        char *eq = strchr(s, '=');
+        long long lo, hi;
+        if (!eq || sscanf(eq + 1, "%lld..%lld", &lo, &hi) != 2)
+            usage();
+        *eq = 0;
+        r[n++] = (FeDimRange){s, lo, hi};
+    }
+    char err[1024];
+    int rc = fe_load_onnx(path, r, n, u, err, sizeof err);
+    if (rc == 0)
+        return u->prog;
+    if (rc < 0)
+        fprintf(stderr, "bench_model: %s\n", err);
+    else
+        ir_diags_print(&u->diags, stderr);
+    exit(1);
 }
 
 static ExCpu *compile_default(TeProgram *p)
@@ -102,8 +132,8 @@ static const char *cmd_dims(Model *m, char *args, char *err, size_t errlen)
         }
     double total = 0;
     for (int i = 0; i < p->ntensors; i++)
-        if (p->tensors[i]->kind != TK_TEMP)
-            total += 4.0 * (double)ir_te_numel(p->tensors[i], dims);
+        if (p->tensors[i]->kind != TK_TEMP && !p->tensors[i]->data)
+            total += (double)ir_te_bytes(p->tensors[i], dims);
     if (total > 4.0 * (1 << 30)) {
         snprintf(err, errlen, "dims: inputs and outputs of %.1f GiB (a benchmark takes 4)",
                  total / (1 << 30));
@@ -113,20 +143,24 @@ static const char *cmd_dims(Model *m, char *args, char *err, size_t errlen)
     m->set = false; /* until every buffer has its new size */
     for (int i = 0; i < p->ntensors; i++) {
         const Tensor *t = p->tensors[i];
+        if (t->data) { /* a constant: the program's own */
+            m->t[i] = (void *)(uintptr_t)t->data;
+            continue;
+        }
         free(m->t[i]);
         m->t[i] = NULL;
         if (t->kind != TK_INPUT && t->kind != TK_OUTPUT)
             continue;
         int64_t n = ir_te_numel(t, m->dims);
-        size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+        size_t bytes = ((size_t)ir_te_bytes(t, m->dims) + 63) / 64 * 64;
         if (!(m->t[i] = aligned_alloc(64, bytes ? bytes : 64))) {
             snprintf(err, errlen, "dims: out of memory");
             return err;
         }
         if (t->kind == TK_INPUT)
-            rt_rng_fill(7, (uint64_t)i, m->t[i], (size_t)n);
+            rt_rng_fill_elems(7, (uint64_t)i, (int32_t)t->dtype, m->t[i], (size_t)n);
         else
-            memset(m->t[i], 0, (size_t)n * sizeof(float));
+            memset(m->t[i], 0, bytes);
     }
     m->set = true;
     return NULL;
@@ -155,9 +189,17 @@ static const char *cmd_load(Model *m, char *err, size_t errlen)
     char *path = strtok(NULL, " \t");
     if (!t)
         return err;
+    if (t->data)
+        return "load: a constant of the program";
     RtArray a;
     if (!path || rt_npy_read(path, &a, err, errlen) != 0)
         return path ? err : "load: no path";
+    if (a.dtype != (int32_t)t->dtype) {
+        snprintf(err, errlen, "load: %s holds %s, %s is %s", path, rt_dtype_name(a.dtype), t->name,
+                 ir_dtype_name(t->dtype));
+        rt_array_free(&a);
+        return err;
+    }
     int64_t n = ir_te_numel(t, m->dims), have = 1;
     for (int i = 0; i < a.rank; i++)
         have *= a.shape[i];
@@ -167,7 +209,7 @@ static const char *cmd_load(Model *m, char *err, size_t errlen)
                  t->name, (long long)n);
         return err;
     }
-    memcpy(m->t[t->id], a.data, (size_t)n * sizeof(float));
+    memcpy(m->t[t->id], a.data, (size_t)ir_te_bytes(t, m->dims));
     rt_array_free(&a);
     return NULL;
 }
@@ -182,7 +224,7 @@ static const char *cmd_save(Model *m, char *err, size_t errlen)
         return "save: no path";
     if (call(m, err, errlen))
         return err;
-    RtArray a = {.rank = t->rank, .data = m->t[t->id]};
+    RtArray a = {.rank = t->rank, .data = m->t[t->id], .dtype = (int32_t)t->dtype};
     for (int i = 0; i < t->rank; i++)
         a.shape[i] = ir_eval_dims(t->shape[i], m->dims);
     return rt_npy_write(path, &a, err, errlen) == 0 ? NULL : err;
@@ -192,6 +234,7 @@ int main(int argc, char **argv)
 {
     int trials = 0, threads = 2;
     const char *records = NULL, *file = NULL;
+    char *dims = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
             trials = atoi(argv[++i]);
@@ -199,6 +242,8 @@ int main(int argc, char **argv)
             records = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--dims") == 0 && i + 1 < argc)
+            dims = argv[++i];
         else if (argv[i][0] != '-' && !file)
             file = argv[i];
         else
@@ -210,7 +255,7 @@ int main(int argc, char **argv)
 
     char err[1024];
     FeUnit u;
-    Model m = {.p = bench_load("bench_model", file, &u)};
+    Model m = {.p = load_model(file, dims, &u)};
     if (m.p->ndims > 64) {
         fprintf(stderr, "bench_model: more than 64 dims\n");
         return 1;
@@ -274,7 +319,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (int i = 0; i < m.p->ntensors; i++)
-        free(m.t[i]);
+        if (!m.p->tensors[i]->data)
+            free(m.t[i]);
     free(m.t);
     ex_cpu_destroy(m.cp);
     fe_unload(&u);

@@ -6,9 +6,11 @@
 #   scripts/install-deps.sh            build + test packages
 #   scripts/install-deps.sh --bench    also the benchmark packages
 #   scripts/install-deps.sh --bench-model
-#                                      those, python3-venv, and PyTorch and numpy
-#                                      from PyPI in .venv-model (about 5 GB;
-#                                      bench/model.py only)
+#                                      those, python3-venv, and PyTorch, numpy,
+#                                      transformers, onnx, onnxscript and
+#                                      onnxruntime from PyPI in .venv-model
+#                                      (about 6 GB; bench/model.py, bench/onnx.py,
+#                                      scripts/make-onnx-tests.py)
 set -eu
 
 pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
@@ -23,13 +25,15 @@ esac
 venv() {
     [ "${1:-}" = "--bench-model" ] || return 0
     dir="$(cd "$(dirname "$0")/.." && pwd)/.venv-model"
-    if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch, numpy" 2>/dev/null; then
+    if [ -x "$dir/bin/python" ] &&
+        "$dir/bin/python" -c "import torch, numpy, transformers, onnx, onnxscript, onnxruntime" 2>/dev/null; then
         return 0
     fi
-    echo "install-deps: creating $dir with PyTorch and numpy from PyPI (about 5 GB)" >&2
+    echo "install-deps: creating $dir with PyTorch, numpy and ONNX's tools from PyPI (about 6 GB)" >&2
     python3 -m venv "$dir"
     # the versions bench/README.md's figures were measured with
-    "$dir/bin/pip" install -q --disable-pip-version-check torch==2.15.0 numpy==2.4.6
+    "$dir/bin/pip" install -q --disable-pip-version-check torch==2.15.0 numpy==2.4.6 \
+        transformers==5.25.0 onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0
 }
 
 missing=""
