@@ -2960,9 +2960,17 @@ static void import_graph(Imp *I)
     const Onnx__GraphProto *g = I->g;
     if (!names_present(I))
         return;
-    for (size_t i = 0; i < g->n_initializer; i++)
-        if (g->initializer[i]->name)
-            add_tensor_proto(I, g->initializer[i]->name, g->initializer[i]);
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        Onnx__TensorProto *tp = g->initializer[i];
+        if (tp->name)
+            add_tensor_proto(I, tp->name, tp);
+        if (tp->has_raw_data) { /* now the constant's: the decoded copy goes */
+            free(tp->raw_data.data); /* protobuf-c's default allocator: malloc */
+            tp->raw_data.data = NULL;
+            tp->raw_data.len = 0;
+            tp->has_raw_data = false;
+        }
+    }
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *vi = g->input[i];
         if (find(I, vi->name))
@@ -3212,8 +3220,8 @@ static void import_model(Imp *I, const Onnx__ModelProto *m)
         import_graph(I);
 }
 
-static int import_bytes(const char *path, const uint8_t *buf, size_t len, const FeDimRange *ranges,
-                        int nranges, FeUnit *u, char *err, size_t errlen);
+static int import_bytes(const char *path, const uint8_t *buf, size_t len, bool own,
+                        const FeDimRange *ranges, int nranges, FeUnit *u, char *err, size_t errlen);
 
 bool fe_is_onnx(const char *path)
 {
@@ -3234,9 +3242,7 @@ int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit
     uint8_t *buf = read_all(path, &len, err, errlen);
     if (!buf)
         return -1;
-    int rc = import_bytes(path, buf, len, ranges, nranges, u, err, errlen);
-    free(buf);
-    return rc;
+    return import_bytes(path, buf, len, true, ranges, nranges, u, err, errlen);
 }
 
 int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const FeDimRange *ranges,
@@ -3248,15 +3254,20 @@ int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const 
     if (!IR_ARG_OK(path, err, errlen) || (len && !IR_ARG_OK(data, err, errlen)))
         return -1;
     u->arena = ir_arena_new();
-    return import_bytes(path, data, len, ranges, nranges, u, err, errlen);
+    return import_bytes(path, data, len, false, ranges, nranges, u, err, errlen);
 }
 
-static int import_bytes(const char *path, const uint8_t *buf, size_t len, const FeDimRange *ranges,
-                        int nranges, FeUnit *u, char *err, size_t errlen)
+/* own: buf is freed once decoded (a model's bytes, its weights' values
+ * among them, are held once at a time: the file's, then the decoded
+ * message's, then the constants'). */
+static int import_bytes(const char *path, const uint8_t *buf, size_t len, bool own,
+                        const FeDimRange *ranges, int nranges, FeUnit *u, char *err, size_t errlen)
 {
     u->src = (Source){ir_arena_strdup(u->arena, path), "", 0};
     ir_diags_init(&u->diags, u->arena, &u->src);
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+    if (own)
+        free((void *)buf);
     if (!m) {
         ir_diag(&u->diags, (SrcLoc){0, 0}, "not an ONNX model (the protobuf does not decode)");
         return 1;
