@@ -110,6 +110,36 @@ static size_t caller_offset(const SrchMeasurer *m, const Tensor *t)
     return m->bk == BK_CPU && t->kind != TK_TEMP ? 16 / sizeof(float) : 0;
 }
 
+typedef struct Bound {
+    const int64_t *shapes;
+    int nshapes, ndims;
+    int64_t least; /* 0: no checked gather yet */
+} Bound;
+
+static void check_extent(Expr *e, void *ud)
+{
+    Bound *b = ud;
+    if (e->kind != EX_CHECK)
+        return;
+    for (int s = 0; s < b->nshapes; s++) {
+        int64_t n = ir_eval_dims(e->op.b, b->shapes + (size_t)s * (size_t)b->ndims);
+        if (n >= 1 && (!b->least || n < b->least))
+            b->least = n;
+    }
+}
+
+/* The least extent a gather of p indexes at any of the shapes (0 if p
+ * has none): integer tensors measured with values below it index every
+ * table in range, so no measurement stops at a failed check. */
+static int64_t index_bound(const TeProgram *p, const int64_t *shapes, int nshapes)
+{
+    Bound b = {shapes, nshapes, p->ndims, 0};
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i]->body)
+            ir_expr_visit(p->tensors[i]->body, check_extent, &b);
+    return b.least;
+}
+
 SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
                                 const SrchTarget *tg, const int64_t *shapes, int nshapes,
                                 char *err, size_t errlen)
@@ -146,6 +176,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
         srch_measurer_free(m);
         return NULL;
     }
+    int64_t bound = index_bound(p, shapes, nshapes);
     for (int i = 0; i < p->ntensors; i++) {
         if (!m->materialized[i])
             continue;
@@ -171,6 +202,12 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
             return NULL;
         }
         rt_rng_fill_elems(0x5eed, (uint64_t)i, (int32_t)t->dtype, m->bufs[i], (size_t)numel);
+        for (int64_t k = 0; bound && k < numel; k++) { /* indices within every table */
+            if (t->dtype == DT_I64)
+                ((int64_t *)m->bufs[i])[k] = (((int64_t *)m->bufs[i])[k] % bound + bound) % bound;
+            else if (t->dtype == DT_I32)
+                ((int32_t *)m->bufs[i])[k] = (int32_t)((((int32_t *)m->bufs[i])[k] % bound + bound) % bound);
+        }
         if (bk == BK_CUDA &&
             (rt_cuda_alloc(&m->dbufs[i], bytes, err, errlen) != DCRT_OK ||
              rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK)) {

@@ -630,6 +630,29 @@ PY
         fi
     done
     ;;
+gather)
+    # Integer inputs that index a table are measured with values within
+    # it: a 2-row table (BERT's token types) is tuned, not "nothing could
+    # be measured"; the tuned program then checks at several sizes.
+    cat >"$tmp/g.tex" <<'EOF'
+dim T in 1..64
+input ids[T] i64
+input types[T] i64
+input E[50, 32] f32
+input Y[2, 32] f32
+output H[t: T, d: 32] = E[ids[t], d] + Y[types[t], d]
+EOF
+    "$dcc" tune "$tmp/g.tex" --trials 4 --shapes T=1..64:3 --records "$tmp/g.jsonl" \
+        >"$tmp/g.out" 2>"$tmp/g.err" && ok "a gather from a 2-row table tuned" ||
+        bad "tuning a gather from a 2-row table: $(tail -2 "$tmp/g.err")"
+    printf 'dim T in 1..64\ninput R[T] i64\noutput ids[i: T] i64 = R[i] * 0 + i %% 2\n' >"$tmp/ids.tex"
+    for t in 1 37 64; do
+        "$dcc" run "$tmp/ids.tex" --set T=$t --output "ids=$tmp/ids$t.npy" >/dev/null || bad "making ids"
+        "$dcc" run "$tmp/g.tex" --set T=$t --records "$tmp/g.jsonl" --input "ids=$tmp/ids$t.npy" \
+            --input "types=$tmp/ids$t.npy" --check >/dev/null 2>&1 && ok "the tuned gather at T=$t" ||
+            bad "the tuned gather at T=$t"
+    done
+    ;;
 *)
     echo "unknown test $what"
     exit 2
