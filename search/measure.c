@@ -70,6 +70,7 @@ struct SrchMeasurer {
     int nbuilt;
     uint64_t clock;
     SrchTiming timing;      /* cpu: how long to repeat */
+    int64_t index_bound;    /* integer buffers hold values below it (0: any) */
 };
 
 static void unbuild(Built *b)
@@ -130,7 +131,10 @@ static void check_extent(Expr *e, void *ud)
 
 /* The least extent a gather of p indexes at any of the shapes (0 if p
  * has none): integer tensors measured with values below it index every
- * table in range, so no measurement stops at a failed check. */
+ * table in range, so no measurement stops at a failed check. A stage
+ * that computes integers (GPT-2's mask indices) leaves values for its
+ * shape in its buffer; they are brought below it again after each run,
+ * since the next stage measured may read them at another shape. */
 static int64_t index_bound(const TeProgram *p, const int64_t *shapes, int nshapes)
 {
     Bound b = {shapes, nshapes, p->ndims, 0};
@@ -138,6 +142,17 @@ static int64_t index_bound(const TeProgram *p, const int64_t *shapes, int nshape
         if (p->tensors[i]->body)
             ir_expr_visit(p->tensors[i]->body, check_extent, &b);
     return b.least;
+}
+
+/* Brings tensor i's first n elements below the index bound, if integers. */
+static void within_bound(const SrchMeasurer *m, int i, int64_t n)
+{
+    int64_t b = m->index_bound;
+    DType dt = m->p->tensors[i]->dtype;
+    for (int64_t k = 0; b && dt == DT_I64 && k < n; k++)
+        ((int64_t *)m->bufs[i])[k] = (((int64_t *)m->bufs[i])[k] % b + b) % b;
+    for (int64_t k = 0; b && dt == DT_I32 && k < n; k++)
+        ((int32_t *)m->bufs[i])[k] = (int32_t)((((int32_t *)m->bufs[i])[k] % b + b) % b);
 }
 
 SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
@@ -176,7 +191,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
         srch_measurer_free(m);
         return NULL;
     }
-    int64_t bound = index_bound(p, shapes, nshapes);
+    m->index_bound = index_bound(p, shapes, nshapes);
     for (int i = 0; i < p->ntensors; i++) {
         if (!m->materialized[i])
             continue;
@@ -202,12 +217,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
             return NULL;
         }
         rt_rng_fill_elems(0x5eed, (uint64_t)i, (int32_t)t->dtype, m->bufs[i], (size_t)numel);
-        for (int64_t k = 0; bound && k < numel; k++) { /* indices within every table */
-            if (t->dtype == DT_I64)
-                ((int64_t *)m->bufs[i])[k] = (((int64_t *)m->bufs[i])[k] % bound + bound) % bound;
-            else if (t->dtype == DT_I32)
-                ((int32_t *)m->bufs[i])[k] = (int32_t)((((int32_t *)m->bufs[i])[k] % bound + bound) % bound);
-        }
+        within_bound(m, i, numel);
         if (bk == BK_CUDA &&
             (rt_cuda_alloc(&m->dbufs[i], bytes, err, errlen) != DCRT_OK ||
              rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK)) {
@@ -548,6 +558,8 @@ static int run_once(void *ud, double *ms, char *err, size_t errlen)
     }
     *ms = rt_now_ms() - t0;
     getrusage(RUSAGE_SELF, &u1);
+    const Tensor *out = c->b->stage;
+    within_bound(c->m, out->id, ir_te_numel(out, c->dims));
     long n = u1.ru_nivcsw - u0.ru_nivcsw;
     return n > 0 ? (n < INT_MAX ? (int)n : INT_MAX) : 0;
 }

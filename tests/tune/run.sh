@@ -652,6 +652,18 @@ EOF
             --input "types=$tmp/ids$t.npy" --check >/dev/null 2>&1 && ok "the tuned gather at T=$t" ||
             bad "the tuned gather at T=$t"
     done
+    # an integer stage computes the indices: what it leaves in its buffer
+    # at one shape is no index at the next shape measured
+    cat >"$tmp/p.tex" <<'EOF'
+dim T in 1..64
+input E[T, 8] f32
+pos[i: T] i64 = T - 1 - i
+output H[t: T, d: 8] = E[pos[t], d] * 2.0
+EOF
+    "$dcc" tune "$tmp/p.tex" --trials 4 --shapes T=1..64:4 --fuse pos=materialize \
+        --records "$tmp/p.jsonl" >"$tmp/p.out" 2>"$tmp/p.err" &&
+        ! grep -q "not measured" "$tmp/p.err" && ok "indices computed by a stage: every kernel measured" ||
+        bad "indices computed by a stage: $(grep -m1 "not measured\|error" "$tmp/p.err")"
     ;;
 *)
     echo "unknown test $what"
