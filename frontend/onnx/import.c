@@ -1522,6 +1522,19 @@ static bool op_layernorm(Imp *I)
         fail(I, "LayerNormalization of %s is not supported", ir_dtype_name(x->dt));
         return false;
     }
+    /* scale and bias stretch to x, never x to them */
+    Val *bv[3] = {x, sc, b};
+    int br;
+    Expr *bs[MAXR] = {NULL};
+    if (!broadcast(I, bv, b ? 3 : 2, &br, bs))
+        return false;
+    bool fits = br == r && sc->dt == DT_F32 && (!b || b->dt == DT_F32);
+    for (int d = 0; fits && d < r; d++)
+        fits = bs[d] == ir_simplify(I->c, x->shape[d]);
+    if (!fits) {
+        fail(I, "scale and bias must be f32 and broadcast to the input's shape");
+        return false;
+    }
     double eps = attr_float(I->node, "epsilon", 1e-5);
     Expr *count = numel_of(I, r - a, x->shape + a);
     Var **sax = axes_of(I, a, x->shape);
