@@ -182,10 +182,10 @@ static bool parse_size(const char *s, uint64_t *out)
     return true;
 }
 
-/* Reads the bytes external data describes (location relative to dir,
- * offset, length) into out: a file inside dir, at most its end. */
-static bool external_data(const Onnx__TensorProto *tp, const char *dir, void *out, size_t bytes,
-                          char *err, size_t errlen)
+/* The bytes external data describes (location relative to dir, offset,
+ * length), malloc'd: a file inside dir, at most its end; NULL and err. */
+static void *external_data(const Onnx__TensorProto *tp, const char *dir, size_t bytes, char *err,
+                           size_t errlen)
 {
     const char *loc = NULL;
     uint64_t offset = 0, length = bytes;
@@ -197,16 +197,16 @@ static bool external_data(const Onnx__TensorProto *tp, const char *dir, void *ou
         else if ((strcmp(k, "offset") == 0 && !parse_size(v, &offset)) ||
                  (strcmp(k, "length") == 0 && !parse_size(v, &length))) {
             snprintf(err, errlen, "external data: %s '%.64s' is not a byte count", k, v);
-            return false;
+            return NULL;
         }
     }
     if (!dir) {
         snprintf(err, errlen, "its data is in an external file, which a lone tensor cannot refer to");
-        return false;
+        return NULL;
     }
     if (!loc || !*loc) {
         snprintf(err, errlen, "external data without a location");
-        return false;
+        return NULL;
     }
     /* ONNX Runtime's rule: a relative path that stays in the model's folder */
     bool escapes = loc[0] == '/';
@@ -214,42 +214,44 @@ static bool external_data(const Onnx__TensorProto *tp, const char *dir, void *ou
         escapes = strncmp(s, "..", 2) == 0 && (s[2] == '/' || !s[2]);
     if (escapes) {
         snprintf(err, errlen, "external data '%.200s' points outside the model's folder", loc);
-        return false;
+        return NULL;
     }
     if (length != bytes) {
         snprintf(err, errlen, "external data '%.200s' holds %llu bytes, its elements need %zu", loc,
                  (unsigned long long)length, bytes);
-        return false;
+        return NULL;
     }
     char path[4096], real[PATH_MAX], realdir[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, loc);
     size_t dl = realpath(dir, realdir) ? strlen(realdir) : 0;
     if (!realpath(path, real)) {
         snprintf(err, errlen, "external data '%.200s': %s", path, strerror(errno));
-        return false;
+        return NULL;
     }
     if (!dl || strncmp(real, realdir, dl) != 0 || (real[dl] != '/' && dl > 1)) {
         snprintf(err, errlen, "external data '%.200s' points outside the model's folder (to %.200s)",
                  loc, real);
-        return false;
+        return NULL;
     }
     FILE *f = rt_open_read(path, err, errlen); /* a regular file */
     if (!f)
-        return false;
+        return NULL;
     struct stat st;
-    bool ok = fstat(fileno(f), &st) == 0;
-    if (!ok)
+    void *out = NULL;
+    if (fstat(fileno(f), &st) != 0)
         snprintf(err, errlen, "external data '%.200s': %s", path, strerror(errno));
-    else if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset) {
+    else if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset)
         snprintf(err, errlen, "external data '%.200s': %zu bytes at offset %llu run past its end "
                  "(%lld bytes)", path, bytes, (unsigned long long)offset, (long long)st.st_size);
-        ok = false;
-    } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(out, 1, bytes, f) != bytes) {
+    else if (!(out = malloc(bytes ? bytes : 1)))
+        snprintf(err, errlen, "external data '%.200s': out of memory for %zu bytes", path, bytes);
+    else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(out, 1, bytes, f) != bytes) {
         snprintf(err, errlen, "external data '%.200s': cannot read it", path);
-        ok = false;
+        free(out);
+        out = NULL;
     }
     fclose(f);
-    return ok;
+    return out;
 }
 
 /* The elements of a TensorProto (raw_data little-endian, the typed fields,
@@ -267,42 +269,40 @@ static void *tensor_data(const Onnx__TensorProto *tp, DType dt, const char *dir,
         n *= tp->dims[i];
     }
     size_t size = (size_t)ir_dtype_size(dt), bytes = (size_t)n * size;
-    void *out = malloc(bytes ? bytes : 1);
-    if (!out) {
-        snprintf(err, errlen, "out of memory for %lld elements", (long long)n);
+    *numel = n;
+    bool external = tp->has_data_location &&
+                    tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    size_t have = dt == DT_F32 ? tp->n_float_data : dt == DT_I64 ? tp->n_int64_data :
+                  tp->n_int32_data;
+    /* the data is there before any memory is taken for it */
+    if (!external && tp->has_raw_data && tp->raw_data.len != bytes) {
+        snprintf(err, errlen, "raw_data holds %zu bytes, its %lld elements need %zu",
+                 tp->raw_data.len, (long long)n, bytes);
         return NULL;
     }
-    *numel = n;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        if (!external_data(tp, dir, out, bytes, err, errlen)) {
-            free(out);
-            return NULL;
-        }
+    if (!external && !tp->has_raw_data && have != (size_t)n) {
+        snprintf(err, errlen, "it holds %zu elements, its dims %lld", have, (long long)n);
+        return NULL;
+    }
+    void *out = external ? external_data(tp, dir, bytes, err, errlen) : malloc(bytes ? bytes : 1);
+    if (!out) {
+        if (!external)
+            snprintf(err, errlen, "out of memory for %lld elements", (long long)n);
+        return NULL;
+    }
+    if (external) {
         if (dt == DT_BOOL)
             for (size_t i = 0; i < bytes; i++)
                 ((uint8_t *)out)[i] = ((uint8_t *)out)[i] != 0;
         return out;
     }
     if (tp->has_raw_data) {
-        if (tp->raw_data.len != bytes) {
-            snprintf(err, errlen, "raw_data holds %zu bytes, its %lld elements need %zu",
-                     tp->raw_data.len, (long long)n, bytes);
-            free(out);
-            return NULL;
-        }
         if (dt == DT_BOOL)
             for (size_t i = 0; i < bytes; i++)
                 ((uint8_t *)out)[i] = tp->raw_data.data[i] != 0;
         else
             memcpy(out, tp->raw_data.data, bytes); /* x86-64: little-endian as the file */
         return out;
-    }
-    size_t have = dt == DT_F32 ? tp->n_float_data : dt == DT_I64 ? tp->n_int64_data :
-                  tp->n_int32_data;
-    if (have != (size_t)n) {
-        snprintf(err, errlen, "it holds %zu elements, its dims %lld", have, (long long)n);
-        free(out);
-        return NULL;
     }
     for (int64_t i = 0; i < n; i++)
         switch (dt) {
@@ -1745,8 +1745,10 @@ static bool op_constant_of_shape(Imp *I)
     }
     int64_t total = 1;
     for (int64_t d = 0; d < n; d++) {
-        if (v[d] < 1 || total > (INT64_C(1) << 31) / v[d]) {
-            fail(I, "shape element %lld is %lld", (long long)d, (long long)v[d]);
+        if (v[d] < 1 || total > (INT64_C(1) << 28) / v[d]) {
+            fail(I, v[d] < 1 ? "shape element %lld is %lld"
+                             : "shape element %lld is %lld: a constant of more than 2^28 elements",
+                 (long long)d, (long long)v[d]);
             return false;
         }
         total *= v[d];
@@ -1773,8 +1775,10 @@ static bool op_constant_of_shape(Imp *I)
     }
     size_t size = (size_t)ir_dtype_size(dt);
     char *data = malloc((size_t)total * size);
-    if (!data)
-        ir_panic(__FILE__, __LINE__, "out of memory");
+    if (!data) {
+        fail(I, "out of memory for %lld elements", (long long)total);
+        return false;
+    }
     for (int64_t i = 0; i < total; i++)
         memcpy(data + (size_t)i * size, one, size);
     Val *r = define_const(I, 0, dt, (int)n, v, data);
