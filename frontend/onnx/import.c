@@ -1641,7 +1641,9 @@ static bool op_mean_prelu(Imp *I, bool prelu)
     }
     for (int i = 0; i < n; i++)
         if (!(v[i] = input(I, i)) || v[i]->dt != DT_F32) {
-            if (!I->failed)
+            if (!v[i] && !I->failed)
+                fail(I, "input %d is missing", i);
+            else if (!I->failed)
                 fail(I, "%s of %s is not supported", I->node->op_type, ir_dtype_name(v[i]->dt));
             return false;
         }
@@ -3061,8 +3063,12 @@ static void import_graph(Imp *I)
                 fail(I, "more than one output is not supported");
                 break;
             }
-        if (!I->failed && import_node(I, op_code(I->node->op_type)))
+        if (I->failed)
+            break;
+        if (import_node(I, op_code(I->node->op_type)))
             propagate_known(I);
+        else if (!I->failed) /* an operator that needs an input given as "" or not at all */
+            fail(I, "an input it needs is missing");
     }
     I->node = NULL;
     for (size_t i = 0; i < g->n_output && !I->failed; i++) {
