@@ -50,9 +50,9 @@ PY
 }
 
 # Waits (at most 60 s) until FILE has at least N lines.
-wait_lines() {
+wait_lines() { # FILE N: until FILE has N lines, at most 300 s (a loaded machine tunes slowly)
     i=0
-    while [ "$( { wc -l <"$1"; } 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 600 ]; do
+    while [ "$( { wc -l <"$1"; } 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 3000 ]; do
         sleep 0.1
         i=$((i + 1))
     done
