@@ -56,7 +56,7 @@ typedef struct Imp {
     int nranges;
     const char *dir; /* the model's folder, where its external data is */
     int64_t opset;
-    Val *vals;
+    Val **vals; /* each in the arena: a Val * stays valid as others are added */
     int nvals, capvals;
     bool failed;
     /* the node being imported, for messages */
@@ -120,8 +120,8 @@ static const char *ident(Imp *I, const char *onnx, const char *fallback)
 static Val *find(Imp *I, const char *name)
 {
     for (int i = I->nvals - 1; i >= 0; i--)
-        if (strcmp(I->vals[i].onnx, name) == 0)
-            return &I->vals[i];
+        if (strcmp(I->vals[i]->onnx, name) == 0)
+            return I->vals[i];
     return NULL;
 }
 
@@ -133,7 +133,7 @@ static Val *add_val(Imp *I, const char *onnx, Tensor *t)
         if (!I->vals)
             ir_panic(__FILE__, __LINE__, "out of memory");
     }
-    Val *v = &I->vals[I->nvals++];
+    Val *v = I->vals[I->nvals++] = IR_NEW(I->u->arena, Val);
     *v = (Val){ir_arena_strdup(I->u->arena, onnx), t, t->dtype, t->rank, {0}, -1, {0}};
     for (int i = 0; i < t->rank; i++)
         v->shape[i] = t->shape[i];

@@ -124,11 +124,11 @@ esac
 python3 -c "import struct, sys; sys.stdout.buffer.write(struct.pack('<15f', 0.1, -0.2, 0.3, 0.4, 0.5, \
 -0.6, 0.7, 0.8, -0.9, 1.0, 1.1, -1.2, 0.01, 0.02, -0.03))" >"$tmp/ext.bin"
 for t in cpu emu; do
-    a=$("$dcc" run "$tmp/ext.onnx" --dims batch=1..16 --set batch=5 --target=$t 2>&1)
-    b=$("$dcc" run "$tmp/mlp.onnx" --dims batch=1..16 --set batch=5 --target=$t 2>&1)
+    a=$("$dcc" run "$tmp/ext.onnx" --dims batch=1..16 --set batch=5 --target=$t 2>"$tmp/ext.err")
+    b=$("$dcc" run "$tmp/mlp.onnx" --dims batch=1..16 --set batch=5 --target=$t 2>>"$tmp/ext.err")
     case $a in
     "y (5, 3): min"*) [ "$a" = "$b" ] && ok "external data on $t: as mlp" || bad "external data on $t: $a vs $b" ;;
-    *) bad "external data on $t: $a" ;;
+    *) bad "external data on $t: $a $(cat "$tmp/ext.err")" ;;
     esac
 done
 mkdir "$tmp/sub"

@@ -236,6 +236,8 @@ static void store_opt(Args *a, const OptSpec *s, const char *shown, const char *
     if (comma) { /* --dims a=1..8,b=1..512: each in turn */
         char *first = strndup(v, (size_t)(comma - v));
         store_opt(a, s, shown, first);
+        NamedArgs *arr = &a->named[s->id];
+        arr->a[arr->n - 1].owned = first; /* freed with the arguments */
         store_opt(a, s, shown, comma + 1);
         return;
     }
@@ -342,6 +344,8 @@ Args parse_args(unsigned cmd, int argc, char **argv)
 void free_args(Args *a)
 {
     for (int i = 0; i < NOPTS; i++)
-        for (int j = 0; j < a->named[i].n; j++)
+        for (int j = 0; j < a->named[i].n; j++) {
             free((char *)a->named[i].a[j].name);
+            free(a->named[i].a[j].owned);
+        }
 }

@@ -39,6 +39,7 @@ _Noreturn void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 typedef struct NamedArg {
     const char *name, *value;
+    char *owned; /* what value lies in, when a copy (a part of --dims a=..,b=..) */
 } NamedArg;
 
 typedef struct NamedArgs {
