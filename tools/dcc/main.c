@@ -131,26 +131,28 @@ static const char *usage_text =
     "range, a bad or missing file, a failed check, a run-time error, a write\n"
     "error, also on stdout).\n";
 
+/* The one line dcc ends with: prefix, the message, then tail. */
+static _Noreturn void quit(int status, const char *prefix, const char *tail, const char *fmt,
+                           va_list ap)
+{
+    fputs(prefix, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(tail, stderr);
+    exit(status);
+}
+
 _Noreturn void usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dcc: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(see 'dcc --help')\n", stderr);
-    va_end(ap);
-    exit(EXIT_USAGE);
+    quit(EXIT_USAGE, "dcc: ", "\n(see 'dcc --help')\n", fmt, ap);
 }
 
 _Noreturn void fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dcc: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(EXIT_BAD_INPUT);
+    quit(EXIT_BAD_INPUT, "dcc: error: ", "\n", fmt, ap);
 }
 
 /* Everything written to stdout reached it, or exit 1: a full disk or a
