@@ -27,6 +27,17 @@ expect() { # NAME RC PATTERN ARGS...
     esac
     [ "$lines" -le 2 ] || bad "$name: $lines lines of errors"
 }
+checked() { # NAME PATTERN TARGETS ARGS...: `dcc run ARGS --check` prints PATTERN on each target
+    name=$1 pat=$2 targets=$3
+    shift 3
+    for t in $targets; do
+        out=$("$dcc" run "$@" --target=$t --check 2>&1)
+        case $out in
+        *$pat*) ok "$name on $t" ;;
+        *) bad "$name on $t: $out" ;;
+        esac
+    done
+}
 for f in "$models"/*.txt; do
     n=$(basename "$f" .txt)
     grep -v '^#' "$f" | protoc-c --encode=onnx.ModelProto --proto_path=/usr/include/onnx onnx.proto \
@@ -40,33 +51,18 @@ for args in "mlp batch=1..16 batch 1 7 16 40" "embed sequence=1..32 sequence 1 5
     m=$1 range=$2 dim=$3
     shift 3
     for v in "$@"; do
-        for t in cpu emu; do
-            out=$("$dcc" run "$tmp/$m.onnx" --dims "$range" --set "$dim=$v" --target=$t --check 2>&1)
-            case $out in
-            *"matches the reference"*) ok "$m $dim=$v on $t" ;;
-            *) bad "$m $dim=$v on $t: $out" ;;
-            esac
-        done
+        checked "$m $dim=$v" "matches the reference" "cpu emu" "$tmp/$m.onnx" --dims "$range" \
+            --set "$dim=$v"
     done
 done
 # an Expand to Where(Equal(Shape(y), -1), 1, Shape(y))
 for v in 1 8 9; do
-    out=$("$dcc" run "$tmp/where.onnx" --dims T=1..8 --set "T=$v" --target=cpu --check 2>&1)
-    case $out in
-    *"out matches the reference"*) ok "where T=$v" ;;
-    *) bad "where T=$v: $out" ;;
-    esac
+    checked "where T=$v" "out matches the reference" cpu "$tmp/where.onnx" --dims T=1..8 --set "T=$v"
 done
 # a Reshape's target computed from Shape, Gather, Unsqueeze and Concat
 for s in 1 13 64 70; do
-    for t in cpu emu; do
-        out=$("$dcc" run "$tmp/heads.onnx" --dims batch=1..4,sequence=1..64 --set batch=3 \
-              --set "sequence=$s" --target=$t --check 2>&1)
-        case $out in
-        *"y matches the reference"*"z matches the reference"*) ok "heads sequence=$s on $t" ;;
-        *) bad "heads sequence=$s on $t: $out" ;;
-        esac
-    done
+    checked "heads sequence=$s" "y matches the reference*z matches the reference" "cpu emu" \
+        "$tmp/heads.onnx" --dims batch=1..4,sequence=1..64 --set batch=3 --set "sequence=$s"
 done
 out=$("$dcc" "$tmp/heads.onnx" --dims batch=1..4,sequence=1..64 --emit=te)
 case $out in
@@ -76,30 +72,20 @@ esac
 # position ids from Range over the sequence dim: in range every size
 # checks; past the position table (8 rows) the call fails naming it
 for s in 1 5 8; do
-    for t in cpu emu; do
-        out=$("$dcc" run "$tmp/positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=2 \
-              --set "sequence=$s" --target=$t --check 2>&1)
-        case $out in
-        *"y matches the reference"*) ok "positions sequence=$s on $t" ;;
-        *) bad "positions sequence=$s on $t: $out" ;;
-        esac
-    done
+    checked "positions sequence=$s" "y matches the reference" "cpu emu" "$tmp/positions.onnx" \
+        --dims batch=1..2,sequence=1..8 --set batch=2 --set "sequence=$s"
 done
 out=$("$dcc" run "$tmp/positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=1 --set sequence=9 2>&1)
 case $out in
 *"index 8 of wpe on axis 0 is out of range -8..7"*) ok "positions past the table: $out" ;;
 *) bad "positions past the table: $out" ;;
 esac
-# BERT's position ids: a constant table sliced to `sequence` columns, which
-# holds only within the declared range: sizes above it are refused, and a
-# range past the table is an error naming the Slice
+# BERT's position ids: a constant table of 8 rows sliced to `sequence`
+# columns, which holds up to the table's length: sizes above it are
+# refused, and a range past the table is an error naming the Slice
 for s in 1 8; do
-    out=$("$dcc" run "$tmp/slice_positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=2 \
-          --set "sequence=$s" --check 2>&1)
-    case $out in
-    *"y matches the reference"*) ok "slice_positions sequence=$s" ;;
-    *) bad "slice_positions sequence=$s: $out" ;;
-    esac
+    checked "slice_positions sequence=$s" "y matches the reference" cpu "$tmp/slice_positions.onnx" \
+        --dims batch=1..2,sequence=1..8 --set batch=2 --set "sequence=$s"
 done
 out=$("$dcc" run "$tmp/slice_positions.onnx" --dims batch=1..2,sequence=1..8 --set batch=2 --set sequence=9 2>&1)
 case $out in
