@@ -53,16 +53,12 @@ static TeProgram *load_model(const char *path, char *spec, FeUnit *u)
     if (!fe_is_onnx(path))
         return bench_load("bench_model", path, u);
     FeDimRange r[16];
-    int n = 0;
-    for (char *s = spec ? strtok(spec, ",") : NULL; s && n < 16; s = strtok(NULL, ",")) {
-        char *eq = strchr(s, '=');
-        long long lo, hi;
-        if (!eq || sscanf(eq + 1, "%lld..%lld", &lo, &hi) != 2)
-            usage();
-        *eq = 0;
-        r[n++] = (FeDimRange){s, lo, hi};
-    }
     char err[1024];
+    int n = spec ? fe_parse_dim_ranges(spec, r, 16, err, sizeof err) : 0;
+    if (n < 0) {
+        fprintf(stderr, "bench_model: --dims: %s\n", err);
+        exit(2);
+    }
     int rc = fe_load_onnx(path, r, n, u, err, sizeof err);
     if (rc == 0)
         return u->prog;

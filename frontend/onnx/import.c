@@ -3246,6 +3246,33 @@ static void import_model(Imp *I, const Onnx__ModelProto *m)
 static int import_bytes(const char *path, const uint8_t *buf, size_t len, bool own,
                         const FeDimRange *ranges, int nranges, FeUnit *u, char *err, size_t errlen);
 
+int fe_parse_dim_ranges(char *spec, FeDimRange *out, int max, char *err, size_t errlen)
+{
+    if (!IR_ARG_OK(spec, err, errlen) || !IR_ARG_OK(out, err, errlen))
+        return -1;
+    int n = 0;
+    char *save = NULL;
+    for (char *s = strtok_r(spec, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(s, '='), *end = NULL;
+        long long lo = 0, hi = 0;
+        if (eq && eq != s) {
+            lo = strtoll(eq + 1, &end, 10);
+            hi = end && strncmp(end, "..", 2) == 0 ? strtoll(end + 2, &end, 10) : 0;
+        }
+        if (!end || *end || lo < 1 || lo > hi) {
+            snprintf(err, errlen, "expected NAME=LO..HI with 1 <= LO <= HI, got '%s'", s);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errlen, "more than %d dims", max);
+            return -1;
+        }
+        *eq = 0;
+        out[n++] = (FeDimRange){s, lo, hi};
+    }
+    return n;
+}
+
 bool fe_is_onnx(const char *path)
 {
     size_t n = path ? strlen(path) : 0;

@@ -32,6 +32,10 @@ int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const 
  * into name (may be NULL); -1 and err. */
 int fe_onnx_read_tensor(const char *path, RtArray *out, char *name, size_t namelen, char *err,
                         size_t errlen);
+/* Parses "NAME=LO..HI[,NAME=LO..HI...]" (1 <= LO <= HI) in place, spec's
+ * text becoming the names, into at most max ranges: their count, or -1
+ * and err. */
+int fe_parse_dim_ranges(char *spec, FeDimRange *out, int max, char *err, size_t errlen);
 /* Whether path names an ONNX model (ends in .onnx). */
 bool fe_is_onnx(const char *path);
 

@@ -291,16 +291,11 @@ int main(int argc, char **argv)
             abs_tol = atof(argv[a] + 7);
             continue;
         }
-        if (strcmp(argv[a], "--dims") == 0 && a + 1 < argc) { /* NAME=LO..HI[,...] */
-            for (char *s = strtok(argv[++a], ","); s && nranges < MAX_DIMS; s = strtok(NULL, ",")) {
-                char *eq = strchr(s, '=');
-                long long lo, hi;
-                if (!eq || sscanf(eq + 1, "%lld..%lld", &lo, &hi) != 2) {
-                    fprintf(stderr, "backend: --dims expects NAME=LO..HI, got '%s'\n", s);
-                    return 2;
-                }
-                *eq = 0;
-                ranges[nranges++] = (FeDimRange){s, lo, hi};
+        if (strcmp(argv[a], "--dims") == 0 && a + 1 < argc) {
+            char err[256];
+            if ((nranges = fe_parse_dim_ranges(argv[++a], ranges, MAX_DIMS, err, sizeof err)) < 0) {
+                fprintf(stderr, "backend: --dims: %s\n", err);
+                return 2;
             }
             continue;
         }
