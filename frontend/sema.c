@@ -820,11 +820,7 @@ static void check_def(Sema *s, const AstStmt *st)
     if (!check_size(s, st, st->def.n, shape))
         return;
     s->defining = st->name;
-    s->def_pos = ir_int(s->c, 0);
-    for (int i = 0; i < st->def.n; i++)
-        s->def_pos = ir_binop(s->c, EX_ADD, ir_binop(s->c, EX_MUL, s->def_pos, shape[i]),
-                              ir_varref(s->c, axes[i]));
-    s->def_pos = ir_simplify(s->c, s->def_pos);
+    s->def_pos = ir_flat_index(s->c, st->def.n, shape, axes);
     Expr *body = check_expr(s, st->def.body, scope);
     s->defining = NULL;
     s->def_pos = NULL;

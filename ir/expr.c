@@ -267,6 +267,14 @@ Expr *ir_float(ExprCtx *c, double v)
     return intern(c, &e);
 }
 
+Expr *ir_flat_index(ExprCtx *c, int rank, Expr *const *shape, Var *const *vars)
+{
+    Expr *f = ir_int(c, 0);
+    for (int d = 0; d < rank; d++)
+        f = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, f, shape[d]), ir_varref(c, vars[d]));
+    return ir_simplify(c, f);
+}
+
 Expr *ir_zero(ExprCtx *c, DType t)
 {
     switch (t) {

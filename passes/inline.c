@@ -266,14 +266,6 @@ static Expr *aim_check(ExprCtx *c, Expr *e, void *ud)
     return ir_op(c, EX_CHECK, e->op.a, e->op.b, ud);
 }
 
-static Expr *flat_position(ExprCtx *c, const Tensor *t)
-{
-    Expr *pos = ir_int(c, 0);
-    for (int d = 0; d < t->rank; d++)
-        pos = ir_binop(c, EX_ADD, ir_binop(c, EX_MUL, pos, t->shape[d]), ir_varref(c, t->axes[d]));
-    return ir_simplify(c, pos);
-}
-
 void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
 {
     decide(p, materialized, NULL);
@@ -291,6 +283,8 @@ void pass_inline(TeProgram *p, Expr **bodies, bool *materialized)
     }
     for (int i = 0; i < p->ntensors; i++)
         if (materialized[i] && p->tensors[i]->kind != TK_INPUT)
-            bodies[i] = ir_rewrite(p->ctx, bodies[i], aim_check, flat_position(p->ctx, p->tensors[i]));
+            bodies[i] = ir_rewrite(p->ctx, bodies[i], aim_check,
+                                   ir_flat_index(p->ctx, p->tensors[i]->rank, p->tensors[i]->shape,
+                                                 p->tensors[i]->axes));
     free(in.nodes);
 }

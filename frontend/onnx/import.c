@@ -1204,14 +1204,6 @@ static bool op_clip(Imp *I)
 
 /* The output point's flat position in a row-major shape, as an index
  * expression, and back: the indices of that position in another shape. */
-static Expr *flat_of(Imp *I, int rank, Expr *const *shape, Var *const *ax)
-{
-    Expr *f = ir_int(I->c, 0);
-    for (int d = 0; d < rank; d++)
-        f = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, f, shape[d]), ir_varref(I->c, ax[d]));
-    return ir_simplify(I->c, f);
-}
-
 static Expr *numel_of(Imp *I, int rank, Expr *const *shape)
 {
     Expr *n = ir_int(I->c, 1);
@@ -1289,7 +1281,7 @@ static bool view(Imp *I, Val *x, int rank, Expr **shape)
     while (lead < rank - 1 && lead < x->rank - 1 &&
            ir_simplify(I->c, shape[lead]) == ir_simplify(I->c, x->shape[lead]))
         lead++;
-    Expr *f = flat_of(I, rank - lead, shape + lead, ax + lead), *idx[MAXR];
+    Expr *f = ir_flat_index(I->c, rank - lead, shape + lead, ax + lead), *idx[MAXR];
     Expr *inner = ir_int(I->c, 1);
     for (int d = x->rank - 1; d >= lead; d--) {
         Expr *q = ir_binop(I->c, EX_DIV, f, inner);
@@ -1498,7 +1490,7 @@ static bool op_gather(Imp *I)
     Expr *ii[MAXR], *xi[MAXR];
     for (int k = 0; k < ix->rank; k++)
         ii[k] = ir_varref(I->c, ax[a + k]);
-    Expr *pos = flat_of(I, r, shape, ax);
+    Expr *pos = ir_flat_index(I->c, r, shape, ax);
     Expr *id = ir_load(I->c, ix->t, ix->rank, ii, false);
     for (int d = 0; d < x->rank; d++)
         xi[d] = d < a ? ir_varref(I->c, ax[d]) :
@@ -2159,7 +2151,7 @@ static bool op_gather_elements(Imp *I)
     for (int d = 0; d < r; d++)
         ii[d] = ir_varref(I->c, ax[d]);
     Expr *id = ir_load(I->c, ix->t, r, ii, false);
-    Expr *pos = flat_of(I, r, ix->shape, ax);
+    Expr *pos = ir_flat_index(I->c, r, ix->shape, ax);
     for (int d = 0; d < r; d++) /* the other axes: within data's (index extents <= data's) */
         xi[d] = d == a ? ir_op(I->c, EX_CHECK, id, x->shape[a], pos)
                        : ir_op(I->c, EX_CHECK, ir_varref(I->c, ax[d]), x->shape[d], pos);
@@ -2202,7 +2194,7 @@ static bool op_gather_nd(Imp *I)
     for (int d = (int)(b + k); d < x->rank; d++)
         shape[q - 1 + d - (int)(b + k)] = x->shape[d];
     Var **ax = axes_of(I, r, shape);
-    Expr *pos = flat_of(I, r, shape, ax), *ii[MAXR], *xi[MAXR];
+    Expr *pos = ir_flat_index(I->c, r, shape, ax), *ii[MAXR], *xi[MAXR];
     for (int d = 0; d < q - 1; d++)
         ii[d] = ir_varref(I->c, ax[d]);
     for (int d = 0; d < x->rank; d++) {

@@ -339,6 +339,10 @@ Expr *ir_bool(ExprCtx *c, bool v);
 Expr *ir_float(ExprCtx *c, double v);
 /* 0 of type t (false for bool): what a zero-padded read gives outside. */
 Expr *ir_zero(ExprCtx *c, DType t);
+/* The row-major position of the point vars in an array of that shape,
+ * simplified: the element a checked gather names (EX_CHECK's third
+ * operand). */
+Expr *ir_flat_index(ExprCtx *c, int rank, Expr *const *shape, Var *const *vars);
 Expr *ir_varref(ExprCtx *c, Var *v);
 Expr *ir_op(ExprCtx *c, ExprKind k, Expr *a, Expr *b, Expr *x);
 Expr *ir_binop(ExprCtx *c, ExprKind k, Expr *a, Expr *b);
