@@ -1780,12 +1780,12 @@ static bool op_constant_of_shape(Imp *I)
     return r != NULL;
 }
 
-/* Slice with constant starts, ends, axes and steps (opset 10+; attributes
- * before): out[..., j, ...] = x[..., start + j * step, ...]. */
+/* The dims an expression uses (a slice bound's). */
+enum { MAX_SLICE_DIMS = 16 };
 typedef struct DimSet {
-    Var *v[16];
+    Var *v[MAX_SLICE_DIMS];
     int n;
-    bool more; /* more than 16 */
+    bool more; /* more than MAX_SLICE_DIMS */
 } DimSet;
 
 static void collect_dims(Expr *e, void *ud)
@@ -1796,7 +1796,7 @@ static void collect_dims(Expr *e, void *ud)
     for (int i = 0; i < s->n; i++)
         if (s->v[i] == e->var)
             return;
-    if (s->n == 16)
+    if (s->n == MAX_SLICE_DIMS)
         s->more = true;
     else
         s->v[s->n++] = e->var;
