@@ -37,6 +37,7 @@
 typedef struct TreeEntry {
     const char *workload;
     SrchTree *tree;
+    int after; /* the measurements read or appended before it */
 } TreeEntry;
 
 /* A fuse line: the tuner's (or a user's) choice for one intermediate of
@@ -459,13 +460,14 @@ static const char *read_tree(SrchRecords *r, const cJSON *o, const char *workloa
         if (strcmp(r->trees[i].workload, workload) == 0) {
             srch_tree_free(r->trees[i].tree);
             r->trees[i].tree = tree;
+            r->trees[i].after = r->nrecs;
             return NULL;
         }
     TreeEntry *n = realloc(r->trees, sizeof *n * (size_t)(r->ntrees + 1));
     if (!n)
         ir_panic(__FILE__, __LINE__, "out of memory");
     r->trees = n;
-    r->trees[r->ntrees++] = (TreeEntry){ir_arena_strdup(r->arena, workload), tree};
+    r->trees[r->ntrees++] = (TreeEntry){ir_arena_strdup(r->arena, workload), tree, r->nrecs};
     return NULL;
 }
 
@@ -894,6 +896,18 @@ const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload)
         if (strcmp(r->trees[i].workload, workload) == 0)
             return r->trees[i].tree;
     return NULL;
+}
+
+bool srch_records_tree_current(const SrchRecords *r, const char *workload)
+{
+    for (int i = 0; i < r->ntrees; i++)
+        if (strcmp(r->trees[i].workload, workload) == 0) {
+            for (int k = r->trees[i].after; k < r->nrecs; k++)
+                if (strcmp(r->recs[k]->workload, workload) == 0)
+                    return false;
+            return true;
+        }
+    return false;
 }
 
 Fuse srch_records_fuse(const SrchRecords *r, const char *workload, const char *stage)

@@ -203,11 +203,12 @@ SrchOracle *srch_oracle_collect(const SrchRecords *r, const char *workload, bool
     return o;
 }
 
-SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
-                          SrchTreeScore *score, char *err, size_t errlen)
+/* The dataset a tree is fit to and scored against: an oracle's costs as
+ * slowdowns against each shape's best (what the tree minimises is then
+ * the summed slowdown, every shape weighing alike), each shape labelled
+ * with its fastest kernel. Freed by dataset_free. */
+static SrchDataset oracle_dataset(const TeProgram *p, const SrchOracle *o)
 {
-    /* costs as slowdowns against each shape's best: what the tree
-     * minimises is then the summed slowdown, every shape weighing alike */
     size_t nc = (size_t)o->n * (size_t)o->nk;
     double *rel = malloc(sizeof *rel * (nc + 1));
     int *label = malloc(sizeof *label * (size_t)(o->n + 1));
@@ -224,22 +225,47 @@ SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
     const char **names = malloc(sizeof *names * (size_t)(p->ndims + 1));
     for (int i = 0; i < p->ndims; i++)
         names[i] = p->dims[i]->name;
-    SrchDataset ds = {o->n, o->ndims, o->nk, o->dims, label, rel, names, o->kernels, o->nspatial};
+    return (SrchDataset){o->n, o->ndims, o->nk, o->dims, label, rel, names, o->kernels, o->nspatial};
+}
+
+static void dataset_free(SrchDataset *ds)
+{
+    free((void *)ds->dim_names);
+    free((void *)ds->label);
+    free((void *)ds->cost);
+}
+
+/* t's score against ds, where a pick as fast as the best is a hit,
+ * whichever kernel was labelled (ds's labels change to say so). */
+static SrchTreeScore score_against(const SrchTree *t, SrchDataset *ds)
+{
+    int *label = (int *)ds->label;
+    for (int j = 0; j < ds->n; j++) {
+        int k = srch_tree_predict(t, ds->dims + (size_t)j * (size_t)ds->ndims);
+        if (ds->cost[(size_t)j * (size_t)ds->nkernels + (size_t)k] <= 1.0 + 1e-9)
+            label[j] = k;
+    }
+    return srch_tree_score(t, ds);
+}
+
+SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
+                          SrchTreeScore *score, char *err, size_t errlen)
+{
+    SrchDataset ds = oracle_dataset(p, o);
     SrchTreeParams tp = {depth, 1};
     SrchTree *t = srch_tree_fit(&ds, &tp, err, errlen);
-    if (t && score) {
-        /* a pick as fast as the best is a hit, whichever kernel was labelled */
-        for (int j = 0; j < o->n; j++) {
-            int k = srch_tree_predict(t, o->dims + (size_t)j * (size_t)o->ndims);
-            if (rel[(size_t)j * (size_t)o->nk + (size_t)k] <= 1.0 + 1e-9)
-                label[j] = k;
-        }
-        *score = srch_tree_score(t, &ds);
-    }
-    free(names);
-    free(label);
-    free(rel);
+    if (t && score)
+        *score = score_against(t, &ds);
+    dataset_free(&ds);
     return t;
+}
+
+SrchTreeScore srch_oracle_score(const TeProgram *p, const SrchOracle *o, const SrchTree *t)
+{
+    SrchDataset ds = oracle_dataset(p, o);
+    SrchTreeScore s = score_against(t, &ds);
+    dataset_free(&ds);
+    return s;
 }
 
 /* The kernels t's leaves use, numbered in the order the leaves name them

@@ -80,6 +80,31 @@ SrchTree *srch_tree_copy(const SrchTree *t)
     return c;
 }
 
+SrchTree *srch_tree_renumber(const SrchTree *t, int nkernels, const MicroKernel *kernels)
+{
+    int *to = xcalloc((size_t)t->nkernels + 1, sizeof *to);
+    for (int i = 0; i < t->nkernels; i++) {
+        to[i] = -1;
+        for (int k = 0; k < nkernels && to[i] < 0; k++)
+            if (ir_microkernel_cmp(&t->kernels[i], &kernels[k]) == 0)
+                to[i] = k;
+        if (to[i] < 0) {
+            free(to);
+            return NULL;
+        }
+    }
+    SrchTree *c = tree_new(t->ndims, (const char *const *)t->dim_names, nkernels, kernels,
+                           t->nspatial);
+    c->nnodes = t->nnodes;
+    c->nodes = xcalloc((size_t)t->nnodes, sizeof *c->nodes);
+    memcpy(c->nodes, t->nodes, sizeof *c->nodes * (size_t)t->nnodes);
+    for (int i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].kind == TN_LEAF)
+            c->nodes[i].kernel = to[c->nodes[i].kernel];
+    free(to);
+    return c;
+}
+
 static int add_node(SrchTree *t, int *cap)
 {
     if (t->nnodes == *cap) {

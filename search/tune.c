@@ -164,8 +164,9 @@ static void shape_vals(const Tuner *tu, int s, int64_t *vals)
 /* Which of the records of one key (st, mk, shape) a step of the tune
  * sees, so that a resumed run goes the way the first one went. */
 typedef enum View {
-    SEEN_FIRST,     /* the search: its first measurement, none again in turns */
-    SEEN_SELECTION, /* the selection: the latest but the check's */
+    SEEN_FIRST,     /* the search and the selection's first look: the first
+                     * measurement, none again in turns */
+    SEEN_SELECTION, /* the selection after its turns: the latest but the check's */
     SEEN_LATEST,    /* the check and the fit: the latest */
 } View;
 
@@ -259,7 +260,7 @@ static void measure_all(Tuner *tu, int n, const Ask *ask, double *ms, bool *fres
         /* the joint search and the baseline never share measurements, so
          * each one's records alone rebuild its result */
         const SrchRecord *r = seen(tu, a->st, a->mk, a->s, srch_record_is_baseline(a->kind),
-                                   a->kind == RK_SELECT ? SEEN_SELECTION : SEEN_FIRST);
+                                   SEEN_FIRST);
         if (r && r->median_ms > 0) /* a time of 0 is no measurement: taken again */
             ms[k] = r->median_ms;
         else
@@ -686,11 +687,19 @@ static int by_lat(const void *a, const void *b)
 }
 
 /* The measured median of mk at shape s in the joint search's records, as
- * the selection sees them, or NAN. */
+ * the selection sees them after its turns, or NAN. */
 static double known(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s)
 {
     const SrchRecord *r = seen(tu, st, mk, s, false, SEEN_SELECTION);
     return r && r->median_ms > 0 ? r->median_ms : NAN;
+}
+
+/* Whether the selection measured mk at shape s in turns (here, or in the
+ * run this one resumes). */
+static bool select_turned(Tuner *tu, const SrchStage *st, const MicroKernel *mk, int s)
+{
+    const SrchRecord *r = seen(tu, st, mk, s, false, SEEN_SELECTION);
+    return r && r->kind == RK_TURNS;
 }
 
 /* Close contenders a and b at shape s measured again in turns; each gets a
@@ -801,7 +810,9 @@ static void select_init(Search *S)
  * measured there, and when the two fastest measured are within
  * SELECT_CLOSE of each other, they are measured again in turns. Each is
  * measured only when not calibrated there (measured there or close by):
- * a calibrated one's time stands. When what was measured
+ * a calibrated one's time stands. A resumed or repeated run goes the same
+ * way: each step sees the records as the first run's step saw them (the
+ * first measurement at a shape, then the turns after it). When what was measured
  * there is slower than the next candidates' estimates by more than
  * SELECT_SURPRISE (the estimate of a kernel far from where it was measured
  * can be far off), those are measured too, up to SELECT_SURPRISES of them. */
@@ -825,7 +836,7 @@ static void select_joint(Search *S, SrchStageResult *res)
         while (want < n && want < topk && pk[want].lat <= SELECT_NEAR * pk[0].lat)
             want++;
         Pick got[want + SELECT_SURPRISES + 1];
-        int ngot = 0, nfresh = 0;
+        int ngot = 0, nsel = 0; /* measured here by a selection, this one or the one resumed */
         double best = INFINITY;
         for (int k = 0; k < n && !tu->failed; k++) {
             /* past the near ties, up to SELECT_SURPRISES more while the best
@@ -834,18 +845,10 @@ static void select_joint(Search *S, SrchStageResult *res)
             if (k >= want && (k - want >= SELECT_SURPRISES || !surprise))
                 break;
             Cand *c = &S->c[pk[k].idx];
-            if (calibrated(S, pk[k].idx, j)) {
-                /* measured here or close by: its time stands. A time the
-                 * records hold here (turns of an earlier run, resumed) is
-                 * taken as that run took it after the turns, so a resumed
-                 * selection goes the same way */
-                double kn = known(tu, S->st, &c->mk, S->sh[j]);
-                Pick at = {pk[k].idx, isnan(kn) ? pk[k].lat : kn};
-                if (!isnan(kn))
-                    set_lat(S, at.idx, j, kn);
-                got[ngot++] = at;
-                if (at.lat < best)
-                    best = at.lat;
+            if (calibrated(S, pk[k].idx, j)) { /* measured here or close by: its time stands */
+                got[ngot++] = pk[k];
+                if (pk[k].lat < best)
+                    best = pk[k].lat;
                 continue;
             }
             bool fresh;
@@ -853,7 +856,7 @@ static void select_joint(Search *S, SrchStageResult *res)
                                 &fresh);
             res->select_measured += fresh;
             res->select_reused += !fresh && !isnan(ms);
-            nfresh += fresh;
+            nsel += ms > 0;
             if (ms > 0) {
                 got[ngot++] = (Pick){pk[k].idx, ms};
                 set_lat(S, pk[k].idx, j, ms);
@@ -862,11 +865,16 @@ static void select_joint(Search *S, SrchStageResult *res)
                 best = ms;
         }
         qsort(got, (size_t)ngot, sizeof *got, by_lat);
-        /* the model's times are exact: nothing to measure again */
-        if (ngot >= 2 && nfresh > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat &&
+        /* the model's times are exact: nothing to measure again. Turns the
+         * records hold (of the run resumed) are taken as they are */
+        const MicroKernel *a = ngot >= 2 ? &S->c[got[0].idx].mk : NULL,
+                          *b = ngot >= 2 ? &S->c[got[1].idx].mk : NULL;
+        if (ngot >= 2 && nsel > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat &&
             strcmp(tu->tg.name, "model") != 0) {
-            remeasure(tu, S->st, &S->c[got[0].idx].mk, &S->c[got[1].idx].mk, S->sh[j], RK_TURNS,
-                      res);
+            if (select_turned(tu, S->st, a, S->sh[j]) && select_turned(tu, S->st, b, S->sh[j]))
+                res->select_reused += 2;
+            else
+                remeasure(tu, S->st, a, b, S->sh[j], RK_TURNS, res);
             for (int k = 0; k < 2; k++)
                 set_lat(S, got[k].idx, j, known(tu, S->st, &S->c[got[k].idx].mk, S->sh[j]));
         }
@@ -1043,11 +1051,51 @@ static int check_choices(Tuner *tu, const SrchStage *st, SrchRecordKind kind,
     return n;
 }
 
+/* The tree a finished tune of st stored, in or's kernel numbering, when
+ * nothing was measured since and it picks a kernel measured at each of
+ * or's points; NULL otherwise. A repeated tune that measured nothing new
+ * keeps it (a fit and a check would see the check's records earlier than
+ * the first run did, and could go another way). */
+static SrchTree *tree_that_stands(Tuner *tu, const SrchStage *st, const SrchOracle *or,
+                                  const bool *known, SrchStageResult *res)
+{
+    const SrchTree *s = srch_records_tree(tu->rec, st->workload);
+    if (!s || !srch_records_tree_current(tu->rec, st->workload) || s->ndims != tu->p->ndims ||
+        s->nspatial != or->nspatial)
+        return NULL;
+    for (int i = 0; i < s->ndims; i++)
+        if (strcmp(s->dim_names[i], tu->p->dims[i]->name) != 0)
+            return NULL;
+    SrchTree *t = srch_tree_renumber(s, or->nk, or->kernels);
+    for (int j = 0; t && j < or->n; j++)
+        if (!known[(size_t)j * (size_t)or->nk +
+                   (size_t)srch_tree_predict(t, or->dims + (size_t)j * (size_t)or->ndims)]) {
+            srch_tree_free(t);
+            t = NULL;
+        }
+    if (!t)
+        return NULL;
+    res->score = srch_oracle_score(tu->p, or, t);
+    free(res->spill);
+    res->spill = NULL;
+    if (tu->tg.ti.kind == PT_GPU && srch_ptxas_path()) {
+        res->spill = malloc(sizeof *res->spill * (size_t)(t->nkernels + 1));
+        for (int k = 0; k < t->nkernels; k++)
+            res->spill[k] = -1; /* not asked: no leaf picks it */
+        for (int i = 0; i < t->nnodes; i++)
+            if (t->nodes[i].kind == TN_LEAF && res->spill[t->nodes[i].kernel] < 0)
+                res->spill[t->nodes[i].kernel] = spill_bytes(tu, st, &t->kernels[t->nodes[i].kernel]);
+    }
+    return t;
+}
+
 static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const Search *S,
                       SrchStageResult *res)
 {
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
     enum { PASSES = 4 };
+    /* a repeat of a finished tune: its tree stands */
+    bool repeat = S && res->measured == 0 && res->select_measured == 0, stood = false;
     /* the picks at the first check, by the tuner's shape index (zeroed: a
      * point the first check lacked counts as changed) */
     MicroKernel *before = calloc((size_t)tu->nshapes + 1, sizeof *before);
@@ -1072,7 +1120,11 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
                 known[i] = !isnan(or->cost[i]);
         }
         srch_tree_free(res->tree);
-        res->tree = fit_avoiding_spills(tu, st, or, depth, res);
+        res->tree = repeat ? tree_that_stands(tu, st, or, known, res) : NULL;
+        stood = res->tree != NULL;
+        repeat = false;
+        if (!stood)
+            res->tree = fit_avoiding_spills(tu, st, or, depth, res);
         if (!res->tree) {
             tu->failed = true;
             srch_oracle_free(or);
@@ -1111,7 +1163,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
          * CHECK_ROUNDS rounds run out first, a rerun may check again), at
          * most CHECK_ROUNDS times; how many picks differ from the first
          * check's */
-        bool check = missing == 0 && rounds < CHECK_ROUNDS && strcmp(tu->tg.name, "model") != 0;
+        bool check = missing == 0 && rounds < CHECK_ROUNDS && strcmp(tu->tg.name, "model") != 0 &&
+                     !stood;
         if (rounds > 0)
             res->check_changed = 0;
         for (int j = 0; j < or->n && (check || rounds > 0); j++) {
@@ -1135,7 +1188,7 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
     }
     free(before);
     /* the tree goes with the records: a compile reads it back, not refits */
-    if (!tu->failed && res->tree &&
+    if (!tu->failed && res->tree && !stood &&
         !srch_records_append_tree(tu->rec, st->workload, tu->tg.name, tu->arch, st->t->name,
                                   res->tree, tu->err, tu->errlen))
         tu->failed = true;

@@ -186,6 +186,9 @@ bool srch_records_append_fuse(SrchRecords *r, const char *workload, const char *
 Fuse srch_records_fuse(const SrchRecords *r, const char *workload, const char *stage);
 /* The latest tree stored for workload, or NULL (owned by r). */
 const SrchTree *srch_records_tree(const SrchRecords *r, const char *workload);
+/* Whether workload has a stored tree and no measurement of it came after
+ * the tree (a finished tune's result, which a repeated tune keeps). */
+bool srch_records_tree_current(const SrchRecords *r, const char *workload);
 int srch_records_count(const SrchRecords *r);            /* measurements loaded and appended */
 const SrchRecord *srch_records_at(const SrchRecords *r, int i);  /* file order */
 /* The distinct archs of target's records, in order of first appearance. */
@@ -292,6 +295,9 @@ struct cJSON *srch_tree_json(const SrchTree *t);
 /* Reads and checks the JSON form; NULL with a one-line message in err. */
 SrchTree *srch_tree_from_json(const char *text, size_t len, char *err, size_t errlen);
 SrchTree *srch_tree_copy(const SrchTree *t);
+/* t over another kernel table (its leaves naming them there); NULL when a
+ * kernel of t is not among them. */
+SrchTree *srch_tree_renumber(const SrchTree *t, int nkernels, const MicroKernel *kernels);
 void srch_tree_free(SrchTree *t);
 
 /* ---- The tuner ----
@@ -735,6 +741,8 @@ void srch_oracle_free(SrchOracle *o);
  * and its score against it. */
 SrchTree *srch_fit_oracle(const TeProgram *p, const SrchOracle *o, int depth,
                           SrchTreeScore *score, char *err, size_t errlen);
+/* A tree's score against an oracle (the tree's kernels numbered as o's). */
+SrchTreeScore srch_oracle_score(const TeProgram *p, const SrchOracle *o, const SrchTree *t);
 /* The schedule the records in path hold for p on target ("cpu", "cuda" or
  * "model"): per computed stage, the dispatch tree stored for its workload
  * (without one, the tree fit to its measurements, as srch_tune fits it)

@@ -267,16 +267,26 @@ static void test_trees(void **state)
     SrchTree t = {1, dn, 2, ks, 2, 3, nodes};
     char err[512] = "";
     assert_null(srch_records_tree(r, "wl1"));
+    assert_false(srch_records_tree_current(r, "wl1"));
     assert_true(srch_records_append_tree(r, "wl1", "cpu", "skx", "C", &t, err, sizeof err));
+    assert_true(srch_records_tree_current(r, "wl1"));
+    /* a measurement after the tree: the tree is no longer a finished tune's */
+    int64_t v[2];
+    double t1[] = {1.0};
+    SrchRecord a = make_rec(MK1, 1, 2, t1, 1, RK_SELECT, 0, v);
+    append_ok(r, &a);
+    assert_false(srch_records_tree_current(r, "wl1"));
     nodes[0].le = 32;
     assert_true(srch_records_append_tree(r, "wl1", "cpu", "skx", "C", &t, err, sizeof err));
     assert_true(srch_records_append_tree(r, "wl2", "cpu", "skx", "D", &t, err, sizeof err));
     const SrchTree *got = srch_records_tree(r, "wl1");
     assert_non_null(got);
     assert_int_equal(got->nodes[0].le, 32);
+    assert_true(srch_records_tree_current(r, "wl1"));
     srch_records_close(r);
 
     r = open_ok("wl1");
+    assert_true(srch_records_tree_current(r, "wl1")); /* read back: the tree came last */
     got = srch_records_tree(r, "wl1");
     assert_non_null(got);
     assert_int_equal(got->nnodes, 3);
@@ -284,7 +294,7 @@ static void test_trees(void **state)
     assert_int_equal(got->nspatial, 2);
     assert_int_equal(ir_microkernel_cmp(&got->kernels[1], &ks[1]), 0);
     assert_null(srch_records_tree(r, "wl2"));
-    assert_int_equal(srch_records_count(r), 0);
+    assert_int_equal(srch_records_count(r), 1);
     assert_int_equal(srch_records_nforeign(r), 1);
     srch_records_close(r);
     /* every workload's */

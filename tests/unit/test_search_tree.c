@@ -111,6 +111,27 @@ static void test_obvious_split(void **state)
     free(x);
 }
 
+/* A tree over another kernel table picks the same kernels, numbered there;
+ * one whose kernel is missing from the table is refused. */
+static void test_renumber(void **state)
+{
+    Data *x = obvious();
+    SrchTree *t = fit(x, 4, 1);
+    MicroKernel table[3] = {MKS[2], MKS[1], MKS[0]};
+    SrchTree *r = srch_tree_renumber(t, 3, table);
+    assert_non_null(r);
+    assert_int_equal(r->nkernels, 3);
+    for (int64_t T = 1; T <= 80; T++) {
+        int a = srch_tree_predict(t, &T), b = srch_tree_predict(r, &T);
+        assert_int_equal(ir_microkernel_cmp(&t->kernels[a], &r->kernels[b]), 0);
+        assert_int_equal(b, T <= 16 ? 2 : 1);
+    }
+    assert_null(srch_tree_renumber(t, 2, table)); /* kernel 0 is not among them */
+    srch_tree_free(r);
+    srch_tree_free(t);
+    free(x);
+}
+
 static void test_beyond_range(void **state)
 {
     Data *x = obvious();
@@ -517,6 +538,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_obvious_split),
+        cmocka_unit_test(test_renumber),
         cmocka_unit_test(test_beyond_range),
         cmocka_unit_test(test_cost_beats_accuracy),
         cmocka_unit_test(test_unmeasured_never_wins),
