@@ -16,6 +16,7 @@
 
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/TargetMachine.h>
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,11 +29,12 @@ typedef struct Sym {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_mutex_t compile_mu; /* held while a lookup compiles */
     LLVMOrcLLJITRef jit;
     Sym *syms;
     int nsyms, capsyms;
     uint64_t next;
-} G = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} G = {.mu = PTHREAD_MUTEX_INITIALIZER, .compile_mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct CgJitCode {
     LLVMOrcLLJITRef jit;
@@ -140,14 +142,22 @@ CgJitCode *cg_jit_add(CgModule *m, char *err, size_t errlen)
     }
     c->jit = jit;
     c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
-    /* the JIT compiles later, outside this module's diagnostic handler */
-    LLVMContextSetDiagnosticHandler(m->cx, NULL, NULL);
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m->mod, m->tsc);
-    m->mod = NULL;
+    /* compiled here, with the module's own target machine (the JIT's one
+     * compiles a module at a time): builds on several threads compile side
+     * by side, and the JIT only links */
+    char *msg = NULL;
+    LLVMMemoryBufferRef obj = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile, &msg, &obj)) {
+        snprintf(err, errlen, "cannot compile for the JIT: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        cg_module_destroy(m);
+        cg_jit_release(c);
+        return NULL;
+    }
     cg_module_destroy(m);
-    LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModuleWithRT(jit, c->rt, tsm);
+    LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(jit, c->rt, obj);
     if (e) {
-        error_msg(e, "cannot add a module to the JIT", err, errlen); /* tsm is the JIT's */
+        error_msg(e, "cannot add an object to the JIT", err, errlen); /* obj is the JIT's */
         cg_jit_release(c);
         return NULL;
     }
@@ -159,7 +169,10 @@ void *cg_jit_lookup(CgJitCode *c, const char *name, char *err, size_t errlen)
     if (!IR_ARG_OK(c, err, errlen) || !IR_ARG_OK(name, err, errlen))
         return NULL;
     LLVMOrcExecutorAddress addr = 0;
+    /* the first lookup links the object: one at a time */
+    pthread_mutex_lock(&G.compile_mu);
     LLVMErrorRef e = LLVMOrcLLJITLookup(c->jit, &addr, name);
+    pthread_mutex_unlock(&G.compile_mu);
     if (e) {
         error_msg(e, "JIT compilation failed", err, errlen);
         return NULL;

@@ -33,10 +33,13 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* a joint search's trials (up to 64) all stay built for its selection,
  * which measures them again at many shapes (a build costs tens of ms) */
@@ -261,23 +264,34 @@ static bool build(SrchMeasurer *m, Built *b, const SrchStage *st, const MicroKer
 
 /* The candidate (st, mk), built on first use, the least recently used one
  * freed to make room. */
+static Built *find_built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk)
+{
+    for (int i = 0; i < m->nbuilt; i++)
+        if (m->built[i].stage == st->t && ir_microkernel_cmp(&m->built[i].mk, mk) == 0)
+            return &m->built[i];
+    return NULL;
+}
+
+/* An empty entry of m->built: a new one, or the least recently used one
+ * freed. */
+static Built *free_slot(SrchMeasurer *m)
+{
+    if (m->nbuilt < MAX_BUILT)
+        return &m->built[m->nbuilt++];
+    Built *b = &m->built[0];
+    for (int i = 1; i < m->nbuilt; i++)
+        if (m->built[i].used < b->used)
+            b = &m->built[i];
+    unbuild(b);
+    return b;
+}
+
 static Built *built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, char *err,
                     size_t errlen)
 {
-    Built *b = NULL;
-    for (int i = 0; i < m->nbuilt && !b; i++)
-        if (m->built[i].stage == st->t && ir_microkernel_cmp(&m->built[i].mk, mk) == 0)
-            b = &m->built[i];
+    Built *b = find_built(m, st, mk);
     if (!b) {
-        if (m->nbuilt < MAX_BUILT) {
-            b = &m->built[m->nbuilt++];
-        } else {
-            b = &m->built[0];
-            for (int i = 1; i < m->nbuilt; i++)
-                if (m->built[i].used < b->used)
-                    b = &m->built[i];
-            unbuild(b);
-        }
+        b = free_slot(m);
         if (!build(m, b, st, mk, err, errlen)) {
             unbuild(b);
             *b = m->built[--m->nbuilt];
@@ -424,6 +438,7 @@ void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming 
     if (lo > hi)
         lo = hi;
     bool done[n + 1];
+    int lo_of[n + 1]; /* lo, or 2 after a warm-up that took the budget */
     int pre[n + 1][SRCH_MAX_REPEATS];
     double total[n + 1];
     int left = 0;
@@ -443,6 +458,7 @@ void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming 
             (rc = once(ud[k], &again, o->err, sizeof o->err)) >= 0 && again < first)
             first = again;
         bool ok = rc >= 0;
+        lo_of[k] = tm->min_runs <= 0 && first >= tm->budget_ms && lo > 2 ? 2 : lo;
         done[k] = !ok || first > cut;
         if (ok && done[k])
             o->times_ms[o->ntimes++] = first; /* hopeless: one run */
@@ -468,7 +484,8 @@ void srch_time_batch(int n, SrchRunOnce once, void *const *ud, const SrchTiming 
             pre[k][o->ntimes] = rc;
             o->times_ms[o->ntimes++] = t;
             total[k] += t;
-            if (timed_enough(o->times_ms, pre[k], o->ntimes, total[k], lo, hi, tol, tm->budget_ms))
+            if (timed_enough(o->times_ms, pre[k], o->ntimes, total[k], lo_of[k], hi, tol,
+                             tm->budget_ms))
                 done[k] = true, left--;
         }
     for (int k = 0; k < n; k++) {
@@ -577,11 +594,86 @@ static SrchTiming timing_of(const SrchMeasurer *m)
     }
 }
 
+typedef struct BuildJob {
+    SrchMeasurer *m;
+    Built *b;
+    const SrchStage *st;
+    MicroKernel mk;
+    bool ok;
+} BuildJob;
+
+typedef struct BuildQueue {
+    BuildJob *jobs;
+    int n;
+    atomic_int next;
+} BuildQueue;
+
+static void *build_worker(void *arg)
+{
+    BuildQueue *q = arg;
+    for (int k; (k = atomic_fetch_add(&q->next, 1)) < q->n;) {
+        BuildJob *j = &q->jobs[k];
+        char err[512];
+        j->ok = build(j->m, j->b, j->st, &j->mk, err, sizeof err);
+    }
+    return NULL;
+}
+
+/* The CPU candidates of a batch not built yet, built side by side on the
+ * machine's cores: each build has its own program, arena and LLVM
+ * context, and the JIT takes modules from several threads. One that fails
+ * is left out, for built() to try again and say why. */
+static void prebuild(SrchMeasurer *m, int n, const SrchStage *const *st, const MicroKernel *mk)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->bk != BK_CPU || ncpu < 2)
+        return;
+    BuildJob jobs[n + 1];
+    int nj = 0;
+    for (int k = 0; k < n; k++) { /* the batch's built ones kept from eviction */
+        Built *b = find_built(m, st[k], &mk[k]);
+        if (b)
+            b->used = ++m->clock;
+    }
+    for (int k = 0; k < n; k++) {
+        bool dup = find_built(m, st[k], &mk[k]) != NULL;
+        for (int i = 0; i < nj && !dup; i++)
+            dup = jobs[i].st->t == st[k]->t && ir_microkernel_cmp(&jobs[i].mk, &mk[k]) == 0;
+        if (!dup)
+            jobs[nj++] = (BuildJob){m, NULL, st[k], mk[k], false};
+    }
+    if (nj < 2)
+        return;
+    for (int i = 0; i < nj; i++) {
+        jobs[i].b = free_slot(m);
+        jobs[i].b->used = ++m->clock;
+        jobs[i].b->stage = jobs[i].st->t; /* taken: not evicted for the next */
+    }
+    BuildQueue q = {jobs, nj, 0};
+    int nt = (int)(ncpu < nj ? ncpu : nj), started = 0;
+    pthread_t th[nt];
+    for (int i = 1; i < nt; i++)
+        started += pthread_create(&th[started], NULL, build_worker, &q) == 0;
+    build_worker(&q);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    /* the failed ones' entries given back, the highest first: removing
+     * one moves the last entry, which no other failed one is then */
+    for (int s = m->nbuilt - 1; s >= 0; s--)
+        for (int i = 0; i < nj; i++)
+            if (jobs[i].b == &m->built[s] && !jobs[i].ok) {
+                unbuild(&m->built[s]);
+                m->built[s] = m->built[--m->nbuilt];
+                memset(&m->built[m->nbuilt], 0, sizeof m->built[0]);
+            }
+}
+
 void srch_measure_batch(SrchMeasurer *m, int n, const SrchStage *const *st,
                         const MicroKernel *mk, const int64_t *const *dims,
                         const double *cutoff_ms, SrchTimed *out)
 {
     IR_ASSERT(n <= MAX_BUILT);
+    prebuild(m, n, st, mk);
     /* all built first (a failed build moves another entry of m->built,
      * so the pointers are taken after) */
     for (int k = 0; k < n; k++) {

@@ -40,13 +40,15 @@ enum { POP = 32, CHILDREN = 64, BATCH = 8 };
 #define SELECT_BUDGET_MS 8.0
 /* the selection: candidates predicted within SELECT_NEAR of the best at a
  * shape are measured there; two measured within SELECT_CLOSE are measured
- * again, in SELECT_TURNS turns of two runs */
+ * again, in SELECT_TURNS turns of two runs (kernels that run long: in
+ * fewer runs, TURNS_BUDGET_MS each, but at least two turns of one run) */
 #define SELECT_NEAR 1.10
 /* a time measured at one shape serves the shapes within this factor of it
  * (every dim's ratio multiplied) */
 #define SELECT_REACH 1.10
 #define SELECT_CLOSE 1.03
 enum { SELECT_TURNS = 4 };
+#define TURNS_BUDGET_MS 40.0
 /* At a shape where the best measured is slower than the next candidates'
  * estimates by more than the factor SELECT_SURPRISE, up to SELECT_SURPRISES
  * more are measured there. */
@@ -54,10 +56,9 @@ enum { SELECT_TURNS = 4 };
 enum { SELECT_SURPRISES = 3 };
 /* an intermediate whose inlining the cost model puts within this factor
  * of materialising it, either way, is tuned both ways; the other way wins
- * when its stages are faster by more than the factor FUSE_MARGIN (a tie
+ * when its stages are faster by more than the factor SRCH_FUSE_MARGIN (a tie
  * stays with the model's choice, whatever the noise) */
 #define FUSE_CONTEST 4.0
-#define FUSE_MARGIN 1.02
 /* before the tree is written, the kernel it picks at each shape point and
  * the next best known there, when within CHECK_CLOSE of it, are measured
  * again in turns (SELECT_TURNS of two runs) and the tree fitted again, up
@@ -90,6 +91,9 @@ typedef struct Tuner {
     SrchRecords *rec;       /* open with that fusion's workloads and the program's */
     char *pf;               /* the program's fingerprint (its fuse lines) */
     int nconfigs;           /* fusions tuned */
+    bool contest;           /* tuning the other way of a fusion choice: its stages'
+                             * trees are not checked unless it wins */
+    bool refit;             /* fitting such a winner again: its stored trees do not stand */
     int64_t *warned;        /* the records' damaged lines reported (each once) */
     int nwarned;
     int ncorrupt;           /* the most damaged lines any open of the records saw */
@@ -706,14 +710,23 @@ static bool select_turned(Tuner *tu, const SrchStage *st, const MicroKernel *mk,
  * record of its runs of all turns (kind: RK_TURNS for the selection,
  * RK_CHECK or RK_BASELINE_CHECK for the check), which later lookups find.
  * False when they could not be measured (both keep their first
- * measurement). */
+ * measurement). est_ms, the slower one's time there as known, sets the
+ * turns: SELECT_TURNS of two runs, fewer where those would take more than
+ * TURNS_BUDGET_MS a kernel (a long run is its own average; at least two
+ * turns of one run). */
 static bool remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
-                      int s, SrchRecordKind kind, SrchStageResult *res)
+                      int s, double est_ms, SrchRecordKind kind, SrchStageResult *res)
 {
     SrchTimed t[2];
     char err[512];
-    if (stopped(tu) || srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), SELECT_TURNS, 2, t,
-                                          err, sizeof err) != 0)
+    int runs = 2, turns = SELECT_TURNS;
+    if (est_ms * runs * turns > TURNS_BUDGET_MS) {
+        double fit = TURNS_BUDGET_MS / est_ms; /* runs within the budget, NAN: none known */
+        runs = 1;
+        turns = fit >= 2 * SELECT_TURNS ? 2 * SELECT_TURNS : fit > 2 ? (int)fit : 2;
+    }
+    if (stopped(tu) || srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), turns, runs, t, err,
+                                          sizeof err) != 0)
         return false;
     const MicroKernel *mk[2] = {a, b};
     for (int k = 0; k < 2 && !tu->failed; k++) {
@@ -874,7 +887,7 @@ static void select_joint(Search *S, SrchStageResult *res)
             if (select_turned(tu, S->st, a, S->sh[j]) && select_turned(tu, S->st, b, S->sh[j]))
                 res->select_reused += 2;
             else
-                remeasure(tu, S->st, a, b, S->sh[j], RK_TURNS, res);
+                remeasure(tu, S->st, a, b, S->sh[j], got[1].lat, RK_TURNS, res);
             for (int k = 0; k < 2; k++)
                 set_lat(S, got[k].idx, j, known(tu, S->st, &S->c[got[k].idx].mk, S->sh[j]));
         }
@@ -1046,7 +1059,8 @@ static int check_choices(Tuner *tu, const SrchStage *st, SrchRecordKind kind,
         if (r < 0 || cost[r] > CHECK_CLOSE * cost[k] ||
             (turned(tu, st, &or->kernels[k], s, kind) && turned(tu, st, &or->kernels[r], s, kind)))
             continue;
-        n += remeasure(tu, st, &or->kernels[k], &or->kernels[r], s, turns, res);
+        n += remeasure(tu, st, &or->kernels[k], &or->kernels[r], s, fmax(cost[k], cost[r]), turns,
+                       res);
     }
     return n;
 }
@@ -1095,7 +1109,7 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
     int depth = tu->o->tree_depth > 0 ? tu->o->tree_depth : 4;
     enum { PASSES = 4 };
     /* a repeat of a finished tune: its tree stands */
-    bool repeat = S && res->measured == 0 && res->select_measured == 0, stood = false;
+    bool repeat = S && !tu->refit && res->measured == 0 && res->select_measured == 0, stood = false;
     /* the picks at the first check, by the tuner's shape index (zeroed: a
      * point the first check lacked counts as changed) */
     MicroKernel *before = calloc((size_t)tu->nshapes + 1, sizeof *before);
@@ -1164,7 +1178,7 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
          * most CHECK_ROUNDS times; how many picks differ from the first
          * check's */
         bool check = missing == 0 && rounds < CHECK_ROUNDS && strcmp(tu->tg.name, "model") != 0 &&
-                     !stood;
+                     !stood && !tu->contest;
         if (rounds > 0)
             res->check_changed = 0;
         for (int j = 0; j < or->n && (check || rounds > 0); j++) {
@@ -1213,15 +1227,21 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
     uint64_t seed = tu->o->seed ^ rt_rng_hash(st->workload);
     if (!tu->o->per_shape) {
         Search S;
+        double t0 = now_s();
         search_init(&S, tu, st, all, tu->nshapes, RK_TRIAL, seed);
         search_run(&S);
         res->measured = S.done - S.reused;
         res->reused = S.reused;
+        double t1 = now_s();
         if (!tu->failed)
             select_joint(&S, res);
+        double t2 = now_s();
         if (!tu->failed)
             stage_fit(tu, st, RK_SELECT, &S, res);
         search_free(&S);
+        res->search_s = t1 - t0;
+        res->select_s = t2 - t1;
+        res->fit_s = now_s() - t2;
     } else {
         double t0 = now_s();
         for (int j = 0; j < tu->nshapes && !tu->failed; j++) {
@@ -1236,8 +1256,11 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
             res->reused += S.reused;
             search_free(&S);
         }
+        double t1 = now_s();
         if (!tu->failed)
             stage_fit(tu, st, RK_BASELINE, NULL, res);
+        res->search_s = t1 - t0;
+        res->fit_s = now_s() - t1;
     }
     res->runs = tu->runs - runs0;
     res->dropped = tu->dropped - dropped0;
@@ -1377,6 +1400,7 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
         }
         SrchStageResult *r = &c->res[i];
         *r = *had;
+        r->search_s = r->select_s = r->fit_s = 0; /* tuned with the earlier fusion */
         r->stage = c->st[i].t->name;
         r->tree = srch_tree_copy(had->tree);
         r->shape_ms = malloc(sizeof *r->shape_ms * (size_t)(tu->nshapes + 1));
@@ -1444,31 +1468,107 @@ static void write_fuse_lines(Tuner *tu)
  * close (inlining within FUSE_CONTEST of materialising, either way) and
  * no one fixed is tried the other way, readers first: the stages that
  * change are tuned, the other way is kept when its stages take less time
- * over all shape points (by FUSE_MARGIN), and that intermediate's Fuse is
+ * over all shape points (by SRCH_FUSE_MARGIN), and that intermediate's Fuse is
  * fixed to the choice. A fusion that cannot be tuned (its buffers do not
  * fit, a stage cannot be measured) loses, with a warning; only an
  * interruption ends the tune. *best is the fusion tuned so far; the
  * choices go to res and, as fuse lines, to the records. */
+/* The most the other way of the fusion now set can gain over best: the
+ * time (summed over the shape points) of best's stages it changes; a
+ * stage it keeps, same tensor and workload, keeps its time. */
+static double changed_ms(Tuner *tu, const Config *best)
+{
+    SrchStage *st;
+    int n = stages_of(tu, &st);
+    double ms = 0;
+    for (int i = 0; i < best->nst; i++) {
+        bool kept = false;
+        for (int k = 0; k < n && !kept; k++)
+            kept = st[k].t == best->st[i].t && strcmp(st[k].workload, best->st[i].workload) == 0;
+        for (int j = 0; j < tu->nshapes && !kept; j++)
+            ms += best->res[i].shape_ms[j];
+    }
+    for (int k = 0; k < n; k++)
+        free(st[k].workload);
+    free(st);
+    return ms;
+}
+
+/* Tensors decided with p->tensors[i] (in[k]): its fusion class's
+ * (srch_fusion_classes) other choosable tensors, not fixed or decided,
+ * in the same state in best; how many. */
+static int class_of(const TeProgram *p, char *const *cls, const bool *taken, const Config *best,
+                    int i, bool *in)
+{
+    int n = 0;
+    bool was = materialised_in(best, p->tensors[i]);
+    for (int k = 0; k < p->ntensors; k++) {
+        in[k] = k != i && !taken[k] && cls[k] && strcmp(cls[k], cls[i]) == 0 &&
+                pass_fuse_choosable(p->tensors[k]) && materialised_in(best, p->tensors[k]) == was;
+        n += in[k];
+    }
+    return n;
+}
+
+/* The fusion choices the cost model finds close (within FUSE_CONTEST),
+ * readers first, each tuned the other way and kept where its stages are
+ * faster by SRCH_FUSE_MARGIN. A class of tensors (the same intermediate in each
+ * identical layer) is contested once, all of it flipped together; a
+ * choice whose changed stages take too little of the time to win by
+ * SRCH_FUSE_MARGIN is not tuned at all. The other way's new stages are
+ * tuned without the final check; only where they would win are they
+ * fitted again with it (from the records) and the choice decided on the
+ * checked times. */
 static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
 {
     TeProgram *p = tu->p;
     const SrchTuneOpts *o = tu->o;
-    double *ratio = malloc(sizeof *ratio * (size_t)(p->ntensors + 1));
-    bool *fixed = calloc((size_t)p->ntensors + 1, sizeof *fixed);
-    res->fusion = calloc((size_t)p->ntensors + 1, sizeof *res->fusion);
-    for (int i = 0; i < p->ntensors; i++)
-        fixed[i] = p->tensors[i]->fuse != FUSE_COST;
-    for (int i = p->ntensors - 1; i >= 0 && !tu->failed; i--) {
+    int nt = p->ntensors;
+    double *ratio = malloc(sizeof *ratio * (size_t)(nt + 1));
+    bool *taken = calloc((size_t)nt + 1, sizeof *taken), *in = calloc((size_t)nt + 1, sizeof *in);
+    char **cls = srch_fusion_classes(p);
+    res->fusion = calloc((size_t)nt + 1, sizeof *res->fusion);
+    for (int i = 0; i < nt; i++)
+        taken[i] = p->tensors[i]->fuse != FUSE_COST; /* fixed by the user */
+    for (int i = nt - 1; i >= 0 && !tu->failed; i--) {
         Tensor *t = p->tensors[i];
-        if (fixed[i] || !pass_fuse_choosable(t))
+        if (taken[i] || !pass_fuse_choosable(t))
             continue;
         pass_fuse_ratios(p, ratio); /* each choice moves its producers' */
         if (ratio[i] < 1 / FUSE_CONTEST || ratio[i] > FUSE_CONTEST)
             continue;
+        int nlike = class_of(p, cls, taken, best, i, in);
+        in[i] = true;
         bool was = materialised_in(best, t);
-        t->fuse = was ? FUSE_INLINE : FUSE_MATERIALIZE;
+        for (int k = 0; k < nt; k++)
+            if (in[k]) {
+                taken[k] = true;
+                p->tensors[k]->fuse = was ? FUSE_INLINE : FUSE_MATERIALIZE;
+            }
+        double a = config_ms(tu, best);
+        if (changed_ms(tu, best) * SRCH_FUSE_MARGIN <= a * (SRCH_FUSE_MARGIN - 1)) {
+            res->nfusion_small += 1 + nlike;
+            for (int k = 0; k < nt; k++)
+                if (in[k])
+                    p->tensors[k]->fuse = was ? FUSE_MATERIALIZE : FUSE_INLINE;
+            continue;
+        }
         Config alt = {0};
+        tu->contest = true;
         bool ok = tune_config(tu, best, &alt);
+        tu->contest = false;
+        double b = ok ? config_ms(tu, &alt) : NAN;
+        if (ok && b * SRCH_FUSE_MARGIN < a && !same_stages(best, &alt)) {
+            /* it would win: its new stages fitted again, checked and
+             * stored (from the records: nothing measured twice) */
+            Config checked = {0};
+            tu->refit = true;
+            ok = tune_config(tu, best, &checked);
+            tu->refit = false;
+            config_free(&alt);
+            alt = checked;
+            b = ok ? config_ms(tu, &alt) : NAN;
+        }
         if (!ok && !(o->stop && *o->stop)) {
             if (o->warn) {
                 char msg[1200];
@@ -1483,23 +1583,28 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
             config_free(&alt);
             break;
         }
-        double a = config_ms(tu, best), b = ok ? config_ms(tu, &alt) : NAN;
         bool same = ok && same_stages(best, &alt);
-        bool flip = ok && !same && b * FUSE_MARGIN < a; /* NAN: keep */
+        bool flip = ok && !same && b * SRCH_FUSE_MARGIN < a; /* NAN: keep */
         res->fusion[res->nfusion++] =
-            (SrchFusion){t->name, flip ? !was : was, flip ? b : a, flip ? a : b, same};
+            (SrchFusion){t->name, flip ? !was : was, flip ? b : a, flip ? a : b, same, nlike};
         if (flip) {
             config_free(best);
             *best = alt;
         } else {
-            t->fuse = was ? FUSE_MATERIALIZE : FUSE_INLINE;
+            for (int k = 0; k < nt; k++)
+                if (in[k])
+                    p->tensors[k]->fuse = was ? FUSE_MATERIALIZE : FUSE_INLINE;
             config_free(&alt);
         }
     }
     if (!tu->failed)
         write_fuse_lines(tu);
+    for (int i = 0; i < nt; i++)
+        free(cls[i]);
+    free(cls);
     free(ratio);
-    free(fixed);
+    free(taken);
+    free(in);
 }
 
 /* How many of the tuner's shape points tree t sends to kernel k; 0 when

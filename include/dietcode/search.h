@@ -432,7 +432,8 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
                                 const SrchTarget *tg, const int64_t *shapes, int nshapes,
                                 char *err, size_t errlen);
 /* How long a measurement repeats a run on the CPU: after a warm-up, until
- * at least min_runs (0: 3) runs are quiet (undisturbed: no other process
+ * at least min_runs (0: 3, or 2 where the warm-up alone took budget_ms: a
+ * long run is an average of its own) runs are quiet (undisturbed: no other process
  * took a core from it, and within SRCH_QUIET_BAND of the fastest) and
  * the interquartile range of those is within spread (0: SRCH_SPREAD) of
  * their median or budget_ms has run; on a machine that stays busy, until
@@ -584,6 +585,8 @@ typedef struct SrchStageResult {
     int check_changed;          /* shape points where the final tree picks another kernel than the
                                  * tree the first check checked */
     int64_t runs, dropped;      /* runs timed for the stage, and dropped (disturbed, slow, outliers) */
+    double search_s, select_s;  /* seconds in the search and the selection */
+    double fit_s;               /* in the fit and the check, with what they measured */
     int nshapes;
     /* over the shapes, of what the dispatch picks and of the best kernel:
      * times measured at the shape (the joint search's also scaled from a
@@ -602,16 +605,23 @@ typedef struct SrchStageResult {
     int *spill;
 } SrchStageResult;
 
+/* A fusion choice the search tunes the other way is flipped when the
+ * stages of the other way are faster by more than this factor. */
+#define SRCH_FUSE_MARGIN 1.02
+
 /* The search's choice for one intermediate the cost model found close:
  * what it chose, and the summed time over the shape points of the stages
  * with that choice and with the other (NAN where a stage's time at a
  * point is not known, or the other could not be tuned); same: the other
- * way gave the same stages (a body too large to inline). */
+ * way gave the same stages (a body too large to inline); nlike: the
+ * tensors of its class decided with it (the same intermediate in the
+ * other identical layers), the times covering them all. */
 typedef struct SrchFusion {
     const char *tensor;
     bool materialized;
     double ms, other_ms;
     bool same;
+    int nlike;
 } SrchFusion;
 
 typedef struct SrchTuneResult {
@@ -619,6 +629,8 @@ typedef struct SrchTuneResult {
     SrchStageResult *stages;    /* of the fusion chosen */
     int nfusion;
     SrchFusion *fusion;         /* readers first */
+    int nfusion_small;          /* close choices not contested: their stages take too
+                                 * little of the time for the other way to win */
     int nshapes;
     int64_t *shapes;            /* nshapes rows of the program's dims, by Var.pos */
     double seconds;
@@ -685,6 +697,12 @@ char *srch_fingerprint(const TeProgram *p, const Tensor *t, const bool *material
  * digits (malloc'd): its printed TE, without its name, and the target and
  * arch. What fuse lines are filed under. */
 char *srch_program_fingerprint(const TeProgram *p, const char *target, const char *arch);
+/* Each tensor's fusion class (NULL for inputs; malloc'd, as is each
+ * string): the hash of its op's canonical TE (every other tensor an input)
+ * and of its consumers' ops. The tensors of one class (the same
+ * intermediate in each of a model's identical layers) are inlined or
+ * materialised together: the search contests the class once. */
+char **srch_fusion_classes(const TeProgram *p);
 /* The arch CPU records carry: this CPU's LLVM name (what the JIT compiles for). */
 const char *srch_host_arch(void);
 /* The shape points of the tuning range: *n rows of p->ndims values. */

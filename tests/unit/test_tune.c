@@ -706,6 +706,17 @@ static void test_noisy_timing(void **state)
     assert_int_equal(srch_time_runs(quiet_run, &c, &tm, 0, t, &n, err, sizeof err), 0);
     assert_int_equal(n, 3);
     assert_int_equal(env.calls, 4); /* and the warm-up */
+    /* a run as long as the budget: two after the warm-up */
+    env.calls = 0;
+    c.true_ms = 25.0;
+    assert_int_equal(srch_time_runs(quiet_run, &c, &tm, 0, t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(env.calls, 3);
+    /* unless min_runs says otherwise */
+    env.calls = 0;
+    SrchTiming three = {.budget_ms = 20, .min_runs = 3};
+    assert_int_equal(srch_time_runs(quiet_run, &c, &three, 0, t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
     /* a hopeless warm-up is the measurement */
     env.calls = 0;
     c.true_ms = 5.0;

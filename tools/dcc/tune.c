@@ -157,6 +157,8 @@ int cmd_tune(int argc, char **argv)
                "close ones again, in turns) + %d from records\n",
                s->stage, s->measured, s->reused, s->select_measured, s->select_turns,
                s->select_reused);
+        printf("  time: search %.1f s, selection %.1f s, fit and check %.1f s\n", s->search_s,
+               s->select_s, s->fit_s);
         if (s->checked)
             printf("  check: %d choice%s measured again against the next best, in turns; the "
                    "tree then picks another kernel at %d shape point%s\n", s->checked,
@@ -192,8 +194,11 @@ int cmd_tune(int argc, char **argv)
     }
     for (int i = 0; i < r->nfusion; i++) {
         const SrchFusion *f = &r->fusion[i];
-        printf("fusion: %s %s: its stages %.4f ms summed over the shapes", f->tensor,
-               f->materialized ? "materialised" : "inlined", f->ms);
+        printf("fusion: %s", f->tensor);
+        if (f->nlike)
+            printf(" and %d like it", f->nlike);
+        printf(" %s: %s stages %.4f ms summed over the shapes",
+               f->materialized ? "materialised" : "inlined", f->nlike ? "their" : "its", f->ms);
         if (f->same)
             printf(" (too large to inline)\n");
         else if (isnan(f->other_ms))
@@ -202,6 +207,11 @@ int cmd_tune(int argc, char **argv)
         else
             printf(", %.4f ms %s\n", f->other_ms, f->materialized ? "inlined" : "materialised");
     }
+    if (r->nfusion_small)
+        printf("fusion: %d more close choice%s left as the cost model made %s: the stages %s "
+               "change take too little of the time to gain %.0f%%\n", r->nfusion_small,
+               r->nfusion_small == 1 ? "" : "s", r->nfusion_small == 1 ? "it" : "them",
+               r->nfusion_small == 1 ? "it would" : "they would", 100 * (SRCH_FUSE_MARGIN - 1));
     print_estimate(l.prog, r);
     if (r->ncorrupt)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
