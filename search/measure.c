@@ -8,9 +8,9 @@
  * kept while it may be measured again (the selection step measures a
  * candidate at many shapes) and freed when the least recently used of
  * MAX_BUILT gives way, so memory stays flat however many trials a search
- * takes. Buffers are allocated once, for the largest shape, and filled
- * with seeded random values; a stage's inputs are the original program's
- * buffers of the same tensors.
+ * takes. A tensor's buffer is allocated, for the largest shape, when a
+ * stage using it is first timed, and filled with seeded random values; a
+ * stage's inputs are the original program's buffers of the same tensors.
  *
  *   cpu    one warm-up run, then runs until enough of them are quiet
  *          (undisturbed: no involuntary context switch of this process's
@@ -69,6 +69,8 @@ struct SrchMeasurer {
     float **bufs;           /* cpu: per tensor id */
     float **base;           /* what bufs[i] lies in (allocated) */
     uint64_t *dbufs;        /* cuda */
+    int64_t *shapes;        /* the shape points the buffers serve (nshapes rows) */
+    int nshapes;
     Built built[MAX_BUILT];
     int nbuilt;
     uint64_t clock;
@@ -98,6 +100,7 @@ void srch_measurer_free(SrchMeasurer *m)
     free(m->bufs);
     free(m->base);
     free(m->dbufs);
+    free(m->shapes);
     free(m->materialized);
     free(m);
 }
@@ -195,39 +198,14 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
         return NULL;
     }
     m->index_bound = index_bound(p, shapes, nshapes);
-    for (int i = 0; i < p->ntensors; i++) {
-        if (!m->materialized[i])
-            continue;
-        int64_t numel = 1;
-        for (int s = 0; s < nshapes; s++) {
-            int64_t n = ir_te_numel(p->tensors[i], shapes + (size_t)s * (size_t)p->ndims);
-            if (n < 0 || n > INT64_MAX / 8) {
-                srch_seterr(err, errlen, "tensor %s is too large to measure", p->tensors[i]->name);
-                srch_measurer_free(m);
-                return NULL;
-            }
-            if (n > numel)
-                numel = n;
-        }
-        const Tensor *t = p->tensors[i];
-        size_t bytes = ((size_t)numel * (size_t)ir_dtype_size(t->dtype) + 63) / 64 * 64;
-        m->base[i] = aligned_alloc(64, bytes + 64);
-        m->bufs[i] = m->base[i] ? m->base[i] + caller_offset(m, p->tensors[i]) : NULL;
-        if (!m->bufs[i]) {
-            srch_seterr(err, errlen, "out of memory for tensor %s (%zu bytes)",
-                        p->tensors[i]->name, bytes);
-            srch_measurer_free(m);
-            return NULL;
-        }
-        rt_rng_fill_elems(0x5eed, (uint64_t)i, (int32_t)t->dtype, m->bufs[i], (size_t)numel);
-        within_bound(m, i, numel);
-        if (bk == BK_CUDA &&
-            (rt_cuda_alloc(&m->dbufs[i], bytes, err, errlen) != DCRT_OK ||
-             rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK)) {
-            srch_measurer_free(m);
-            return NULL;
-        }
+    size_t rows = sizeof *shapes * (size_t)nshapes * (size_t)(p->ndims ? p->ndims : 1);
+    if (!(m->shapes = malloc(rows + 1))) {
+        srch_seterr(err, errlen, "out of memory for the measurement buffers");
+        srch_measurer_free(m);
+        return NULL;
     }
+    memcpy(m->shapes, shapes, rows);
+    m->nshapes = nshapes;
     return m;
 }
 
@@ -301,6 +279,52 @@ static Built *built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
     }
     b->used = ++m->clock;
     return b;
+}
+
+/* Tensor i's buffer for the largest of the shape points, made on first
+ * use (a stage run reads and writes only its own: of a model's identical
+ * layers, those of the one that is measured), filled with seeded random
+ * values (integers within the index bound); false and err. */
+static bool buffer(SrchMeasurer *m, int i, char *err, size_t errlen)
+{
+    if (m->bufs[i])
+        return true;
+    const TeProgram *p = m->p;
+    const Tensor *t = p->tensors[i];
+    int64_t numel = 1;
+    for (int s = 0; s < m->nshapes; s++) {
+        int64_t n = ir_te_numel(t, m->shapes + (size_t)s * (size_t)p->ndims);
+        if (n < 0 || n > INT64_MAX / 8) {
+            srch_seterr(err, errlen, "tensor %s is too large to measure", t->name);
+            return false;
+        }
+        if (n > numel)
+            numel = n;
+    }
+    size_t bytes = ((size_t)numel * (size_t)ir_dtype_size(t->dtype) + 63) / 64 * 64;
+    m->base[i] = aligned_alloc(64, bytes + 64);
+    if (!m->base[i]) {
+        srch_seterr(err, errlen, "out of memory for tensor %s (%zu bytes)", t->name, bytes);
+        return false;
+    }
+    m->bufs[i] = m->base[i] + caller_offset(m, t);
+    rt_rng_fill_elems(0x5eed, (uint64_t)i, (int32_t)t->dtype, m->bufs[i], (size_t)numel);
+    within_bound(m, i, numel);
+    if (m->bk == BK_CUDA &&
+        (rt_cuda_alloc(&m->dbufs[i], bytes, err, errlen) != DCRT_OK ||
+         rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK))
+        return false;
+    return true;
+}
+
+/* The buffers of every tensor b reads or writes, made before it is timed;
+ * false and err. */
+static bool buffers(SrchMeasurer *m, const Built *b, char *err, size_t errlen)
+{
+    for (int i = 0; m->bk != BK_MODEL && i < m->p->ntensors; i++)
+        if (b->map[i] && !buffer(m, i, err, errlen))
+            return false;
+    return true;
 }
 
 /* Runs b once at dims; -1 and err on failure. */
@@ -689,7 +713,7 @@ void srch_measure_batch(SrchMeasurer *m, int n, const SrchStage *const *st,
         if (out[k].failed)
             continue;
         c[nlive] = (RunCtx){m, built(m, st[k], &mk[k], out[k].err, sizeof out[k].err), dims[k]};
-        if ((out[k].failed = !c[nlive].b))
+        if ((out[k].failed = !c[nlive].b || !buffers(m, c[nlive].b, out[k].err, sizeof out[k].err)))
             continue;
         ud[nlive] = &c[nlive];
         cut[nlive] = cutoff_ms ? cutoff_ms[k] : 0;
@@ -729,7 +753,7 @@ int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *
 {
     /* both built first: building one may evict the other's code otherwise */
     Built *ba = built(m, st, a, err, errlen), *bb = ba ? built(m, st, b, err, errlen) : NULL;
-    if (!bb)
+    if (!bb || !buffers(m, ba, err, errlen) || !buffers(m, bb, err, errlen))
         return -1;
     RunCtx c[2] = {{m, ba, dims}, {m, bb, dims}};
     if (m->bk == BK_MODEL) {

@@ -426,8 +426,10 @@ void srch_model_free(SrchModel *m);
  * shape. Backends: "cpu" (JIT, warm-up then repeats), "cuda" (driver API,
  * events) and "model" (no hardware: the analytic time, deterministic). */
 typedef struct SrchMeasurer SrchMeasurer;
-/* p: the program; buffers for the largest of the shapes are allocated once
- * (nshapes rows of p->ndims values, by Var.pos). */
+/* p: the program; a tensor's buffer, for the largest of the shapes
+ * (nshapes rows of p->ndims values, by Var.pos), is made when a stage
+ * that reads or writes it is first timed: a model's identical layers
+ * cost one layer's buffers. */
 SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
                                 const SrchTarget *tg, const int64_t *shapes, int nshapes,
                                 char *err, size_t errlen);
