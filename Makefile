@@ -68,12 +68,12 @@ bench-model: deps
 	.venv-model/bin/python bench/model.py --build $(BUILD)
 
 # BERT-base and GPT-2 small from their ONNX files against ONNX Runtime and
-# PyTorch eager, batch 1..4 and sequence 1..512, CPU (bench/onnx.py).
+# PyTorch eager, batch 1..4 and sequence 1..512, CPU (bench/onnx_models.py).
 bench-onnx: deps
 	@scripts/install-deps.sh --bench-model
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target bench_model
-	.venv-model/bin/python bench/onnx.py --build $(BUILD)
+	.venv-model/bin/python bench/onnx_models.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

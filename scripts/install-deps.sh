@@ -9,7 +9,7 @@
 #                                      those, python3-venv, and PyTorch, numpy,
 #                                      transformers, onnx, onnxscript and
 #                                      onnxruntime from PyPI in .venv-model
-#                                      (about 6 GB; bench/model.py, bench/onnx.py,
+#                                      (about 6 GB; bench/model.py, bench/onnx_models.py,
 #                                      scripts/make-onnx-tests.py)
 set -eu
 

@@ -522,6 +522,27 @@ EOF
             [ "$(grep -vc "dcc --help" "$tmp/e")" -eq 1 ] &&
             ok "--fuse $arg: status $st, $(head -1 "$tmp/e")" || bad "--fuse $arg: status $st, $(cat "$tmp/e")"
     done
+    # two identical layers: their U is one fusion class, contested once
+    # and inlined in both
+    cat >"$tmp/fuse2.tex" <<'EOF'
+dim T in 1..64
+input X[T, 256] f32
+input V[T, 256] f32
+input W[40, 256] f32
+U[i: T, k: 256] = X[i, k] + 1.0
+Y[i: T, n: 40] = sum[k: 256](U[i, k] * W[n, k])
+U2[i: T, k: 256] = V[i, k] + 1.0
+Y2[i: T, n: 40] = sum[k: 256](U2[i, k] * W[n, k])
+output Z[i: T, n: 40] = Y[i, n] + Y2[i, n]
+EOF
+    prog=$tmp/fuse2.tex
+    "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$tmp/f2.jsonl" \
+        >"$tmp/out2" 2>"$tmp/err2" || bad "two-layer tune failed: $(tail -3 "$tmp/err2")"
+    [ "$(grep -c '^fusion: ' "$tmp/out2")" -eq 1 ] &&
+        grep -q "^fusion: U2 and 1 like it inlined: their stages" "$tmp/out2" &&
+        ok "$(grep '^fusion' "$tmp/out2")" || { cat "$tmp/out2"; bad "not one contest for U and U2"; }
+    [ "$(stages --records "$tmp/f2.jsonl")" = "Y,Y2,Z" ] && ok "both inlined" ||
+        bad "two layers with records: $(stages --records "$tmp/f2.jsonl")"
     ;;
 consts)
     # A workload is its shapes and types, and which tensors are constants:

@@ -562,6 +562,43 @@ static void test_fingerprint(void **state)
             free(fp[t][k]);
 }
 
+/* Fusion classes: the same intermediate in two identical layers shares
+ * its class; one with another op, or read by another op, does not;
+ * inputs have none. */
+static void test_fusion_classes(void **state)
+{
+    (void)state;
+    Prog g = compile("dim T in 1..64\n"
+                     "input X[T, 32] f32\n"
+                     "input W1[32, 32] f32\n"
+                     "input W2[32, 32] f32\n"
+                     /* layer 1 */
+                     "A1[i: T, j: 32] = sum[k: 32](X[i, k] * W1[j, k])\n"
+                     "G1[i: T, j: 32] = max(A1[i, j], 0.0)\n"
+                     "B1[i: T, j: 32] = sum[k: 32](G1[i, k] * W2[j, k])\n"
+                     /* layer 2: the same ops */
+                     "A2[i: T, j: 32] = sum[k: 32](B1[i, k] * W1[j, k])\n"
+                     "G2[i: T, j: 32] = max(A2[i, j], 0.0)\n"
+                     "B2[i: T, j: 32] = sum[k: 32](G2[i, k] * W2[j, k])\n"
+                     /* the same op as G1, read by another op */
+                     "H[i: T, j: 32] = max(B2[i, j], 0.0)\n"
+                     "output Y[i: T, j: 32] = H[i, j] + X[i, j]\n");
+    char **cls = srch_fusion_classes(g.p);
+    const char *names[] = {"G1", "G2", "H", "A1", "A2", "X"};
+    int id[6];
+    for (int k = 0; k < 6; k++)
+        id[k] = ir_te_find(g.p, names[k])->id;
+    assert_null(cls[id[5]]);
+    assert_string_equal(cls[id[0]], cls[id[1]]);
+    assert_string_not_equal(cls[id[0]], cls[id[2]]);
+    assert_string_equal(cls[id[3]], cls[id[4]]);
+    assert_string_not_equal(cls[id[0]], cls[id[3]]);
+    for (int i = 0; i < g.p->ntensors; i++)
+        free(cls[i]);
+    free(cls);
+    prog_free(&g);
+}
+
 /* Fusion as a schedule: a tensor's Fuse overrules the cost model but not
  * the size bound; a stage extracted alone inlines what the program
  * inlined; the program's fingerprint ignores the file's name and the
@@ -1050,6 +1087,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fingerprint),
+        cmocka_unit_test(test_fusion_classes),
         cmocka_unit_test(test_fuse),
         cmocka_unit_test(test_space),
         cmocka_unit_test(test_space_pack),

@@ -1,8 +1,8 @@
-"""bench/onnx.py: whole models from their ONNX files, dcc against ONNX Runtime
+"""bench/onnx_models.py: whole models from their ONNX files, dcc against ONNX Runtime
 (and PyTorch eager) on the CPU, cell by cell in turns, one run.
 
     make bench-onnx                    # installs the venv, builds, runs this
-    .venv-model/bin/python bench/onnx.py [--build build] [--models bert,gpt2]
+    .venv-model/bin/python bench/onnx_models.py [--build build] [--models bert,gpt2]
         [--trials 32] [--reps 20] [--rounds 3] [--threads 2] [--no-torch]
 
 Models: BERT-base and GPT-2 small from transformers' default configs with
