@@ -64,12 +64,40 @@ enum { INLINE_MAX_NODES = 256, FUSE_SLACK = 32 };
 
 /* ---- cost ---- */
 
+static double work(const Expr *e);
+
+/* The work of one evaluation of index expression e: affine arithmetic and
+ * division by a constant (a multiply and a shift) fold into the address;
+ * a division or remainder by anything else (a flattened [B*S] split back
+ * by S) is a real integer division each time, and a gather's index a
+ * load. */
+static double index_work(const Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: return 0;
+    case EX_LOAD: case EX_REDUCE: return work(e);
+    default: break;
+    }
+    double w = (e->kind == EX_DIV || e->kind == EX_MOD) && e->op.b->kind != EX_INT
+                   ? IR_SPECIAL_COST
+                   : 0;
+    if (e->op.a) w += index_work(e->op.a);
+    if (e->op.b) w += index_work(e->op.b);
+    if (e->op.c) w += index_work(e->op.c);
+    return w;
+}
+
 /* The work of one evaluation of e, in operator units. */
 static double work(const Expr *e)
 {
     switch (e->kind) {
     case EX_INT: case EX_FLOAT: case EX_VAR: return 0;
-    case EX_LOAD: return 1; /* index arithmetic folds into the address */
+    case EX_LOAD: {
+        double w = 1;
+        for (int i = 0; i < e->load.n; i++)
+            w += index_work(e->load.idx[i]);
+        return w;
+    }
     case EX_REDUCE: return work(e->red.body);
     default: break;
     }
