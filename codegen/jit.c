@@ -29,12 +29,12 @@ typedef struct Sym {
 
 static struct {
     pthread_mutex_t mu;
-    pthread_mutex_t compile_mu; /* held while a lookup compiles */
+    pthread_mutex_t link_mu; /* held while a lookup links */
     LLVMOrcLLJITRef jit;
     Sym *syms;
     int nsyms, capsyms;
     uint64_t next;
-} G = {.mu = PTHREAD_MUTEX_INITIALIZER, .compile_mu = PTHREAD_MUTEX_INITIALIZER};
+} G = {.mu = PTHREAD_MUTEX_INITIALIZER, .link_mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct CgJitCode {
     LLVMOrcLLJITRef jit;
@@ -170,9 +170,9 @@ void *cg_jit_lookup(CgJitCode *c, const char *name, char *err, size_t errlen)
         return NULL;
     LLVMOrcExecutorAddress addr = 0;
     /* the first lookup links the object: one at a time */
-    pthread_mutex_lock(&G.compile_mu);
+    pthread_mutex_lock(&G.link_mu);
     LLVMErrorRef e = LLVMOrcLLJITLookup(c->jit, &addr, name);
-    pthread_mutex_unlock(&G.compile_mu);
+    pthread_mutex_unlock(&G.link_mu);
     if (e) {
         error_msg(e, "JIT compilation failed", err, errlen);
         return NULL;

@@ -240,8 +240,6 @@ static bool build(SrchMeasurer *m, Built *b, const SrchStage *st, const MicroKer
     return true;
 }
 
-/* The candidate (st, mk), built on first use, the least recently used one
- * freed to make room. */
 static Built *find_built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk)
 {
     for (int i = 0; i < m->nbuilt; i++)
@@ -264,6 +262,17 @@ static Built *free_slot(SrchMeasurer *m)
     return b;
 }
 
+/* Entry b of m->built given back (a failed build): the last entry moves
+ * into its place. */
+static void drop_built(SrchMeasurer *m, Built *b)
+{
+    unbuild(b);
+    *b = m->built[--m->nbuilt];
+    memset(&m->built[m->nbuilt], 0, sizeof *b);
+}
+
+/* The candidate (st, mk), built on first use, the least recently used one
+ * freed to make room. */
 static Built *built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk, char *err,
                     size_t errlen)
 {
@@ -271,9 +280,7 @@ static Built *built(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
     if (!b) {
         b = free_slot(m);
         if (!build(m, b, st, mk, err, errlen)) {
-            unbuild(b);
-            *b = m->built[--m->nbuilt];
-            memset(&m->built[m->nbuilt], 0, sizeof *b);
+            drop_built(m, b);
             return NULL;
         }
     }
@@ -312,8 +319,14 @@ static bool buffer(SrchMeasurer *m, int i, char *err, size_t errlen)
     within_bound(m, i, numel);
     if (m->bk == BK_CUDA &&
         (rt_cuda_alloc(&m->dbufs[i], bytes, err, errlen) != DCRT_OK ||
-         rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK))
+         rt_cuda_copy_to_device(m->dbufs[i], m->bufs[i], bytes, err, errlen) != DCRT_OK)) {
+        /* not made: the next stage that uses it tries again */
+        rt_cuda_free(m->dbufs[i]);
+        free(m->base[i]);
+        m->dbufs[i] = 0;
+        m->base[i] = m->bufs[i] = NULL;
         return false;
+    }
     return true;
 }
 
@@ -685,11 +698,8 @@ static void prebuild(SrchMeasurer *m, int n, const SrchStage *const *st, const M
      * one moves the last entry, which no other failed one is then */
     for (int s = m->nbuilt - 1; s >= 0; s--)
         for (int i = 0; i < nj; i++)
-            if (jobs[i].b == &m->built[s] && !jobs[i].ok) {
-                unbuild(&m->built[s]);
-                m->built[s] = m->built[--m->nbuilt];
-                memset(&m->built[m->nbuilt], 0, sizeof m->built[0]);
-            }
+            if (jobs[i].b == &m->built[s] && !jobs[i].ok)
+                drop_built(m, &m->built[s]);
 }
 
 void srch_measure_batch(SrchMeasurer *m, int n, const SrchStage *const *st,

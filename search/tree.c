@@ -70,15 +70,18 @@ static SrchTree *tree_new(int ndims, const char *const *dims, int nkernels,
     return t;
 }
 
-SrchTree *srch_tree_copy(const SrchTree *t)
+/* t's dims and nodes over the kernel table given. */
+static SrchTree *tree_over(const SrchTree *t, int nkernels, const MicroKernel *kernels)
 {
-    SrchTree *c = tree_new(t->ndims, (const char *const *)t->dim_names, t->nkernels, t->kernels,
+    SrchTree *c = tree_new(t->ndims, (const char *const *)t->dim_names, nkernels, kernels,
                            t->nspatial);
     c->nnodes = t->nnodes;
     c->nodes = xcalloc((size_t)t->nnodes, sizeof *c->nodes);
     memcpy(c->nodes, t->nodes, sizeof *c->nodes * (size_t)t->nnodes);
     return c;
 }
+
+SrchTree *srch_tree_copy(const SrchTree *t) { return tree_over(t, t->nkernels, t->kernels); }
 
 SrchTree *srch_tree_renumber(const SrchTree *t, int nkernels, const MicroKernel *kernels)
 {
@@ -93,11 +96,7 @@ SrchTree *srch_tree_renumber(const SrchTree *t, int nkernels, const MicroKernel 
             return NULL;
         }
     }
-    SrchTree *c = tree_new(t->ndims, (const char *const *)t->dim_names, nkernels, kernels,
-                           t->nspatial);
-    c->nnodes = t->nnodes;
-    c->nodes = xcalloc((size_t)t->nnodes, sizeof *c->nodes);
-    memcpy(c->nodes, t->nodes, sizeof *c->nodes * (size_t)t->nnodes);
+    SrchTree *c = tree_over(t, nkernels, kernels);
     for (int i = 0; i < c->nnodes; i++)
         if (c->nodes[i].kind == TN_LEAF)
             c->nodes[i].kernel = to[c->nodes[i].kernel];

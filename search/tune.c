@@ -1359,9 +1359,10 @@ static void config_free(Config *c)
 }
 
 /* Tunes the stages of the program's fusion as its tensors' Fuse decides
- * now, into c: a stage whose workload prev (optional) has keeps prev's
- * result; the others are searched, with a measurer and records of this
- * fusion. False when tuning failed (tu->err says why). */
+ * now, into c (empty, or holding only those stages, stages_of's): a stage
+ * whose workload prev (optional) has keeps prev's result; the others are
+ * searched, with a measurer and records of this fusion. False when tuning
+ * failed (tu->err says why). */
 static bool tune_config(Tuner *tu, const Config *prev, Config *c)
 {
     const SrchTuneOpts *o = tu->o;
@@ -1372,7 +1373,8 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
                                tu->err, tu->errlen);
     if (!tu->ms)
         return !(tu->failed = true);
-    c->nst = stages_of(tu, &c->st);
+    if (!c->st) /* the stages of the fusion now set, unless the caller derived them */
+        c->nst = stages_of(tu, &c->st);
     c->res = calloc((size_t)c->nst + 1, sizeof *c->res);
     const char **fps = calloc((size_t)c->nst + 1, sizeof *fps);
     for (int i = 0; i < c->nst; i++)
@@ -1464,34 +1466,29 @@ static void write_fuse_lines(Tuner *tu)
     srch_records_close(r);
 }
 
-/* The search's fusion choice. Each intermediate the cost model finds
- * close (inlining within FUSE_CONTEST of materialising, either way) and
- * no one fixed is tried the other way, readers first: the stages that
- * change are tuned, the other way is kept when its stages take less time
- * over all shape points (by SRCH_FUSE_MARGIN), and that intermediate's Fuse is
- * fixed to the choice. A fusion that cannot be tuned (its buffers do not
- * fit, a stage cannot be measured) loses, with a warning; only an
- * interruption ends the tune. *best is the fusion tuned so far; the
- * choices go to res and, as fuse lines, to the records. */
-/* The most the other way of the fusion now set can gain over best: the
- * time (summed over the shape points) of best's stages it changes; a
- * stage it keeps, same tensor and workload, keeps its time. */
-static double changed_ms(Tuner *tu, const Config *best)
+/* The most other (its stages, not tuned yet) can gain over best: the time
+ * (summed over the shape points) of best's stages it changes; a stage it
+ * keeps, same tensor and workload, keeps its time. */
+static double changed_ms(const Tuner *tu, const Config *best, const Config *other)
 {
-    SrchStage *st;
-    int n = stages_of(tu, &st);
     double ms = 0;
     for (int i = 0; i < best->nst; i++) {
         bool kept = false;
-        for (int k = 0; k < n && !kept; k++)
-            kept = st[k].t == best->st[i].t && strcmp(st[k].workload, best->st[i].workload) == 0;
+        for (int k = 0; k < other->nst && !kept; k++)
+            kept = other->st[k].t == best->st[i].t &&
+                   strcmp(other->st[k].workload, best->st[i].workload) == 0;
         for (int j = 0; j < tu->nshapes && !kept; j++)
             ms += best->res[i].shape_ms[j];
     }
-    for (int k = 0; k < n; k++)
-        free(st[k].workload);
-    free(st);
     return ms;
+}
+
+/* Each tensor in[k] of p inlined, or materialised. */
+static void set_fuse(TeProgram *p, const bool *in, bool materialise)
+{
+    for (int k = 0; k < p->ntensors; k++)
+        if (in[k])
+            p->tensors[k]->fuse = materialise ? FUSE_MATERIALIZE : FUSE_INLINE;
 }
 
 /* Tensors decided with p->tensors[i] (in[k]): its fusion class's
@@ -1510,15 +1507,21 @@ static int class_of(const TeProgram *p, char *const *cls, const bool *taken, con
     return n;
 }
 
-/* The fusion choices the cost model finds close (within FUSE_CONTEST),
- * readers first, each tuned the other way and kept where its stages are
- * faster by SRCH_FUSE_MARGIN. A class of tensors (the same intermediate in each
- * identical layer) is contested once, all of it flipped together; a
- * choice whose changed stages take too little of the time to win by
+/* The search's fusion choice. Each intermediate the cost model finds
+ * close (inlining within FUSE_CONTEST of materialising, either way) and
+ * no one fixed is tried the other way, readers first: the stages that
+ * change are tuned, the other way is kept when its stages take less time
+ * over all shape points (by SRCH_FUSE_MARGIN), and that intermediate's
+ * Fuse is fixed to the choice. A class of tensors (the same intermediate
+ * in each identical layer) is contested once, all of it flipped together;
+ * a choice whose changed stages take too little of the time to win by
  * SRCH_FUSE_MARGIN is not tuned at all. The other way's new stages are
  * tuned without the final check; only where they would win are they
  * fitted again with it (from the records) and the choice decided on the
- * checked times. */
+ * checked times. A fusion that cannot be tuned (its buffers do not fit, a
+ * stage cannot be measured) loses, with a warning; only an interruption
+ * ends the tune. *best is the fusion tuned so far; the choices go to res
+ * and, as fuse lines, to the records. */
 static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
 {
     TeProgram *p = tu->p;
@@ -1541,19 +1544,17 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
         in[i] = true;
         bool was = materialised_in(best, t);
         for (int k = 0; k < nt; k++)
-            if (in[k]) {
-                taken[k] = true;
-                p->tensors[k]->fuse = was ? FUSE_INLINE : FUSE_MATERIALIZE;
-            }
+            taken[k] = taken[k] || in[k];
+        set_fuse(p, in, !was);
         double a = config_ms(tu, best);
-        if (changed_ms(tu, best) * SRCH_FUSE_MARGIN <= a * (SRCH_FUSE_MARGIN - 1)) {
+        Config alt = {0};
+        alt.nst = stages_of(tu, &alt.st); /* tune_config's stages */
+        if (changed_ms(tu, best, &alt) * SRCH_FUSE_MARGIN <= a * (SRCH_FUSE_MARGIN - 1)) {
             res->nfusion_small += 1 + nlike;
-            for (int k = 0; k < nt; k++)
-                if (in[k])
-                    p->tensors[k]->fuse = was ? FUSE_MATERIALIZE : FUSE_INLINE;
+            set_fuse(p, in, was);
+            config_free(&alt);
             continue;
         }
-        Config alt = {0};
         tu->contest = true;
         bool ok = tune_config(tu, best, &alt);
         tu->contest = false;
@@ -1591,9 +1592,7 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
             config_free(best);
             *best = alt;
         } else {
-            for (int k = 0; k < nt; k++)
-                if (in[k])
-                    p->tensors[k]->fuse = was ? FUSE_MATERIALIZE : FUSE_INLINE;
+            set_fuse(p, in, was);
             config_free(&alt);
         }
     }
