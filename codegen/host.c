@@ -226,8 +226,8 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
 {
     const DcrtProgram *p = &tb->prog;
     LLVMTypeRef P = h->ptr, I32 = h->i32, I64 = h->i64;
-    int cap = p->ndims + p->nbuffers + p->nparams + p->nkernels + p->nvariants + p->nnodes +
-                     p->nstages + o->nisas * (p->nkernels + 2) + 1;
+    int cap = p->ndims + p->nbuffers + p->nparams + p->nkernels + tb->nkernel_args +
+              p->nvariants + p->nnodes + p->nstages + o->nisas * (p->nkernels + 2) + 1;
     LLVMValueRef *v = xcalloc((size_t)cap, sizeof *v);
 
     LLVMTypeRef dim_t = record_type(h, (LLVMTypeRef[]){P, I64, I64, I64}, 4);
@@ -254,14 +254,18 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
         v[i] = ci32(h, p->params[i]);
     LLVMValueRef params = array(h, I32, v, p->nparams, "dc.params");
 
-    LLVMTypeRef kern_t = record_type(h, (LLVMTypeRef[]){P, I32, I32, I32}, 4);
+    LLVMTypeRef kern_t = record_type(h, (LLVMTypeRef[]){P, I32, I32, I32, I32, I32}, 6);
     for (int i = 0; i < p->nkernels; i++) {
         const DcrtKernel *k = &p->kernels[i];
         v[i] = record(h, (LLVMValueRef[]){string(h, k->name), ci32(h, k->blocks), ci32(h, k->threads),
-                                          ci32(h, k->shared_bytes)},
-                      4);
+                                          ci32(h, k->shared_bytes), ci32(h, k->args),
+                                          ci32(h, k->nargs)},
+                      6);
     }
     LLVMValueRef kernels = array(h, kern_t, v, p->nkernels, "dc.kernels");
+    for (int i = 0; i < tb->nkernel_args; i++)
+        v[i] = ci32(h, p->kernel_args[i]);
+    LLVMValueRef kargs = array(h, I32, v, tb->nkernel_args, "dc.kernel_args");
 
     LLVMTypeRef var_t = record_type(h, (LLVMTypeRef[]){I32, I32}, 2);
     for (int i = 0; i < p->nvariants; i++)
@@ -309,6 +313,7 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
         ci32(h, p->nparams), ci32(h, p->nkernels), ci32(h, p->nvariants), ci32(h, p->nnodes),
         ci32(h, p->nstages), ci32(h, o->ptx ? 0 : o->nisas), dims, bufs, params, kernels,
         variants, nodes, stages, size_fn, LLVMConstPointerNull(P), levels, names, fns, ptx, cache,
+        kargs,
     };
     LLVMValueRef init = record(h, f, sizeof f / sizeof *f);
     char *name = cg_symbol(sym, "__program");
@@ -407,6 +412,14 @@ static void entries(Host *h, const LoopProgram *lp, const DcrtProgram *p, LLVMVa
     LLVMValueRef c[2] = {prog, pack(h, fn, 0, nd, h->i64)};
     LLVMBuildRet(h->b, runtime_call(h, "dcrt_workspace_size", h->i64, c, 2));
     free(pt);
+
+    /* NAME_release (GPU): what the first call loaded */
+    if (gpu) {
+        LLVMTypeRef voidt = LLVMVoidTypeInContext(h->cx);
+        entry(h, sym, "_release", LLVMFunctionType(voidt, NULL, 0, 0));
+        runtime_call(h, "dcrt_cuda_release", voidt, &prog, 1);
+        LLVMBuildRetVoid(h->b);
+    }
 }
 
 CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen)
@@ -715,7 +728,13 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
             gpu ? "uint64_t workspace, void *stream" : "void *workspace");
     fprintf(f, "size_t %s_workspace_size(", prog);
     signature(f, te, names, gpu, true);
-    fputs(");\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", f);
+    fputs(");\n", f);
+    if (gpu)
+        fprintf(f, "/* Frees what the first call loaded (the module, the constants' device\n"
+                   " * copies, the calls' CUDA graphs) once the device has finished what was\n"
+                   " * queued; the next call loads them again. No call may run meanwhile. */\n"
+                   "void %s_release(void);\n", prog);
+    fputs("\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", f);
     ir_arena_destroy(a);
     free(te_text);
     if (fclose(f) != 0) {

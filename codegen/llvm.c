@@ -1449,9 +1449,7 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
     if (!use)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    ir_kernel_uses(k, use, NULL);
-    if (lp->index_error) /* any kernel may write the gathers' error record */
-        use[lp->index_error->id] |= IR_WRITES;
+    cg_kernel_uses(lp, k, use);
     g.use = use;
     bool narrow = t->index32 && cg_index32(lp, k);
     Lower L = {.g = &g, .nvars = ir_var_count(te->ctx), .ity = narrow ? g.i32 : g.i64,

@@ -1,8 +1,9 @@
 /* The NVPTX target's hooks: kernels as PTX for NVIDIA GPUs.
  *
  * A kernel is one PTX entry (the PTX kernel calling convention) with the
- * ABI documented in dietcode/codegen.h: every dim as an i64, then every
- * materialised tensor as a `ptr addrspace(1)`, in tensor id order. A buffer
+ * ABI documented in dietcode/codegen.h: every dim as an i64, then each
+ * materialised buffer the kernel reads or writes as a `ptr addrspace(1)`,
+ * in id order (cg_kernel_params), at most PARAM_BYTES in all. A buffer
  * the kernel never stores to is `noalias readonly`, which NVPTX turns into
  * non-coherent loads (ld.global.nc); the others are `noalias`. All are
  * declared 16-byte aligned (the host allocates them with cuMemAlloc, which
@@ -57,6 +58,11 @@ static const struct {
              {"sm_89", true},  {"sm_90", true}, {"sm_90a", true}};
 enum { NARCHS = sizeof archs / sizeof *archs };
 
+/* A kernel's parameters may take this many bytes: the PTX ISA's limit for
+ * a kernel entry on every arch and driver (CUDA 12.1 raised it to 32764
+ * bytes on Volta and later, for drivers of 12.1 and later only). */
+enum { PARAM_BYTES = 4096 };
+
 static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
 static CgTarget targets[NARCHS][2]; /* [arch][uses libdevice] */
 
@@ -109,21 +115,15 @@ static void annotate(CgFn *g, LLVMValueRef fn, const char *key, int val)
 static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
 {
     const TeProgram *te = g->lp->te;
-    int nd = te->ndims, nt = g->lp->nbuffers, np = nd;
+    int nd = te->ndims, nt = g->lp->nbuffers;
     LLVMTypeRef gptr = LLVMPointerTypeInContext(g->cx, 1);
     LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 1, sizeof *pt);
-    int *param_of = calloc((size_t)nt + 1, sizeof *param_of);
-    if (!pt || !param_of)
+    int32_t *ids = calloc((size_t)nt + 1, sizeof *ids);
+    if (!pt || !ids)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int i = 0; i < nd; i++)
-        pt[i] = g->i64;
-    for (int i = 0; i < nt; i++) {
-        param_of[i] = -1;
-        if (g->lp->materialized[i]) {
-            param_of[i] = np;
-            pt[np++] = gptr;
-        }
-    }
+    int nb = cg_kernel_params(g->lp, k, ids), np = nd + nb;
+    for (int i = 0; i < np; i++)
+        pt[i] = i < nd ? g->i64 : gptr;
     LLVMValueRef fn = LLVMAddFunction(g->mod, sym, LLVMFunctionType(g->voidt, pt, (unsigned)np, 0));
     free(pt);
     LLVMSetFunctionCallConv(fn, LLVMPTXKernelCallConv);
@@ -136,12 +136,11 @@ static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     LLVMPositionBuilderAtEnd(g->b, g->entry);
     for (int i = 0; i < nd; i++)
         g->dimv[i] = LLVMGetParam(fn, (unsigned)i);
-    for (int i = 0; i < nt; i++) {
-        if (param_of[i] < 0)
-            continue;
+    for (int j = 0; j < nb; j++) {
+        int i = ids[j];
         const Tensor *t = g->lp->buffers[i];
-        unsigned idx = (unsigned)param_of[i] + 1;
-        LLVMValueRef p = LLVMGetParam(fn, (unsigned)param_of[i]);
+        unsigned idx = (unsigned)(nd + j) + 1;
+        LLVMValueRef p = LLVMGetParam(fn, (unsigned)(nd + j));
         LLVMSetValueName2(p, t->name, strlen(t->name));
         add_attr(g->cx, fn, idx, "noalias", 0);
         add_attr(g->cx, fn, idx, "nocapture", 0);
@@ -150,7 +149,7 @@ static void nvptx_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
             add_attr(g->cx, fn, idx, "readonly", 0);
         g->bufv[i] = LLVMBuildAddrSpaceCast(g->b, p, g->ptr, t->name);
     }
-    free(param_of);
+    free(ids);
     check_thread_loops(k->body, k->nthreads);
     annotate(g, fn, "kernel", 1);
     annotate(g, fn, "maxntidx", k->nthreads > 0 ? k->nthreads : 1);
@@ -539,6 +538,31 @@ static int link_libdevice(CgModule *m, char *err, size_t errlen)
     return 0;
 }
 
+int cg_nvptx_check_params(const LoopProgram *lp, char *err, size_t errlen)
+{
+    if (!IR_ARG_OK(lp, err, errlen))
+        return -1;
+    int32_t *ids = calloc((size_t)lp->nbuffers + 1, sizeof *ids);
+    if (!ids)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < lp->nkernels && rc == 0; i++) {
+        const Kernel *k = lp->kernels[i];
+        int n = lp->te->ndims + cg_kernel_params(lp, k, ids);
+        if (n * 8 > PARAM_BYTES) {
+            snprintf(err, errlen,
+                     "GPU kernel %s takes %d parameters (%d dims and %d buffers, %d bytes): more "
+                     "than the %d bytes of a kernel's parameter space; split the computation of "
+                     "%s so that each kernel reads fewer tensors",
+                     k->name, n, lp->te->ndims, n - lp->te->ndims, n * 8, PARAM_BYTES,
+                     lp->stages[k->stage].out->name);
+            rc = -1;
+        }
+    }
+    free(ids);
+    return rc;
+}
+
 CgModule *cg_nvptx_module(const LoopProgram *lp, const char *arch, bool libdevice, bool optimize,
                           char *err, size_t errlen)
 {
@@ -547,6 +571,8 @@ CgModule *cg_nvptx_module(const LoopProgram *lp, const char *arch, bool libdevic
         snprintf(err, errlen, "unknown GPU architecture '%s'", arch ? arch : "");
         return NULL;
     }
+    if (cg_nvptx_check_params(lp, err, errlen) < 0)
+        return NULL;
     CgModule *m = cg_kernels_module(lp, t, NULL, false, err, errlen);
     if (!m)
         return NULL;

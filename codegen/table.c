@@ -64,6 +64,27 @@ static void spans(const LoopProgram *lp, DcrtBuffer *bufs)
     free(touched);
 }
 
+void cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use)
+{
+    ir_kernel_uses(k, use, NULL);
+    if (lp->index_error)
+        use[lp->index_error->id] |= IR_WRITES;
+}
+
+int cg_kernel_params(const LoopProgram *lp, const Kernel *k, int32_t *ids)
+{
+    unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
+    if (!use)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    cg_kernel_uses(lp, k, use);
+    int n = 0;
+    for (int i = 0; i < lp->nbuffers; i++)
+        if (use[i] && lp->materialized[i])
+            ids[n++] = i;
+    free(use);
+    return n;
+}
+
 CgTable *cg_table_new(const LoopProgram *lp)
 {
     if (!lp)
@@ -85,6 +106,7 @@ CgTable *cg_table_new(const LoopProgram *lp)
     DcrtBuffer *bufs = TAKE(DcrtBuffer, lp->nbuffers);
     int32_t *params = TAKE(int32_t, te->ntensors);
     DcrtKernel *kernels = TAKE(DcrtKernel, lp->nkernels);
+    int32_t *kargs = TAKE(int32_t, (int64_t)lp->nkernels * lp->nbuffers);
     DcrtVariant *variants = TAKE(DcrtVariant, nvariants);
     DcrtNode *nodes = TAKE(DcrtNode, nnodes);
     DcrtStage *stages = TAKE(DcrtStage, lp->nstages);
@@ -103,10 +125,13 @@ CgTable *cg_table_new(const LoopProgram *lp)
             t->sizes[t->nsizes++] = b->shape[j];
     }
     int np = ir_te_params(te, params);
+    int nargs = 0;
     for (int i = 0; i < lp->nkernels; i++) {
         const Kernel *k = lp->kernels[i];
+        int n = cg_kernel_params(lp, k, kargs + nargs);
         kernels[i] = (DcrtKernel){k->name, size_index(t, k->body->loop.var->extent), k->nthreads,
-                                  (int32_t)cg_dynamic_shared_bytes(lp, k)};
+                                  (int32_t)cg_dynamic_shared_bytes(lp, k), nargs, n};
+        nargs += n;
     }
     int nv = 0, nn = 0;
     for (int s = 0; s < lp->nstages; s++) {
@@ -152,7 +177,9 @@ CgTable *cg_table_new(const LoopProgram *lp)
         .variants = variants,
         .nodes = nodes,
         .stages = stages,
+        .kernel_args = kargs,
     };
+    t->nkernel_args = nargs;
     return t;
 }
 

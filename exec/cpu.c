@@ -35,7 +35,7 @@ ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
     const CgTarget *isa = cg_target_cpu();
     CgHostOpts o = {.nisas = 1, .isas = &isa, .jit = true};
     void *entry = NULL;
-    CgJitCode *code = ex_jit_host(lp, o, "_run_packed", &entry, err, errlen);
+    CgJitCode *code = ex_jit_host(lp, o, (const char *[]){"_run_packed"}, &entry, 1, err, errlen);
     if (!code)
         return NULL;
     ExCpu *x = ex_cpu_entry(lp->te, (ExRunPacked)(uintptr_t)entry);

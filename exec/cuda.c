@@ -13,6 +13,7 @@ typedef int (*LaunchPacked)(const int64_t *dims, const uint64_t *tensors, uint64
 struct ExCuda {
     CgJitCode *code;
     LaunchPacked launch;
+    void (*release)(void); /* NAME_release: the module, its constants and graphs */
     int nparams;
     int *params; /* tensor ids in the entry's order */
 };
@@ -26,8 +27,9 @@ ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice,
     if (!ptx)
         return NULL;
     CgHostOpts o = {.ptx = ptx, .jit = true};
-    void *entry = NULL;
-    CgJitCode *code = ex_jit_host(lp, o, "_launch_packed", &entry, err, errlen);
+    void *entry[2] = {NULL, NULL};
+    CgJitCode *code =
+        ex_jit_host(lp, o, (const char *[]){"_launch_packed", "_release"}, entry, 2, err, errlen);
     free(ptx);
     if (!code)
         return NULL;
@@ -35,7 +37,8 @@ ExCuda *ex_cuda_compile(const LoopProgram *lp, const char *arch, bool libdevice,
     if (!x)
         ir_panic(__FILE__, __LINE__, "out of memory");
     x->code = code;
-    x->launch = (LaunchPacked)(uintptr_t)entry;
+    x->launch = (LaunchPacked)(uintptr_t)entry[0];
+    x->release = (void (*)(void))(uintptr_t)entry[1];
     x->params = ex_entry_params(lp->te, &x->nparams);
     return x;
 }
@@ -69,6 +72,7 @@ void ex_cuda_destroy(ExCuda *x)
 {
     if (!x)
         return;
+    x->release();
     cg_jit_release(x->code);
     free(x->params);
     free(x);

@@ -14,6 +14,7 @@ static void define(void)
 {
     cg_jit_define("dcrt_run", (const void *)dcrt_run);
     cg_jit_define("dcrt_cuda_run", (const void *)dcrt_cuda_run);
+    cg_jit_define("dcrt_cuda_release", (const void *)dcrt_cuda_release);
     cg_jit_define("dcrt_workspace_size", (const void *)dcrt_workspace_size);
     cg_jit_define("rt_simt_barrier_at", (const void *)rt_simt_barrier_at);
     cg_jit_define("rt_simt_shfl_xor", (const void *)rt_simt_shfl_xor);
@@ -23,11 +24,11 @@ static void define(void)
 
 void ex_jit_runtime(void) { pthread_once(&once, define); }
 
-CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *suffix, void **entry,
-                       char *err, size_t errlen)
+CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *const *suffixes,
+                       void **entries, int n, char *err, size_t errlen)
 {
-    if (!IR_ARG_OK(lp, err, errlen) || !IR_ARG_OK(suffix, err, errlen) ||
-        !IR_ARG_OK(entry, err, errlen))
+    if (!IR_ARG_OK(lp, err, errlen) || !IR_ARG_OK(suffixes, err, errlen) ||
+        !IR_ARG_OK(entries, err, errlen))
         return NULL;
     ex_jit_runtime();
     char *prefix = cg_jit_prefix();
@@ -35,15 +36,16 @@ CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *suffix, 
     o.symbol = sym;
     CgModule *m = cg_host_module(lp, &o, err, errlen);
     CgJitCode *code = m ? cg_jit_add(m, err, errlen) : NULL;
-    char *name = cg_symbol(sym, suffix);
-    *entry = code ? cg_jit_lookup(code, name, err, errlen) : NULL;
-    free(name);
+    for (int i = 0; i < n && code; i++) {
+        char *name = cg_symbol(sym, suffixes[i]);
+        if (!(entries[i] = cg_jit_lookup(code, name, err, errlen))) {
+            cg_jit_release(code);
+            code = NULL;
+        }
+        free(name);
+    }
     free(sym);
     free(prefix);
-    if (!*entry) {
-        cg_jit_release(code);
-        return NULL;
-    }
     return code;
 }
 

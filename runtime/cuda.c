@@ -535,6 +535,20 @@ enum { GRAPH_SLOTS = 8 };
 
 static void destroy_graph(void *g) { rt_cuda_graph_destroy(g); }
 
+/* Frees l (NULL is fine) and everything on the device it holds. */
+static void loaded_free(const DcrtProgram *p, Loaded *l)
+{
+    if (!l)
+        return;
+    rt_graph_cache_free(l->graphs);
+    for (int i = 0; l->consts && i < p->nbuffers; i++)
+        rt_cuda_free(l->consts[i]);
+    free(l->consts);
+    rt_cuda_unload_module(l->mod);
+    pthread_mutex_destroy(&l->graph_mu);
+    free(l);
+}
+
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The program's kernels, its PTX loaded on first use (and cached in the
@@ -549,6 +563,8 @@ static int load_kernels(const DcrtProgram *p, Loaded **out)
         rc = rt_cuda_init(err, sizeof err);
         if (rc == DCRT_OK && !(l = calloc(1, sizeof *l + (size_t)p->nkernels * sizeof l->fn[0])))
             rc = DCRT_ERR_OUT_OF_MEMORY;
+        if (l)
+            pthread_mutex_init(&l->graph_mu, NULL);
         if (rc == DCRT_OK)
             rc = rt_cuda_load_module(p->ptx, &l->mod, err, sizeof err);
         for (int i = 0; i < p->nkernels && rc == DCRT_OK; i++)
@@ -561,15 +577,10 @@ static int load_kernels(const DcrtProgram *p, Loaded **out)
         if (rc == DCRT_OK)
             rc = upload_consts(p, l, err, sizeof err);
         if (rc == DCRT_OK) {
-            pthread_mutex_init(&l->graph_mu, NULL);
             l->graphs = rt_graph_cache_new(GRAPH_SLOTS, destroy_graph);
             *p->module_cache = l;
-        } else if (l) {
-            for (int i = 0; l->consts && i < p->nbuffers; i++)
-                rt_cuda_free(l->consts[i]);
-            free(l->consts);
-            rt_cuda_unload_module(l->mod);
-            free(l);
+        } else {
+            loaded_free(p, l);
             l = NULL;
         }
     }
@@ -578,6 +589,19 @@ static int load_kernels(const DcrtProgram *p, Loaded **out)
         return recorded(rc, err);
     *out = l;
     return recorded(rt_cuda_init(err, sizeof err), err); /* the context current on this thread */
+}
+
+void dcrt_cuda_release(const DcrtProgram *p)
+{
+    if (!p || !p->module_cache)
+        return;
+    pthread_mutex_lock(&load_mu);
+    Loaded *l = *p->module_cache;
+    *p->module_cache = NULL;
+    pthread_mutex_unlock(&load_mu);
+    if (l && rt_cuda_init(NULL, 0) == DCRT_OK)
+        (void)rt_cuda_sync(NULL, 0); /* what was queued may still use the module */
+    loaded_free(p, l);
 }
 
 /* The per-thread device workspace (freed at thread exit). */
@@ -622,21 +646,37 @@ static int thread_workspace(size_t bytes, uint64_t *ptr)
     return DCRT_OK;
 }
 
-/* The plan's launches on stream, one by one, each told to the launch hook. */
-static int launch_each(const DcrtProgram *p, const DcrtPlan *pl, const Loaded *l, void **args,
-                       void *stream)
+/* A call's kernel arguments: the dims' values and every buffer's device
+ * address (0 for one without memory), and room for one launch's list. */
+typedef struct Args {
+    int64_t *dimv;
+    uint64_t *dptr;
+    void **args;
+} Args;
+
+/* The plan's launches on stream, one by one, each told to the launch hook;
+ * each kernel takes every dim, then its own buffers (DcrtKernel.args: the
+ * NVPTX kernel ABI). A failure is recorded for dcrt_last_error only when
+ * record: a launch into a graph's capture that fails is retried directly. */
+static int launch_each(const DcrtProgram *p, const DcrtPlan *pl, const Loaded *l, const Args *a,
+                       void *stream, bool record)
 {
     char err[512];
     void *ud;
     DcrtLaunchHook h = dcrt_launch_hook(&ud);
     int rc = DCRT_OK;
+    for (int i = 0; i < p->ndims; i++)
+        a->args[i] = &a->dimv[i];
     for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
         const DcrtLaunch *ln = &pl->launches[i];
+        const DcrtKernel *k = &p->kernels[ln->kernel];
+        for (int j = 0; j < k->nargs; j++)
+            a->args[p->ndims + j] = &a->dptr[p->kernel_args[k->args + j]];
         unsigned grid[3] = {(unsigned)ln->blocks, 1, 1}, block[3] = {(unsigned)ln->threads, 1, 1};
-        rc = recorded(rt_cuda_launch(l->fn[ln->kernel], grid, block,
-                                     (unsigned)p->kernels[ln->kernel].shared_bytes, stream, args,
-                                     err, sizeof err),
-                      err);
+        rc = rt_cuda_launch(l->fn[ln->kernel], grid, block, (unsigned)k->shared_bytes, stream,
+                            a->args, err, sizeof err);
+        if (record)
+            rc = recorded(rc, err);
         if (h)
             h(ud, p, ln, NAN);
     }
@@ -647,7 +687,7 @@ static int launch_each(const DcrtProgram *p, const DcrtPlan *pl, const Loaded *l
  * (dims and buffer addresses) came before: the second such call captures
  * them into a graph, later ones replay it (runtime/graphs.c). A capture
  * that fails leaves the program launching directly. */
-static int launch_graph(const DcrtProgram *p, const DcrtPlan *pl, Loaded *l, void **args,
+static int launch_graph(const DcrtProgram *p, const DcrtPlan *pl, Loaded *l, const Args *a,
                         const uint64_t *key, int nkey, void *stream)
 {
     char err[512];
@@ -659,7 +699,7 @@ static int launch_graph(const DcrtProgram *p, const DcrtPlan *pl, Loaded *l, voi
     if (!g && seen) {
         void *cs = NULL;
         if (rt_cuda_capture_begin(&cs, err, sizeof err) == DCRT_OK) {
-            int lrc = launch_each(p, pl, l, args, cs);
+            int lrc = launch_each(p, pl, l, a, cs, false);
             rt_cuda_capture_end(cs, lrc == DCRT_OK, &g, err, sizeof err);
         }
         if (g)
@@ -668,7 +708,7 @@ static int launch_graph(const DcrtProgram *p, const DcrtPlan *pl, Loaded *l, voi
             l->graphs_failed = true;
     }
     int rc = g ? recorded(rt_cuda_graph_launch(g, stream, err, sizeof err), err)
-               : launch_each(p, pl, l, args, stream);
+               : launch_each(p, pl, l, a, stream, true);
     pthread_mutex_unlock(&l->graph_mu);
     return rc;
 }
@@ -697,6 +737,7 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
         return dcrt_fail(DCRT_ERR_OUT_OF_MEMORY, NULL);
     }
     uint64_t *dptr = key + p->ndims;
+    Args a = {dimv, dptr, args};
     Loaded *l = NULL;
     bool own = false;
     rc = dcrt_plan(p, dims, pl);
@@ -712,12 +753,9 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
         rc = thread_workspace((size_t)pl->workspace_bytes, &workspace);
         own = true;
     }
-    /* the NVPTX kernel ABI: every dim, then every buffer that has memory */
-    int na = 0;
     for (int i = 0; i < p->ndims; i++) {
         dimv[i] = dims[i];
         key[i] = (uint64_t)dims[i];
-        args[na++] = &dimv[i];
     }
     for (int i = 0; i < p->nparams; i++)
         dptr[p->params[i]] = tensors[i];
@@ -726,8 +764,6 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
             dptr[i] = workspace + (uint64_t)pl->offset[i];
         if (p->buffers[i].kind == DCRT_BUF_CONST && l)
             dptr[i] = l->consts[i];
-        if (p->buffers[i].kind != DCRT_BUF_INLINED)
-            args[na++] = &dptr[i];
     }
     /* the gathers' error record: zeroed before the launches (a call before
      * this one that has one has synchronised), read back after them, so a
@@ -744,9 +780,9 @@ int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *ten
     void *ud;
     if (rc == DCRT_OK && pl->nlaunches > 1 && D.graphs && l->graphs && !dcrt_launch_hook(&ud) &&
         !rt_cuda_stream_capturing(stream)) {
-        rc = launch_graph(p, pl, l, args, key, p->ndims + p->nbuffers, stream);
+        rc = launch_graph(p, pl, l, &a, key, p->ndims + p->nbuffers, stream);
     } else if (rc == DCRT_OK) {
-        rc = launch_each(p, pl, l, args, stream);
+        rc = launch_each(p, pl, l, &a, stream, true);
     }
     /* the thread's own workspace is free for the next call only when this
      * one is done */

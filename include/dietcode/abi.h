@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define DCRT_ABI_VERSION 4
+#define DCRT_ABI_VERSION 5
 
 /* The most elements a tensor (or scratch buffer) may have: 2^31 - 2^20 - 1,
  * so that GPU kernels may index in 32 bits, every position of a tile that
@@ -107,6 +107,8 @@ typedef struct DcrtKernel {
     int32_t blocks;        /* the size expression of its grid */
     int32_t threads;       /* threads per block (GPU) */
     int32_t shared_bytes;  /* GPU: dynamic shared memory per block (0: none) */
+    int32_t args, nargs;   /* GPU: the buffers it takes after the dims, as buffer ids:
+                            * DcrtProgram.kernel_args[args .. args + nargs - 1] */
 } DcrtKernel;
 
 /* A way of computing a stage: kernels first .. first + count - 1, in order. */
@@ -148,6 +150,7 @@ typedef struct DcrtProgram {
     /* GPU objects */
     const char *ptx;
     void **module_cache;         /* NULL-initialised: where libdcrt keeps the loaded module */
+    const int32_t *kernel_args;  /* the kernels' buffer parameters (DcrtKernel.args) */
 } DcrtProgram;
 
 /* One call's launches and memory, from runtime/plan.c. */

@@ -111,7 +111,10 @@ int cg_symbol_prefix_check(const char *prog, char *err, size_t errlen);
  * every dim of the TE program in declaration order (d->pos), then one
  * global pointer per *materialised* buffer of the LoopProgram
  * (lp->materialized[id]: inputs, outputs, intermediates, scratch buffers)
- * in id order; inlined tensors get no parameter. Buffers are row-major
+ * that the kernel reads or writes, in id order (cg_kernel_params; the
+ * program table lists them as DcrtKernel.args); inlined tensors get no
+ * parameter. At most 4096 bytes of parameters (cg_nvptx_check_params: a
+ * kernel that would need more is an error naming it). Buffers are row-major
  * f32, 16-byte aligned (cuMemAlloc's 256 and DCRT_ALIGN are enough), and
  * never overlap; a buffer the kernel does not write is read through the
  * non-coherent cache (ld.global.nc), so it must not change while the
@@ -133,6 +136,10 @@ const CgTarget *cg_target_nvptx(const char *arch, bool libdevice);
  * linked when used (and wanted), optimised when optimize. */
 CgModule *cg_nvptx_module(const LoopProgram *lp, const char *arch, bool libdevice, bool optimize,
                           char *err, size_t errlen);
+/* -1 and a message naming the first kernel of lp whose parameters (8
+ * bytes a dim or a buffer) exceed the 4096 bytes of a kernel's parameter
+ * space, else 0; cg_nvptx_module checks it first. */
+int cg_nvptx_check_params(const LoopProgram *lp, char *err, size_t errlen);
 /* The PTX text of every kernel of lp (malloc'd). */
 char *cg_emit_ptx(const LoopProgram *lp, const char *arch, bool libdevice, char *err,
                   size_t errlen);
@@ -189,6 +196,7 @@ int64_t cg_dynamic_shared_bytes(const LoopProgram *lp, const Kernel *k);
  * fill. */
 typedef struct CgTable {
     DcrtProgram prog;
+    int nkernel_args; /* entries of prog.kernel_args */
     int nsizes;
     Expr **sizes;
     Arena *arena; /* everything the arrays hold */
@@ -196,6 +204,14 @@ typedef struct CgTable {
 
 CgTable *cg_table_new(const LoopProgram *lp);
 void cg_table_free(CgTable *t); /* NULL is fine */
+/* Which of lp's buffers kernel k reads or writes: use (lp->nbuffers bytes,
+ * zeroed) gets IR_READS / IR_WRITES per buffer id; every kernel may write
+ * the gathers' error record. */
+void cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use);
+/* The buffers a GPU kernel takes as parameters, after the dims: the
+ * materialised buffers it reads or writes, in id order, into ids
+ * (lp->nbuffers entries); returns how many. */
+int cg_kernel_params(const LoopProgram *lp, const Kernel *k, int32_t *ids);
 
 /* ---- codegen/host.c: the object and header of --emit=obj,header ---- */
 

@@ -73,10 +73,11 @@ void ex_profile_free(ExProfile *pr); /* stops it; NULL is fine */
 /* exec/jit.c */
 void ex_jit_runtime(void); /* defines libdcrt's entry points for JIT-compiled code */
 /* The host object of lp (codegen/host.c with o; its symbol is made here,
- * unique in the process) JIT-compiled, and the address of its entry
- * NAME<suffix> in *entry; NULL and the message on failure. */
-CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *suffix, void **entry,
-                       char *err, size_t errlen);
+ * unique in the process) JIT-compiled, and the addresses of its entries
+ * NAME<suffixes[i]> in entries[i] (n of them); NULL and the message on
+ * failure. */
+CgJitCode *ex_jit_host(const LoopProgram *lp, CgHostOpts o, const char *const *suffixes,
+                       void **entries, int n, char *err, size_t errlen);
 /* The tensor ids of an entry's tensor arguments: inputs, then outputs
  * (malloc'd, *n of them). */
 int *ex_entry_params(const TeProgram *te, int *n);

@@ -138,6 +138,38 @@ for arch in sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a; do
         fail=1
     fi
 done
+# a 12-layer BERT encoder (193 inputs, hundreds of buffers): each kernel
+# takes the dims and the buffers it reads or writes only, never more than
+# a GEMM with its bias and residual needs; and a kernel that must read 520
+# tensors is refused when compiling, naming it (4 KB of parameter space)
+sh "$src/tests/ptxas/encoder_layers.sh" "$src" 12 >"$tmp/encoder12.tex"
+if ! "$dcc" "$tmp/encoder12.tex" --emit=ptx --arch=sm_90 -o "$tmp/encoder12.ptx" 2>"$tmp/err" ||
+   ! "$ptxas" -arch=sm_90 "$tmp/encoder12.ptx" -o "$tmp/a.cubin" >"$tmp/err" 2>&1; then
+    echo "FAIL: the 12-layer encoder for sm_90:"; cat "$tmp/err"
+    fail=1
+fi
+most=$(awk '/\.entry/ { n = 0; e = 1 } e && /\.param/ { n++ } e && /^\)/ { print n; e = 0 }' \
+    "$tmp/encoder12.ptx" | sort -n | tail -1)
+if [ "${most:-0}" -eq 0 ] || [ "$most" -gt 8 ]; then
+    echo "FAIL: a kernel of the 12-layer encoder takes ${most:-no} parameters (at most 8 expected)"
+    fail=1
+fi
+{
+    echo 'dim N in 1..64'
+    i=0; while [ $i -lt 520 ]; do echo "input A$i[N] f32"; i=$((i + 1)); done
+    printf 'output Y[i: N] = A0[i]'
+    i=1; while [ $i -lt 520 ]; do printf ' + A%d[i]' $i; i=$((i + 1)); done
+    echo
+} >"$tmp/wide.tex"
+for emit in ptx obj; do
+    "$dcc" "$tmp/wide.tex" --target=nvptx --emit=$emit -o "$tmp/wide.$emit" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 1 ] || [ -e "$tmp/wide.$emit" ] ||
+       ! grep -q "^dcc: error: GPU kernel wide_Y takes 522 parameters (1 dims and 521 buffers, 4176 bytes): more than the 4096 bytes" "$tmp/err"; then
+        echo "FAIL: a kernel of 522 parameters, --emit=$emit (exit $rc):"; cat "$tmp/err"
+        fail=1
+    fi
+done
 cat "$table"
 # Known: gather.tex's C kernel (a chain of three checked gathers,
 # perm[perm[ids[b, s]] % 16], for each of a thread's 16 points, each with

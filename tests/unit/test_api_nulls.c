@@ -155,6 +155,8 @@ static void test_passes_codegen(void **state)
     assert_null(cg_emit_ptx(NULL, NULL, false, err, sizeof err));
     expect_err(err, "lp");
     assert_false(cg_nvptx_arch_valid(NULL));
+    assert_int_equal(cg_nvptx_check_params(NULL, err, sizeof err), -1);
+    expect_err(err, "lp");
     assert_null(cg_jit_add(NULL, err, sizeof err));
     expect_err(err, "m");
     assert_null(cg_jit_lookup(NULL, "f", err, sizeof err));

@@ -101,7 +101,8 @@ static void *add_one_cache;
 static const DcrtDim add_one_dims[] = {{"N", 1, 1024, 4096}};
 static const DcrtBuffer add_one_bufs[] = {{"y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1, DCRT_F32, NULL}};
 static const int32_t add_one_params[] = {0};
-static const DcrtKernel add_one_kernels[] = {{"add_one_abi", 1, 128, 0}};
+static const int32_t add_one_kargs[] = {0}; /* each kernel takes y */
+static const DcrtKernel add_one_kernels[] = {{"add_one_abi", 1, 128, 0, 0, 1}};
 static const DcrtVariant add_one_variants[] = {{0, 1}};
 static const DcrtStage add_one_stages[] = {{"y", 0, 1, 0, 0}};
 static const DcrtProgram add_one_prog = {
@@ -109,20 +110,21 @@ static const DcrtProgram add_one_prog = {
     .nkernels = 1, .nvariants = 1, .nstages = 1, .dims = add_one_dims, .buffers = add_one_bufs,
     .params = add_one_params, .kernels = add_one_kernels, .variants = add_one_variants,
     .stages = add_one_stages, .size = add_one_size, .ptx = add_one_ptx,
-    .module_cache = &add_one_cache,
+    .module_cache = &add_one_cache, .kernel_args = add_one_kargs,
 };
 
 /* y += 2 in two launches of add_one_abi: a call dcrt_cuda_run may replay
  * as a graph */
 static void *add_two_cache;
-static const DcrtKernel add_two_kernels[] = {{"add_one_abi", 1, 128, 0}, {"add_one_abi", 1, 128, 0}};
+static const DcrtKernel add_two_kernels[] = {{"add_one_abi", 1, 128, 0, 0, 1},
+                                             {"add_one_abi", 1, 128, 0, 0, 1}};
 static const DcrtVariant add_two_variants[] = {{0, 2}};
 static const DcrtProgram add_two_prog = {
     .abi = DCRT_ABI_VERSION, .name = "add_two", .ndims = 1, .nbuffers = 1, .nparams = 1,
     .nkernels = 2, .nvariants = 1, .nstages = 1, .dims = add_one_dims, .buffers = add_one_bufs,
     .params = add_one_params, .kernels = add_two_kernels, .variants = add_two_variants,
     .stages = add_one_stages, .size = add_one_size, .ptx = add_one_ptx,
-    .module_cache = &add_two_cache,
+    .module_cache = &add_two_cache, .kernel_args = add_one_kargs,
 };
 
 /* Whether a GPU is usable; without one, checks the "no GPU" contract. */

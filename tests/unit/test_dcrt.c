@@ -46,7 +46,7 @@ static const DcrtBuffer bufs_tab[] = {
     {"Y", DCRT_BUF_OUTPUT, 1, 0, -1, -1, -1, -1, DCRT_F32, NULL},
 };
 static const int32_t params_tab[] = {0, 1};
-static const DcrtKernel kernels_tab[] = {{"scale", 1, 1, 0}};
+static const DcrtKernel kernels_tab[] = {{"scale", 1, 1, 0, 0, 0}}; /* a CPU kernel: no GPU arguments */
 static const DcrtVariant variants_tab[] = {{0, 1}};
 static const DcrtStage stages_tab[] = {{"Y", 0, 1, 0, 0}};
 static const int32_t levels_tab[] = {1};

@@ -193,6 +193,9 @@ int cmd_compile(int argc, char **argv)
     bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
+    if (lp && co.target == PT_GPU && (aot || ptx || (emit && strcmp(emit, "llvm") == 0)) &&
+        cg_nvptx_check_params(lp, err, sizeof err) < 0)
+        fail("%s", err);
     if (aot) {
         if (co.target == PT_CPU && !arch)
             nisas = default_isas(&co, isas);
