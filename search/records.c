@@ -6,9 +6,10 @@
  * at worst the last line is cut short. Reading is the mirror image: every
  * line stands alone, and one that is not a valid record of version 2
  * (truncated, garbage, wrong types, out of range) is reported with its line
- * number and skipped, never fatal; version 1 lines are counted and left
- * alone. When the file does not end in a newline the next append starts on
- * a fresh line so the cut line stays isolated.
+ * number and skipped, never fatal; version 1 lines, and lines of another
+ * lowering (PASS_LOWERING_VERSION: their times are another kernel's), are
+ * counted and left alone. When the file does not end in a newline the next
+ * append starts on a fresh line so the cut line stays isolated.
  *
  * Records of the workloads asked for live in an arena, their micro-kernels
  * parsed; a hash table keyed by (workload, micro-kernel, shape as a set of
@@ -61,6 +62,7 @@ struct SrchRecords {
     FuseEntry *fuses;
     int nfuses;
     int nforeign, ncorrupt, nold;
+    int nstale; /* lines of another lowering */
     SrchWarning warnings[SRCH_MAX_WARNINGS];
     int nwarnings;
     /* open addressing: slot holds record index + 1, 0 when empty */
@@ -529,6 +531,8 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
     float feat[SRCH_NFEAT];
     const char *fp = NULL, *tg = NULL, *arch = NULL, *kind = NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v");
+    /* absent: written before lowerings were versioned (lowering 0) */
+    const cJSON *lw = cJSON_GetObjectItemCaseSensitive(o, "lowering");
     if (!blank(end))
         why = "text after the JSON value";
     else if (!cJSON_IsObject(o))
@@ -541,6 +545,10 @@ static void read_line(SrchRecords *r, int64_t lineno, const char *buf, bool last
         r->nold++;
     else if (v->valuedouble != SRCH_RECORDS_VERSION)
         why = "unsupported record version (this dcc reads version 2)";
+    else if (lw && !(cJSON_IsNumber(lw) && exact_int(lw->valuedouble, 0)))
+        why = "field \"lowering\" is not an integer in 0..2^53";
+    else if (!lw || lw->valuedouble != PASS_LOWERING_VERSION)
+        r->nstale++;
     else if ((why = get_string(o, "workload", &fp)) || (why = get_string(o, "target", &tg)) ||
              (why = get_string(o, "arch", &arch))) {
         snprintf(reason, sizeof reason, "%s \"%s\"", why, !fp ? "workload" : !tg ? "target" : "arch");
@@ -620,6 +628,16 @@ static bool read_all(SrchRecords *r, FILE *f)
     return !ferror(f);
 }
 
+/* The one warning for the n lines of a file that are not read because
+ * they are what (of an older version, of another lowering). */
+static void warn_unread(SrchRecords *r, int n, const char *what)
+{
+    if (n && r->nwarnings < SRCH_MAX_WARNINGS)
+        r->warnings[r->nwarnings++] = (SrchWarning){
+            0, ir_arena_printf(r->arena, "%s: %d record%s %s not read: tuning again measures anew",
+                               r->path, n, n == 1 ? "" : "s", what)};
+}
+
 /* srch_records_open and srch_records_read: append says whether the file
  * is then opened (created) for appending. */
 static SrchRecords *load(const char *path, int n, const char *const *workloads, bool append,
@@ -659,12 +677,12 @@ static SrchRecords *load(const char *path, int n, const char *const *workloads, 
             srch_seterr(err, errlen, "%s: cannot read records: %s", path, strerror(e));
             goto fail;
         }
-        if (r->nold && r->nwarnings < SRCH_MAX_WARNINGS)
-            r->warnings[r->nwarnings++] = (SrchWarning){
-                0, ir_arena_printf(r->arena,
-                                   "%s: %d record%s of version 1 (an older dcc) not read: "
-                                   "tuning again measures anew",
-                                   path, r->nold, r->nold == 1 ? "" : "s")};
+        warn_unread(r, r->nold, "of version 1 (an older dcc)");
+        warn_unread(r, r->nstale,
+                    ir_arena_printf(r->arena,
+                                    "of another lowering than this dcc's %d (their "
+                                    "micro-kernels now build other kernels)",
+                                    PASS_LOWERING_VERSION));
     }
     if (!append)
         return r;
@@ -751,6 +769,7 @@ static cJSON *line_head(const char *workload, const char *target, const char *ar
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "v", SRCH_RECORDS_VERSION);
+    cJSON_AddNumberToObject(o, "lowering", PASS_LOWERING_VERSION);
     cJSON_AddStringToObject(o, "workload", workload);
     cJSON_AddStringToObject(o, "target", target);
     cJSON_AddStringToObject(o, "arch", arch);
@@ -936,6 +955,7 @@ int srch_records_count(const SrchRecords *r) { return r->nrecs; }
 int srch_records_nforeign(const SrchRecords *r) { return r->nforeign; }
 int srch_records_ncorrupt(const SrchRecords *r) { return r->ncorrupt; }
 int srch_records_nold(const SrchRecords *r) { return r->nold; }
+int srch_records_nstale(const SrchRecords *r) { return r->nstale; }
 int srch_records_nwarnings(const SrchRecords *r) { return r->nwarnings; }
 
 const SrchRecord *srch_records_at(const SrchRecords *r, int i)

@@ -94,7 +94,7 @@ typedef struct Tuner {
     bool contest;           /* tuning the other way of a fusion choice: its stages'
                              * trees are not checked unless it wins */
     bool refit;             /* fitting such a winner again: its stored trees do not stand */
-    int64_t *warned;        /* the records' damaged lines reported (each once) */
+    uint64_t *warned;       /* the records' warnings reported (each once), hashed */
     int nwarned;
     int ncorrupt;           /* the most damaged lines any open of the records saw */
     int nshapes;
@@ -1310,24 +1310,27 @@ static int stages_of(Tuner *tu, SrchStage **out)
     return n;
 }
 
-/* Reports the damaged lines of the records as just opened, each line
- * once however often the records are opened (once per fusion tuned). */
+/* Reports the warnings of the records as just opened (damaged lines,
+ * and the file's lines not read), each once however often the records
+ * are opened (once per fusion tuned). */
 static void warn_records(Tuner *tu)
 {
     int nc = srch_records_ncorrupt(tu->rec);
     tu->ncorrupt = nc > tu->ncorrupt ? nc : tu->ncorrupt;
     for (int i = 0; i < srch_records_nwarnings(tu->rec); i++) {
         const SrchWarning *w = srch_records_warning(tu->rec, i);
+        /* by text: the file's warnings share line 0 */
+        uint64_t h = dc_fnv1a_str(w->msg);
         bool seen = false;
         for (int j = 0; j < tu->nwarned && !seen; j++) /* at most SRCH_MAX_WARNINGS a file */
-            seen = tu->warned[j] == w->line;
+            seen = tu->warned[j] == h;
         if (seen)
             continue;
-        int64_t *n = realloc(tu->warned, sizeof *n * (size_t)(tu->nwarned + 1));
+        uint64_t *n = realloc(tu->warned, sizeof *n * (size_t)(tu->nwarned + 1));
         if (!n)
             ir_panic(__FILE__, __LINE__, "out of memory");
         tu->warned = n;
-        tu->warned[tu->nwarned++] = w->line;
+        tu->warned[tu->nwarned++] = h;
         if (tu->o->warn)
             tu->o->warn(tu->o->progress_ud, w->msg);
     }

@@ -23,6 +23,17 @@
 
 #include "dietcode/ir.h"
 
+/* The lowering's version: which kernel a schedule's text means. Every
+ * records line carries it (search/records.c), and a line of another
+ * lowering is not read: its times were measured on other kernels. Bump it
+ * whenever a change to passes/ or codegen/ makes the same schedule or
+ * micro-kernel text produce a different kernel (other loops, staging,
+ * packing, instructions), so that times measured before no longer
+ * describe it. A change that leaves every existing text's kernel as it
+ * was (a new clause, a refactoring, a fix of a kernel that failed to
+ * compile) needs none. */
+enum { PASS_LOWERING_VERSION = 1 };
+
 typedef enum PassTarget { PT_CPU, PT_GPU } PassTarget;
 
 /* Limits of the target the schedule must respect. */

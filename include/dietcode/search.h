@@ -33,6 +33,8 @@
  * written; readers do not rely on it):
  *
  *   {"v": 2,                          schema version
+ *    "lowering": 1,                   PASS_LOWERING_VERSION: the kernels
+ *                                     the micro-kernel meant when measured
  *    "workload": "9f3a...",           the stage's workload fingerprint
  *                                     (srch_fingerprint: its canonical TE,
  *                                     target and arch)
@@ -69,13 +71,19 @@
  * ("cost": the cost model decides; a tune writes a line only where the
  * latest one says otherwise). An older dcc reports fuse lines as damaged.
  *
- * Lines of workloads not asked for are skipped (counted as foreign).
- * Version 1 lines (an older dcc: one fingerprint per program) are not
- * read; their count gets one warning. A line that is not such a record
- * (truncated, garbage, NUL bytes, longer than SRCH_MAX_LINE, wrong types,
- * missing fields, integers that are not exact or out of range, a
- * micro-kernel pass_parse_microkernel rejects, another version) is skipped
- * with a warning that names its line; nothing else is lost. Micro-kernels
+ * Every line, tree and fuse lines too, carries "lowering". Lines of
+ * workloads not asked for are skipped (counted as foreign). Version 1
+ * lines (an older dcc: one fingerprint per program) are not read, nor are
+ * lines of another lowering (without the field: lowering 0, written before
+ * it was versioned): their times are of kernels the same text no longer
+ * builds, and the trees and fusions chosen by them. Each kind's count gets
+ * one warning; the lines stay in the file (it is only ever appended to).
+ * The field is optional to the schema, so its version stays 2: an older
+ * dcc reads lines of any lowering as its own. A line that is not such a
+ * record (truncated, garbage, NUL bytes, longer than SRCH_MAX_LINE, wrong
+ * types, missing fields, integers that are not exact or out of range, a
+ * micro-kernel pass_parse_microkernel rejects, another version) is
+ * skipped with a warning that names its line; nothing else is lost. Micro-kernels
  * are text only in the file: records hold them parsed.
  */
 enum {
@@ -130,7 +138,9 @@ typedef struct SrchRecord {
     double work;
 } SrchRecord;
 
-/* One damaged line of a records file: "PATH:LINE: reason". */
+/* One damaged line of a records file: "PATH:LINE: reason"; line 0: the
+ * count of the file's lines not read (of version 1, of another lowering),
+ * one warning for each reason. */
 typedef struct SrchWarning {
     int64_t line;
     const char *msg;
@@ -196,6 +206,7 @@ int srch_records_archs(const SrchRecords *r, const char *target, const char **ou
 int srch_records_nforeign(const SrchRecords *r);         /* other workloads */
 int srch_records_ncorrupt(const SrchRecords *r);         /* damaged lines skipped */
 int srch_records_nold(const SrchRecords *r);             /* version 1 lines skipped */
+int srch_records_nstale(const SrchRecords *r);           /* another lowering's skipped */
 int srch_records_nwarnings(const SrchRecords *r);        /* <= SRCH_MAX_WARNINGS */
 const SrchWarning *srch_records_warning(const SrchRecords *r, int i);
 const char *srch_record_kind_name(SrchRecordKind k);

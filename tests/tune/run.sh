@@ -6,7 +6,8 @@
 #                                   (and above it) run with the tuned dispatch, checked
 #   run.sh DCC SRCDIR resume        a run killed in the middle and resumed measures
 #                                   nothing twice and loses no record
-#   run.sh DCC SRCDIR records       damaged and foreign records, bad options
+#   run.sh DCC SRCDIR records       damaged, foreign and old records (version 1,
+#                                   another lowering), bad options
 #   run.sh DCC SRCDIR points        --shapes-file: the listed points, joint and
 #                                   per-shape; bad entries named
 #   run.sh DCC SRCDIR report        dcc report's SVG read as XML: panels, series,
@@ -276,6 +277,25 @@ PY
     "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$rec" >"$tmp/out" 2>"$tmp/err"
     [ "$(grep -c 'version 1' "$tmp/err")" -eq 1 ] && grep -q "2 records of version 1" "$tmp/err" &&
         ok "old records: $(grep 'version 1' "$tmp/err")" || bad "old records: $(cat "$tmp/err")"
+    # records of another lowering (times of the kernels another dcc built
+    # from the same micro-kernels; without the field, written before it was
+    # versioned): one warning, measured anew, kept in the file as they were
+    sed 's/"lowering":[0-9]*,//' "$rec" >"$tmp/low.jsonl"
+    cp "$tmp/low.jsonl" "$tmp/low0.jsonl"
+    n0=$(wc -l <"$tmp/low.jsonl")
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$tmp/low.jsonl" \
+        >"$tmp/out" 2>"$tmp/err"
+    [ "$(grep -c 'another lowering' "$tmp/err")" -eq 1 ] &&
+        grep -q "^stage Y: search 8 measured + 0 from records" "$tmp/out" &&
+        head -n "$n0" "$tmp/low.jsonl" | cmp -s - "$tmp/low0.jsonl" &&
+        [ "$(wc -l <"$tmp/low.jsonl")" -gt "$n0" ] &&
+        ok "another lowering's records: $(grep 'another lowering' "$tmp/err")" ||
+        { cat "$tmp/out" "$tmp/err"; bad "another lowering's records were reused or lost"; }
+    "$dcc" tune "$ex/bert_qkv.tex" --target=model --trials 8 --records "$tmp/low.jsonl" \
+        >"$tmp/out" 2>"$tmp/err"
+    grep -q "^stage Y: search 0 measured + 8 from records" "$tmp/out" &&
+        grep -q 'another lowering' "$tmp/err" && ok "and this lowering's are reused" ||
+        bad "this lowering's records after another's: $(cat "$tmp/out")"
     # stages that compute the same thing from different tensors are one
     # workload: the second is tuned from the first's records
     printf 'dim T in 1..64\ninput X[T, 32] f32\ninput A[16, 32] f32\ninput B[16, 32] f32\n%s\n%s\n' \
@@ -627,15 +647,16 @@ EOF
         python3 - "$tmp/sp.jsonl" "$ratio" >"$tmp/sp$ratio.jsonl" <<'PY'
 import json, sys
 lines = [l for l in open(sys.argv[1]) if '"kind":"tree"' not in l]
-wl = json.loads(lines[0])["workload"]
+wl, lowering = (json.loads(lines[0])[k] for k in ("workload", "lowering"))
 sys.stdout.writelines(lines)
 spills = "threads [32, 32] tile [8, 8] rchunk 32 unroll 4 vec 4 staged"
 clean = "threads [16, 16] tile [4, 4] rchunk 32 unroll 4 vec 4 staged"
 for t in (1, 86, 171, 256):
     for mk, ms in ((clean, 0.001 * t), (spills, 0.001 * t * float(sys.argv[2]))):
-        print(json.dumps({"v": 2, "workload": wl, "target": "model", "arch": "sm_90",
-                          "stage": "Y", "mk": mk, "shape": {"T": t}, "kind": "select",
-                          "trial": 0, "times_ms": [ms], "median_ms": ms, "ts": 1}))
+        print(json.dumps({"v": 2, "lowering": lowering, "workload": wl, "target": "model",
+                          "arch": "sm_90", "stage": "Y", "mk": mk, "shape": {"T": t},
+                          "kind": "select", "trial": 0, "times_ms": [ms], "median_ms": ms,
+                          "ts": 1}))
 PY
         "$dcc" tune "$tmp/k4096.tex" --target=model --arch sm_90 --trials 4 --shapes T=1..256:4 \
             --records "$tmp/sp$ratio.jsonl" >"$tmp/sp.out" 2>&1 || bad "the tune over sp$ratio failed"

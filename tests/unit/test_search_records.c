@@ -4,8 +4,9 @@
  * (whatever the dim order or micro-kernel spacing); damaged lines of every
  * kind are reported with their line number and skipped while the good
  * ones around them survive; lines of another workload are ignored, lines
- * of version 1 counted and reported once; trees and fuse lines are stored
- * and read back, the latest winning; a kernel past the micro-kernel
+ * of version 1 counted and reported once, and so are lines of another
+ * lowering (or none), which a tune measures anew and leaves in the file;
+ * trees and fuse lines are stored and read back, the latest winning; a kernel past the micro-kernel
  * budgets is never compiled from a tree or measurements; appending after a cut line keeps
  * both; a child SIGKILLed while appending leaves every fully written
  * record readable; random corruptions never crash; 100k records load and look up quickly. Scratch files live in
@@ -126,14 +127,22 @@ static void append_ok(SrchRecords *r, const SrchRecord *rec)
         fail_msg("append: %s", err);
 }
 
+/* How a line of this dcc's lowering starts: {"v":2,"lowering":N, */
+static const char *head(void)
+{
+    static char h[64];
+    snprintf(h, sizeof h, "{\"v\":2,\"lowering\":%d,", PASS_LOWERING_VERSION);
+    return h;
+}
+
 /* One good record line of workload fp and target tg, trial t. */
 static void good_line(char *buf, size_t n, const char *fp, const char *tg, int t)
 {
     snprintf(buf, n,
-             "{\"v\":2,\"workload\":\"%s\",\"target\":\"%s\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"%s\","
+             "%s\"workload\":\"%s\",\"target\":\"%s\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"%s\","
              "\"shape\":{\"M\":%d,\"N\":768},\"kind\":\"trial\",\"trial\":%d,"
              "\"times_ms\":[1.5,1.25,2],\"median_ms\":1.5,\"ts\":1700000000}\n",
-             fp, tg, MK1, 16 + t, t);
+             head(), fp, tg, MK1, 16 + t, t);
 }
 
 static void test_round_trip(void **state)
@@ -151,7 +160,7 @@ static void test_round_trip(void **state)
     assert_int_equal(srch_records_count(r), 3);
     srch_records_close(r);
 
-    /* every line is one compact JSON object of version 1 */
+    /* every line is one compact JSON object of version 2 and this lowering */
     size_t len;
     char *text = slurp(&len);
     int lines = 0;
@@ -160,6 +169,8 @@ static void test_round_trip(void **state)
         cJSON *o = cJSON_Parse(p);
         assert_non_null(o);
         assert_int_equal(cJSON_GetObjectItem(o, "v")->valueint, 2);
+        assert_true(cJSON_IsNumber(cJSON_GetObjectItem(o, "lowering")));
+        assert_int_equal(cJSON_GetObjectItem(o, "lowering")->valueint, PASS_LOWERING_VERSION);
         assert_string_equal(cJSON_GetObjectItem(o, "workload")->valuestring, "wl1");
         assert_string_equal(cJSON_GetObjectItem(o, "target")->valuestring, "cpu");
         assert_string_equal(cJSON_GetObjectItem(o, "arch")->valuestring, "skx");
@@ -460,10 +471,12 @@ static void test_fuse_lines(void **state)
     assert_int_equal(srch_records_fuse(r, "prog", "E"), FUSE_COST);
     srch_records_close(r);
     FILE *f = fopen(path, "a");
-    fputs("{\"v\":2,\"workload\":\"prog\",\"target\":\"cpu\",\"arch\":\"skx\","
-          "\"stage\":\"P\",\"kind\":\"fuse\",\"fuse\":\"sometimes\"}\n"
-          "{\"v\":2,\"workload\":\"prog\",\"target\":\"cpu\",\"arch\":\"skx\","
-          "\"kind\":\"fuse\",\"fuse\":\"inline\"}\n", f);
+    fprintf(f,
+            "%s\"workload\":\"prog\",\"target\":\"cpu\",\"arch\":\"skx\","
+            "\"stage\":\"P\",\"kind\":\"fuse\",\"fuse\":\"sometimes\"}\n"
+            "%s\"workload\":\"prog\",\"target\":\"cpu\",\"arch\":\"skx\","
+            "\"kind\":\"fuse\",\"fuse\":\"inline\"}\n",
+            head(), head());
     fclose(f);
     r = open_ok("prog");
     assert_int_equal(srch_records_fuse(r, "prog", "E"), FUSE_COST);
@@ -496,11 +509,14 @@ static void test_damaged_lines(void **state)
     ADD(line);                                                       /* 3: foreign */
     good_line(line, sizeof line, "wl3", "cuda", 2);
     ADD(line);                                                       /* 4: foreign */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"x\"}\n"); /* 5 */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD(head());
+    ADD("\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"x\"}\n"); /* 5 */
+    ADD(head());
+    ADD("\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"trial\","
         "\"trial\":\"seven\",\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");   /* 6: wrong type */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD(head());
+    ADD("\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1e400},\"kind\":\"trial\","
         "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 7: out of range */
     ADD("{\"v\":3,\"workload\":\"wl1\",\"target\":\"cpu\"}\n");       /* 8: version */
@@ -515,15 +531,19 @@ static void test_damaged_lines(void **state)
         ADD("]");
     ADD("\n");
     ADD("\n");                                                       /* 11: blank, ignored */
-    ADD("{\"v\":2,\"workload\":\"wl1\"}\n");                          /* 12: no target */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD(head());
+    ADD("\"workload\":\"wl1\"}\n");                          /* 12: no target */
+    ADD(head());
+    ADD("\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"trial\","
         "\"trial\":1,\"times_ms\":[],\"median_ms\":1,\"ts\":1}\n");            /* 13: no times */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD(head());
+    ADD("\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1,\"M\":2},\"kind\":\"trial\","
         "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 14: dim twice */
     ADD("{\"v\":2} trailing\n");                                     /* 15 */
-    ADD("{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
+    ADD(head());
+    ADD("\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"threads [4] "
         "tile [2] rchunk 1 unroll 1 vec 1\",\"shape\":{\"M\":1},\"kind\":\"bogus\","
         "\"trial\":1,\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n");           /* 16: kind */
     ADD("{\"v\":1,\"work");                                        /* 17: a NUL byte */
@@ -759,6 +779,105 @@ static void test_bad_appends_and_opens(void **state)
     assert_int_equal(st.st_size, size);
 }
 
+/* good_line with its "lowering" field replaced by field ("" drops it). */
+static void lowering_line(char *buf, size_t n, const char *field, int t)
+{
+    char line[1024];
+    good_line(line, sizeof line, "wl1", "cpu", t);
+    const char *at = strstr(line, "\"lowering\":");
+    const char *rest = strchr(at, ',') + 1;
+    snprintf(buf, n, "%.*s%s%s", (int)(at - line), line, field, rest);
+}
+
+/* Lines of another lowering: not read (records, trees and fuse lines
+ * alike), with one warning for all of them; lines that lack the field
+ * are lowering 0; a field that is no count is damage. A measurement
+ * found only among them is measured anew, and appending leaves them as
+ * they were. */
+static void test_lowering(void **state)
+{
+    (void)state;
+    char other[32], line[1024], *buf = calloc(1, 16384);
+    snprintf(other, sizeof other, "\"lowering\":%d,", PASS_LOWERING_VERSION + 1);
+    lowering_line(line, sizeof line, "\"lowering\":0,", 0);
+    strcat(buf, line);                                               /* 1: lowering 0 */
+    lowering_line(line, sizeof line, "", 1);
+    strcat(buf, line);                                               /* 2: no field */
+    lowering_line(line, sizeof line, other, 2);
+    strcat(buf, line);                                               /* 3: a later one */
+    good_line(line, sizeof line, "wl1", "cpu", 3);
+    strcat(buf, line);                                               /* 4: this one */
+    lowering_line(line, sizeof line, "\"lowering\":\"1\",", 4);
+    strcat(buf, line);                                               /* 5: damaged */
+    lowering_line(line, sizeof line, "\"lowering\":1.5,", 5);
+    strcat(buf, line);                                               /* 6: damaged */
+    strcat(buf, "{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":"
+                "\"C\",\"kind\":\"fuse\",\"fuse\":\"inline\"}\n");      /* 7: an old fuse line */
+    strcat(buf, "{\"v\":2,\"lowering\":0,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":"
+                "\"skx\",\"stage\":\"C\",\"kind\":\"tree\",\"tree\":{\"v\":1,\"dims\":[],"
+                "\"kernels\":[\"threads [4, 8] tile [6, 32] rchunk 256 unroll 1 vec 16\"],"
+                "\"tree\":{\"kernel\":0}}}\n");                          /* 8: an old tree */
+    strcat(buf, "{\"v\":1,\"workload\":\"wl1\"}\n");                   /* 9: version 1 */
+    size_t len = strlen(buf);
+    write_file(buf, len);
+
+    SrchRecords *r = open_ok("wl1");
+    assert_int_equal(srch_records_count(r), 1);
+    assert_int_equal(srch_records_at(r, 0)->trial, 3);
+    assert_int_equal(srch_records_nstale(r), 5);
+    assert_int_equal(srch_records_nold(r), 1);
+    assert_int_equal(srch_records_ncorrupt(r), 2);
+    assert_null(srch_records_tree(r, "wl1"));
+    assert_int_equal(srch_records_fuse(r, "wl1", "C"), FUSE_COST);
+    assert_int_equal(srch_records_nwarnings(r), 4);
+    assert_warning(r, 0, 5, "\"lowering\" is not an integer");
+    assert_warning(r, 1, 6, "\"lowering\" is not an integer");
+    assert_non_null(strstr(srch_records_warning(r, 2)->msg, "1 record of version 1"));
+    char want[128];
+    snprintf(want, sizeof want, "5 records of another lowering than this dcc's %d",
+             PASS_LOWERING_VERSION);
+    const SrchWarning *w = srch_records_warning(r, 3);
+    if (w->line != 0 || strncmp(w->msg, path, strlen(path)) != 0 || !strstr(w->msg, want) ||
+        !strstr(w->msg, "tuning again measures anew"))
+        fail_msg("the lowering's warning: '%s'", w->msg);
+    /* trial 0's key (M = 16): none, so it is measured again and appended */
+    MicroKernel m1 = mk_of(MK1);
+    int64_t key[2] = {16, 768};
+    assert_null(srch_records_find(r, "wl1", &m1, 2, names2, key));
+    double t[] = {4.0};
+    int64_t v[2];
+    SrchRecord x = make_rec(MK1, 16, 768, t, 1, RK_TRIAL, 9, v);
+    append_ok(r, &x);
+    char err[256];
+    assert_true(srch_records_append_fuse(r, "wl1", "cpu", "skx", "C", FUSE_MATERIALIZE, err,
+                                         sizeof err));
+    srch_records_close(r);
+
+    size_t after;
+    char *text = slurp(&after);
+    assert_memory_equal(text, buf, len); /* nothing rewritten, nothing lost */
+    int added = 0;
+    for (char *p = text + len, *nl; (nl = strchr(p, '\n')); p = nl + 1, added++) {
+        *nl = 0;
+        cJSON *o = cJSON_Parse(p);
+        assert_non_null(o);
+        assert_int_equal(cJSON_GetObjectItem(o, "lowering")->valueint, PASS_LOWERING_VERSION);
+        cJSON_Delete(o);
+    }
+    assert_int_equal(added, 2);
+    free(text);
+
+    r = open_ok("wl1");
+    assert_int_equal(srch_records_count(r), 2);
+    assert_int_equal(srch_records_nstale(r), 5);
+    const SrchRecord *y = srch_records_find(r, "wl1", &m1, 2, names2, key);
+    assert_non_null(y);
+    assert_int_equal(y->trial, 9);
+    assert_int_equal(srch_records_fuse(r, "wl1", "C"), FUSE_MATERIALIZE);
+    srch_records_close(r);
+    free(buf);
+}
+
 /* Random corruptions of a good file: never a crash, every line accounted for. */
 static void test_random_corruption(void **state)
 {
@@ -801,10 +920,10 @@ static void test_many_records_fast(void **state)
     assert_non_null(f);
     for (int i = 0; i < N; i++)
         fprintf(f,
-                "{\"v\":2,\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"%s\","
+                "%s\"workload\":\"wl1\",\"target\":\"cpu\",\"arch\":\"skx\",\"stage\":\"C\",\"mk\":\"%s\","
                 "\"shape\":{\"M\":%d,\"N\":%d},\"kind\":\"select\",\"trial\":%d,"
                 "\"times_ms\":[1],\"median_ms\":1,\"ts\":1}\n",
-                i % 3 ? MK1 : MK2, i % 1000, i / 1000, i);
+                head(), i % 3 ? MK1 : MK2, i % 1000, i / 1000, i);
     fclose(f);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -891,6 +1010,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_over_budget_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuse_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lowering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_after_cut_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_while_appending, setup, teardown),
