@@ -6,9 +6,12 @@
  * linked into this program, against the same program JIT-compiled for
  * this CPU (exec/cpu.c, as `dcc run` does), on the same buffers, with the
  * same threads. The two are timed alternately, call by call, so both see
- * the same machine; prints the medians and AOT / JIT.
+ * the same machine; prints the medians and AOT / JIT. With --level N
+ * (1..4, at most this CPU's), the object runs the kernels it holds for
+ * x86-64 level N (DCRT_CPU_LEVEL=N) and the JIT is built as for
+ * --arch=x86-64-vN (that level's vectors and instructions).
  *
- *   aot [--reps R] [SRCDIR]
+ *   aot [--reps R] [--level N] [SRCDIR]
  *
  * Not a test: timing decides nothing here.
  */
@@ -33,25 +36,36 @@ static int cmpd(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int reps = 51;
+    int reps = 51, level = dcrt_cpu_level();
     const char *src = ".";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--level") == 0 && i + 1 < argc)
+            level = atoi(argv[++i]);
         else
             src = argv[i];
     }
-    if (reps < 1 || reps > 1000) {
-        fprintf(stderr, "usage: aot [--reps R] [SRCDIR]\n");
+    if (reps < 1 || reps > 1000 || level < 1 || level > dcrt_cpu_level()) {
+        fprintf(stderr, "usage: aot [--reps R] [--level 1..%d] [SRCDIR]\n", dcrt_cpu_level());
         return 2;
     }
+    char lv[16], arch[32];
+    snprintf(lv, sizeof lv, "%d", level);
+    /* without --level: the JIT as `dcc run` builds it, for this CPU */
+    bool native = !getenv("DCRT_CPU_LEVEL") && level == dcrt_cpu_level();
+    for (int i = 1; i < argc; i++)
+        native &= strcmp(argv[i], "--level") != 0;
+    snprintf(arch, sizeof arch, native ? "native" : level > 1 ? "x86-64-v%d" : "x86-64", level);
+    setenv("DCRT_CPU_LEVEL", lv, 1);
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/examples/bert_qkv.tex", src);
     FeUnit u;
     TeProgram *p = bench_load("aot", path, &u);
-    TargetInfo ti = pass_target_info(PT_CPU);
+    TargetInfo ti = pass_target_info_cpu(level);
     LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err);
-    ExCpu *jit = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
+    const CgTarget *isa = lp ? cg_target_cpu_arch(arch, err, sizeof err) : NULL;
+    ExCpu *jit = isa ? ex_cpu_compile_isa(lp, isa, err, sizeof err) : NULL;
     if (!jit) {
         fprintf(stderr, "aot: %s\n", err);
         return 1;
@@ -64,9 +78,10 @@ int main(int argc, char **argv)
     rt_rng_fill(1, 3, b, N);
     float *bufs[4] = {X, W, b, Y};
     double *ta = malloc(sizeof(double) * (size_t)reps), *tj = malloc(sizeof(double) * (size_t)reps);
-    printf("BERT QKV: the object dcc ships (default instruction sets; x86-64 level %d here) "
-           "against the JIT (this CPU), %d alternating calls each\n",
-           dcrt_cpu_level(), reps);
+    printf("BERT QKV: the object dcc ships (default instruction sets; its kernels for x86-64 "
+           "level %d, this CPU's being %d) against the JIT built for %s, %d alternating calls "
+           "each\n",
+           level, dcrt_cpu_level(), arch, reps);
     printf("%5s %10s %10s %9s\n", "T", "AOT ms", "JIT ms", "AOT/JIT");
     static const int64_t Ts[] = {1, 16, 64, 128};
     double logsum = 0;

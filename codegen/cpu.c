@@ -387,6 +387,8 @@ const CgTarget *cg_target_cpu(void)
     return &host;
 }
 
+int cg_target_level(const CgTarget *t) { return t ? t->level : 0; }
+
 const CgTarget *cg_target_cpu_arch(const char *arch, char *err, size_t errlen)
 {
     if (!IR_ARG_OK(arch, err, errlen))

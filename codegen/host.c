@@ -35,6 +35,11 @@ typedef struct Host {
     LLVMValueRef dims;  /* in the size function: the dims array */
     LLVMValueRef ovf;   /* i1: some step overflowed */
     const char *bad;    /* an operator a size may not use, or NULL */
+    /* the constants' elements already in the object, by where the program
+     * holds them (several lowerings share a TE program's constants) */
+    const void **cdata;
+    LLVMValueRef *cglob;
+    int nconst;
 } Host;
 
 static LLVMValueRef ci64(Host *h, int64_t v) { return LLVMConstInt(h->i64, (unsigned long long)v, 1); }
@@ -111,12 +116,10 @@ static int by_expr(const void *a, const void *b, void *ud)
 
 /* int64_t SYM__size(const void *ctx, int32_t which, const int64_t *dims,
  * int32_t *overflow): a switch over the table's size expressions. */
-static LLVMValueRef size_function(Host *h, const CgTable *tb, const char *sym)
+static LLVMValueRef size_function(Host *h, const CgTable *tb, const char *name)
 {
     LLVMTypeRef pt[4] = {h->ptr, h->i32, h->ptr, h->ptr};
-    char *name = cg_symbol(sym, "__size");
     LLVMValueRef fn = LLVMAddFunction(h->mod, name, LLVMFunctionType(h->i64, pt, 4, 0));
-    free(name);
     LLVMSetLinkage(fn, LLVMInternalLinkage);
     h->dims = LLVMGetParam(fn, 2);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(h->cx, fn, "entry");
@@ -208,6 +211,9 @@ static LLVMValueRef const_data(Host *h, const CgTable *tb, int i, bool jit)
         return LLVMConstPointerNull(h->ptr);
     if (jit)
         return LLVMConstIntToPtr(ci64(h, (int64_t)(uintptr_t)b->data), h->ptr);
+    for (int c = 0; c < h->nconst; c++)
+        if (h->cdata[c] == b->data)
+            return h->cglob[c];
     int64_t bytes = ir_dtype_size((DType)b->dtype), e;
     for (int j = 0; j < b->rank; j++) {
         bool fixed = ir_is_const(tb->sizes[b->extents + j], &e);
@@ -217,12 +223,20 @@ static LLVMValueRef const_data(Host *h, const CgTable *tb, int i, bool jit)
     LLVMValueRef g = private_const(
         h, LLVMConstStringInContext(h->cx, b->data, (unsigned)bytes, 1), "dc.const");
     LLVMSetAlignment(g, 64);
+    h->cdata = realloc(h->cdata, sizeof *h->cdata * (size_t)(h->nconst + 1));
+    h->cglob = realloc(h->cglob, sizeof *h->cglob * (size_t)(h->nconst + 1));
+    if (!h->cdata || !h->cglob)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    h->cdata[h->nconst] = b->data;
+    h->cglob[h->nconst++] = g;
     return g;
 }
 
-/* The DcrtProgram of tb, with fns (CPU) or ptx (GPU). */
+/* The DcrtProgram of tb, with fns (CPU) or ptx (GPU), and next (a table
+ * of another lowering, or NULL), named name. */
 static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_fn,
-                                  const CgHostOpts *o, LLVMValueRef const *kfn, const char *sym)
+                                  const CgHostOpts *o, LLVMValueRef const *kfn, LLVMValueRef next,
+                                  const char *name)
 {
     const DcrtProgram *p = &tb->prog;
     LLVMTypeRef P = h->ptr, I32 = h->i32, I64 = h->i64;
@@ -313,12 +327,10 @@ static LLVMValueRef program_table(Host *h, const CgTable *tb, LLVMValueRef size_
         ci32(h, p->nparams), ci32(h, p->nkernels), ci32(h, p->nvariants), ci32(h, p->nnodes),
         ci32(h, p->nstages), ci32(h, o->ptx ? 0 : o->nisas), dims, bufs, params, kernels,
         variants, nodes, stages, size_fn, LLVMConstPointerNull(P), levels, names, fns, ptx, cache,
-        kargs,
+        kargs, next ? next : LLVMConstPointerNull(P),
     };
     LLVMValueRef init = record(h, f, sizeof f / sizeof *f);
-    char *name = cg_symbol(sym, "__program");
     LLVMValueRef g = LLVMAddGlobal(h->mod, LLVMTypeOf(init), name);
-    free(name);
     LLVMSetInitializer(g, init);
     LLVMSetGlobalConstant(g, 1);
     LLVMSetLinkage(g, LLVMInternalLinkage);
@@ -422,33 +434,91 @@ static void entries(Host *h, const LoopProgram *lp, const DcrtProgram *p, LLVMVa
     }
 }
 
+/* The lowering instruction set i's kernels come from (o->isa_lps). */
+static const LoopProgram *lowering_of(const LoopProgram *lp, const CgHostOpts *o, int i)
+{
+    return o->isa_lps && o->isa_lps[i] ? o->isa_lps[i] : lp;
+}
+
+/* The kernels of g's lowering for each of its instruction sets (kfn:
+ * isa-major), internal to the module. */
+static void isa_kernels(CgModule *m, const LoopProgram *g, const CgHostOpts *go, const char *sym,
+                        LLVMValueRef *kfn)
+{
+    int nk = g->nkernels;
+    for (int s = 0; s < go->nisas; s++)
+        for (int i = 0; i < nk; i++) {
+            const Kernel *k = g->kernels[i];
+            size_t len = strlen(sym) + strlen(k->name) + strlen(go->isas[s]->arch) + 8;
+            char *name = xcalloc(len, 1);
+            snprintf(name, len, "%s__%s__%s", sym, k->name, go->isas[s]->arch);
+            char *ksym = cg_symbol(NULL, name);
+            free(name);
+            cg_emit_kernel(m->mod, go->isas[s], g, k, ksym);
+            kfn[s * nk + i] = LLVMGetNamedFunction(m->mod, ksym);
+            IR_ASSERT(kfn[s * nk + i]);
+            LLVMSetLinkage(kfn[s * nk + i], LLVMInternalLinkage);
+            free(ksym);
+        }
+}
+
 CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen)
 {
     const char *sym = o->symbol ? o->symbol : lp->te->name;
     if (cg_symbol_prefix_check(sym, err, errlen) != 0)
         return NULL;
+    /* the lowerings, in the order of their first instruction set: one
+     * program table each, chained (DcrtProgram.next) */
+    int nisa = o->ptx ? 0 : o->nisas, ng = 0;
+    const LoopProgram **groups = xcalloc((size_t)nisa + 1, sizeof *groups);
+    groups[ng++] = nisa > 0 ? lowering_of(lp, o, 0) : lp;
+    for (int i = 1; i < nisa; i++) {
+        const LoopProgram *g = lowering_of(lp, o, i);
+        bool seen = false;
+        for (int j = 0; j < ng && !seen; j++)
+            seen = groups[j] == g;
+        if (!seen)
+            groups[ng++] = g;
+    }
+    CgTable **tb = xcalloc((size_t)ng, sizeof *tb);
     /* an object's constants lie in its read-only data, which code built for
      * the small code model reaches only within 2 GB; a JIT refers to the
-     * program's copy instead */
-    CgTable *tb = cg_table_new(lp);
+     * program's copy instead (lowerings share the program's own) */
     int64_t bytes = 0;
-    for (int i = 0; i < tb->prog.nbuffers && !o->jit; i++)
-        if (tb->prog.buffers[i].data)
-            bytes += ir_te_bytes(lp->buffers[i], NULL);
-    if (bytes > CG_MAX_CONST_BYTES) {
+    int nseen = 0;
+    const void **seen = NULL;
+    for (int g = 0; g < ng; g++) {
+        tb[g] = cg_table_new(groups[g]);
+        for (int i = 0; i < tb[g]->prog.nbuffers && !o->jit; i++) {
+            const void *d = tb[g]->prog.buffers[i].data;
+            bool again = !d;
+            for (int j = 0; j < nseen && !again; j++)
+                again = seen[j] == d;
+            if (again)
+                continue;
+            if (!(seen = realloc(seen, sizeof *seen * (size_t)(nseen + 1))))
+                ir_panic(__FILE__, __LINE__, "out of memory");
+            seen[nseen++] = d;
+            bytes += ir_te_bytes(groups[g]->buffers[i], NULL);
+        }
+    }
+    free(seen);
+    const CgTarget *host = cg_target_cpu_arch("x86-64", err, errlen);
+    CgModule *m = NULL;
+    if (bytes > CG_MAX_CONST_BYTES)
         snprintf(err, errlen,
                  "the program's constants are %lld bytes, more than the %lld an object holds "
                  "(its code reaches its read-only data within 2 GB)",
                  (long long)bytes, (long long)CG_MAX_CONST_BYTES);
-        cg_table_free(tb);
-        return NULL;
-    }
-    const CgTarget *host = cg_target_cpu_arch("x86-64", err, errlen);
-    if (!o->ptx && o->nisas < 1)
+    else if (!o->ptx && o->nisas < 1)
         snprintf(err, errlen, "internal error: a CPU object needs an instruction set");
-    CgModule *m = host && (o->ptx || o->nisas >= 1) ? cg_module_create(host, sym, err, errlen) : NULL;
+    else if (host)
+        m = cg_module_create(host, sym, err, errlen);
     if (!m) {
-        cg_table_free(tb);
+        for (int g = 0; g < ng; g++)
+            cg_table_free(tb[g]);
+        free(tb);
+        free(groups);
         return NULL;
     }
     Host h = {
@@ -456,28 +526,37 @@ CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, 
         .i1 = LLVMInt1TypeInContext(m->cx), .i32 = LLVMInt32TypeInContext(m->cx),
         .i64 = LLVMInt64TypeInContext(m->cx), .ptr = LLVMPointerTypeInContext(m->cx, 0),
     };
-    /* the kernels, once per instruction set */
-    int nk = lp->nkernels, nisa = o->ptx ? 0 : o->nisas;
-    LLVMValueRef *kfn = xcalloc((size_t)(nisa * nk), sizeof *kfn);
-    for (int s = 0; s < nisa; s++)
-        for (int i = 0; i < nk; i++) {
-            const Kernel *k = lp->kernels[i];
-            size_t len = strlen(sym) + strlen(k->name) + strlen(o->isas[s]->arch) + 8;
-            char *name = xcalloc(len, 1);
-            snprintf(name, len, "%s__%s__%s", sym, k->name, o->isas[s]->arch);
-            char *ksym = cg_symbol(NULL, name);
-            free(name);
-            cg_emit_kernel(m->mod, o->isas[s], lp, k, ksym);
-            kfn[s * nk + i] = LLVMGetNamedFunction(m->mod, ksym);
-            IR_ASSERT(kfn[s * nk + i]);
-            LLVMSetLinkage(kfn[s * nk + i], LLVMInternalLinkage);
-            free(ksym);
-        }
-    LLVMValueRef size_fn = size_function(&h, tb, sym);
-    LLVMValueRef prog = program_table(&h, tb, size_fn, o, kfn, sym);
-    entries(&h, lp, &tb->prog, prog, sym, o->ptx != NULL);
-    cg_table_free(tb);
-    free(kfn);
+    /* the last lowering first, so that each table can name the next */
+    LLVMValueRef prog = NULL;
+    const CgTarget **gisas = xcalloc((size_t)nisa + 1, sizeof *gisas);
+    for (int g = ng - 1; g >= 0; g--) {
+        CgHostOpts go = *o;
+        go.nisas = 0;
+        go.isas = gisas;
+        for (int i = 0; i < nisa; i++)
+            if (lowering_of(lp, o, i) == groups[g])
+                gisas[go.nisas++] = o->isas[i];
+        LLVMValueRef *kfn = xcalloc((size_t)(go.nisas * groups[g]->nkernels), sizeof *kfn);
+        isa_kernels(m, groups[g], &go, sym, kfn);
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, g ? "__size_%d" : "__size", g);
+        char *name = cg_symbol(sym, suffix);
+        LLVMValueRef size_fn = size_function(&h, tb[g], name);
+        free(name);
+        snprintf(suffix, sizeof suffix, g ? "__program_%d" : "__program", g);
+        name = cg_symbol(sym, suffix);
+        prog = program_table(&h, tb[g], size_fn, &go, kfn, prog, name);
+        free(name);
+        free(kfn);
+    }
+    entries(&h, lp, &tb[0]->prog, prog, sym, o->ptx != NULL);
+    for (int g = 0; g < ng; g++)
+        cg_table_free(tb[g]);
+    free(tb);
+    free(groups);
+    free(gisas);
+    free(h.cdata);
+    free(h.cglob);
     LLVMDisposeBuilder(h.b);
     if (h.bad) {
         snprintf(err, errlen, "internal error: cannot compute a size on the host: it uses %s", h.bad);

@@ -30,9 +30,13 @@ ExCpu *ex_cpu_entry(const TeProgram *te, ExRunPacked run)
 
 ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen)
 {
-    if (!IR_ARG_OK(lp, err, errlen))
+    return ex_cpu_compile_isa(lp, cg_target_cpu(), err, errlen);
+}
+
+ExCpu *ex_cpu_compile_isa(const LoopProgram *lp, const CgTarget *isa, char *err, size_t errlen)
+{
+    if (!IR_ARG_OK(lp, err, errlen) || !IR_ARG_OK(isa, err, errlen))
         return NULL;
-    const CgTarget *isa = cg_target_cpu();
     CgHostOpts o = {.nisas = 1, .isas = &isa, .jit = true};
     void *entry = NULL;
     CgJitCode *code = ex_jit_host(lp, o, (const char *[]){"_run_packed"}, &entry, 1, err, errlen);

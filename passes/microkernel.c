@@ -133,8 +133,9 @@ MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const 
         mk.stage = red && n >= 2;
         mk.vec = 4;
     } else if (red && (n < 2 || cg.reduce > cg.spatial)) {
-        /* dot products: vectors along the reduction, 4x4 outputs a thread */
-        if (n >= 1) { mk.threads[n - 1] = n >= 2 ? 16 : 4; mk.tile[n - 1] = 4; }
+        /* dot products: vectors along the reduction, 4x4 outputs a thread
+         * (4x2 with 16 registers) */
+        if (n >= 1) { mk.threads[n - 1] = n >= 2 ? 16 : 4; mk.tile[n - 1] = ti->vregs >= 32 ? 4 : 2; }
         if (n >= 2) mk.tile[n - 2] = 4;
         mk.rchunk = 16 * ti->vec_width;
         mk.vaxis = MK_VEC_REDUCE;

@@ -8,6 +8,7 @@
  * the typical size (32 KiB, 1 MiB, 32 MiB).
  */
 #include "dietcode/passes.h"
+#include "dietcode/runtime.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -95,11 +96,20 @@ void pass_target_gpu_arch(TargetInfo *ti, const char *arch)
                      : sm >= 80 ? 163 << 10 : 64 << 10;
 }
 
+TargetInfo pass_target_info_cpu(int level)
+{
+    TargetInfo ti = {.kind = PT_CPU,
+                     .vec_width = level >= 4 ? 16 : level == 3 ? 8 : 4,
+                     .max_threads = 1024,
+                     .shared_bytes = 1 << 20,
+                     .vregs = level >= 4 ? 32 : 16};
+    pass_host_caches(ti.cache);
+    return ti;
+}
+
 TargetInfo pass_target_info(PassTarget kind)
 {
     if (kind == PT_GPU)
-        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024, {0, 0, 0}, true};
-    TargetInfo ti = {PT_CPU, 16, 1024, 1 << 20, {0, 0, 0}, false};
-    pass_host_caches(ti.cache);
-    return ti;
+        return (TargetInfo){PT_GPU, 4, 1024, 48 * 1024, {0, 0, 0}, true, 0};
+    return pass_target_info_cpu(dcrt_cpu_level());
 }

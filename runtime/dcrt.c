@@ -270,21 +270,43 @@ int dcrt_check_params(const DcrtProgram *p, const void *const *tensors)
     return DCRT_OK;
 }
 
-/* The object's preferred instruction set this CPU has. */
-static int pick_isa(const DcrtProgram *p, int *isa)
+/* The level whose kernels objects run: this CPU's, or DCRT_CPU_LEVEL's
+ * when lower. */
+static int run_level(void)
 {
     int level = dcrt_cpu_level();
-    for (int i = 0; i < p->nisas; i++)
-        if (p->isa_levels[i] <= level) {
-            *isa = i;
-            return DCRT_OK;
-        }
+    const char *e = getenv("DCRT_CPU_LEVEL");
+    if (e && e[0] >= '1' && e[0] <= '4' && !e[1] && e[0] - '0' < level)
+        level = e[0] - '0';
+    return level;
+}
+
+const DcrtProgram *dcrt_cpu_program(const DcrtProgram *p, int *isa)
+{
+    if (p && p->nisas == 0)
+        return p;
+    int level = run_level();
+    for (; p; p = p->next)
+        for (int i = 0; i < p->nisas; i++)
+            if (p->isa_levels[i] <= level) {
+                if (isa)
+                    *isa = i;
+                return p;
+            }
+    return NULL;
+}
+
+/* "this CPU lacks ..." for p's chain, as the calling thread's last error. */
+static int no_isa(const DcrtProgram *p)
+{
     char msg[512];
     int n = snprintf(msg, sizeof msg, "%s: this CPU (x86-64 level %d) lacks the instruction sets "
                                       "the kernels were built for (",
-                     p->name, level);
-    for (int i = 0; i < p->nisas && n < (int)sizeof msg; i++)
-        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s", i ? ", " : "", p->isa_names[i]);
+                     p->name, run_level());
+    const char *sep = "";
+    for (const DcrtProgram *q = p; q; q = q->next)
+        for (int i = 0; i < q->nisas && n < (int)sizeof msg; i++, sep = ", ")
+            n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s", sep, q->isa_names[i]);
     if (n < (int)sizeof msg)
         snprintf(msg + n, sizeof msg - (size_t)n, ")");
     return dcrt_fail(DCRT_ERR_CPU, msg);
@@ -382,15 +404,17 @@ int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, vo
     int rc = dcrt_check_call(p, dims, tensors);
     if (rc != DCRT_OK)
         return rc;
+    int isa = 0;
+    const DcrtProgram *run = dcrt_cpu_program(p, &isa);
+    if (!run)
+        return no_isa(p);
+    p = run;
     DcrtPlan *pl = dcrt_plan_new(p);
     if (!pl)
         return DCRT_ERR_OUT_OF_MEMORY;
-    int isa = 0;
     rc = dcrt_plan(p, dims, pl);
     if (rc == DCRT_OK)
         rc = dcrt_check_params(p, (const void *const *)tensors);
-    if (rc == DCRT_OK)
-        rc = pick_isa(p, &isa);
     if (rc == DCRT_OK && !workspace && pl->workspace_bytes > 0 &&
         !(workspace = dcrt_thread_workspace((size_t)pl->workspace_bytes)))
         rc = DCRT_ERR_OUT_OF_MEMORY;

@@ -296,7 +296,7 @@ int dcrt_plan(const DcrtProgram *p, const int64_t *dims, DcrtPlan *pl)
 
 size_t dcrt_workspace_size(const DcrtProgram *p, const int64_t *dims)
 {
-    if (!p || (!dims && p->ndims > 0))
+    if (!p || (!dims && p->ndims > 0) || !(p = dcrt_cpu_program(p, NULL)))
         return 0;
     DcrtPlan *pl = dcrt_plan_new(p);
     size_t n = pl && dcrt_plan(p, dims, pl) == DCRT_OK ? (size_t)pl->workspace_bytes : 0;

@@ -134,7 +134,7 @@ static bool legal(const SrchStage *st, const MicroKernel *mk)
         return false;
     if (nt > st->tg->ti.max_threads || (gpu && st->reduction && nt < 32))
         return false;
-    if (accumulators(st, mk) > (gpu ? 64 : 24))
+    if (accumulators(st, mk) > (gpu ? 64 : st->tg->ti.vregs * 3 / 4))
         return false;
     for (int a = 0; a < st->rank; a++) {
         if (mk->threads[a] > 1 &&
@@ -667,7 +667,7 @@ double srch_prior_gflops(const SrchStage *st, const MicroKernel *mk)
         if (!mk->stage)
             f *= 0.6;
     }
-    if (accumulators(st, mk) > (tg->ti.kind == PT_GPU ? 48 : 20))
+    if (accumulators(st, mk) > (tg->ti.kind == PT_GPU ? 48 : tg->ti.vregs * 5 / 8))
         f *= 0.5;
     return f;
 }

@@ -151,6 +151,10 @@ typedef struct DcrtProgram {
     const char *ptx;
     void **module_cache;         /* NULL-initialised: where libdcrt keeps the loaded module */
     const int32_t *kernel_args;  /* the kernels' buffer parameters (DcrtKernel.args) */
+    /* CPU objects: the program lowered for other instruction sets (its own
+     * kernels, plan and workspace), run when the CPU has none of this
+     * one's; NULL: none */
+    const struct DcrtProgram *next;
 } DcrtProgram;
 
 /* One call's launches and memory, from runtime/plan.c. */

@@ -68,6 +68,8 @@ const CgTarget *cg_target_cpu_arch(const char *arch, char *err, size_t errlen);
  * targets, ordered for an object: highest level first, the given order
  * among equals, duplicates dropped. The count, or -1 and err. */
 int cg_cpu_arch_list(const char *list, const CgTarget **out, int max, char *err, size_t errlen);
+/* The x86-64 level (1..4) a CPU target's features need; 0 for another. */
+int cg_target_level(const CgTarget *t);
 
 /* ---- codegen/module.c: LLVM's objects, owned in one place ---- */
 
@@ -225,6 +227,11 @@ typedef struct CgHostOpts {
      * object prefers them (cg_cpu_arch_list); at least one */
     int nisas;
     const CgTarget *const *isas;
+    /* CPU: per instruction set, the lowering of the program its kernels
+     * come from (NULL, or a NULL entry: lp). Each lowering gets a table of
+     * its own, chained in the order of their first instruction set
+     * (DcrtProgram.next); their TE program is lp's. */
+    const LoopProgram *const *isa_lps;
     const char *ptx;             /* GPU: the PTX of lp (lowered for PT_GPU); NULL for a CPU object */
     /* header: the file's stem (dcc: the -o stem), which names the include
      * guard DCC_STEM_H; NULL: the program's name and the target */

@@ -100,6 +100,8 @@ typedef struct ExCpu ExCpu;
 /* The object of lp for this CPU (codegen/host.c, kernels for the host's
  * instruction set), JIT-compiled. */
 ExCpu *ex_cpu_compile(const LoopProgram *lp, char *err, size_t errlen);
+/* The same with the kernels built for isa (one this CPU has). */
+ExCpu *ex_cpu_compile_isa(const LoopProgram *lp, const CgTarget *isa, char *err, size_t errlen);
 /* The entry NAME_run_packed of te's CPU object loaded by other means (a
  * shared object, dlopen'd), run as ex_cpu_run runs the JIT's; destroying it
  * leaves that code alone. */

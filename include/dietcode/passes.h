@@ -45,6 +45,7 @@ typedef struct TargetInfo {
     int64_t cache[3];     /* CPU: L1 data, L2, L3 bytes (the default blockings) */
     bool async_copy;      /* GPU: copies into shared memory without registers
                            * (cp.async, sm_80 and later; pass_target_gpu_arch) */
+    int vregs;            /* CPU: vector registers (32 with AVX-512, else 16) */
 } TargetInfo;
 
 /* The schedule of one stage: its micro-kernel variants (each legalised)
@@ -173,8 +174,13 @@ void pass_edge(LoopProgram *lp, const TargetInfo *ti);
 void pass_hoist(LoopProgram *lp);
 
 /* passes/target.c */
-/* The target's limits; the CPU's caches are this host's (sysfs). */
+/* The target's limits; the CPU's caches are this host's (sysfs), its
+ * vectors those of this host's x86-64 level (pass_target_info_cpu). */
 TargetInfo pass_target_info(PassTarget kind);
+/* A CPU of x86-64 level 1..4: vectors of 16 floats and 32 registers at
+ * level 4 (AVX-512), of 8 floats and 16 registers at level 3 (AVX2), of 4
+ * and 16 below (SSE); the caches this host's. */
+TargetInfo pass_target_info_cpu(int level);
 /* Narrows a GPU target's ti to the architecture arch ("sm_75", ...; NULL:
  * the default sm_80): no cp.async before sm_80; the shared memory a block
  * may opt into (64 KB on sm_75 up to 227 KB on sm_90; pass_target_info's

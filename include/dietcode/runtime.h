@@ -160,15 +160,22 @@ const char *dcrt_last_error(void);
  * error and returns code. */
 int dcrt_fail(int code, const char *msg);
 /* Runs a CPU program: the plan for dims, the object's best instruction set
- * this CPU has, each launch's blocks over a process-wide pool (one thread
+ * this CPU has (the first of p's, else of p->next's, ...: dcrt_cpu_program),
+ * each launch's blocks over a process-wide pool (one thread
  * per online core). tensors: the entry's arguments (p->params: inputs, then
  * outputs); workspace: at least dcrt_workspace_size bytes, DCRT_ALIGN
  * aligned, or NULL for one libdcrt keeps per thread. DCRT_OK or a code
  * (DCRT_ERR_NULL_POINTER for a NULL program, dims, tensors or tensor). */
 int dcrt_run(const DcrtProgram *p, const int64_t *dims, void *const *tensors, void *workspace);
 /* The workspace a call with these dims needs (0 also when it would fail,
- * or p or dims is NULL). */
+ * or p or dims is NULL); of dcrt_cpu_program(p) for a CPU object. */
 size_t dcrt_workspace_size(const DcrtProgram *p, const int64_t *dims);
+/* The program of p's chain (p, p->next, ...) that dcrt_run runs on this
+ * CPU: the first with an instruction set the CPU has (*isa: its index,
+ * when not NULL), else NULL. A GPU program (no instruction sets) is its
+ * own. DCRT_CPU_LEVEL=N (1..4) makes objects run the kernels they hold
+ * for level N or below, as on such a CPU. */
+const DcrtProgram *dcrt_cpu_program(const DcrtProgram *p, int *isa);
 /* The calling thread's workspace of at least bytes (kept and grown from
  * call to call, freed at thread exit); NULL when out of memory. */
 void *dcrt_thread_workspace(size_t bytes);
@@ -182,7 +189,8 @@ void *dcrt_thread_workspace(size_t bytes);
  * when the threads cannot be started (the old pool stays). */
 int dcrt_set_num_threads(int n);
 /* The x86-64 microarchitecture level of this CPU: 1 (baseline) to 4
- * (AVX-512), as -march=x86-64-vN names them; OS support included. */
+ * (AVX-512), as -march=x86-64-vN names them; OS support included
+ * (DCRT_CPU_LEVEL does not change it). */
 int dcrt_cpu_level(void);
 /* DCRT_ERR_NULL_POINTER, with a message naming it, when p, or the dims or
  * tensors array a call needs (p has dims, tensors), is NULL: what dcrt_run

@@ -6,7 +6,10 @@
 #   run.sh DCC CC LIBDCRT SRCDIR PROG.tex DEFINE T...
 # $DC_DCC_FLAGS, if set, is passed to dcc (e.g. --records FILE: the object
 # then holds the tuned kernels and their dispatch tree); $DC_DCC_MK, if set,
-# as one --mk argument (a micro-kernel's text has spaces).
+# as one --mk argument (a micro-kernel's text has spaces). $DC_LEVELS, if
+# set (e.g. "3 2"), also runs the client with DCRT_CPU_LEVEL at each of
+# those x86-64 levels (the kernels the object holds for that level), and
+# checks that the object holds one program table per vector width.
 set -eu
 dcc=$1 cc=$2 lib=$3 src=$4 prog=$5 def=$6
 shift 6
@@ -20,8 +23,16 @@ test -s "$work/$name.o" && test -s "$work/$name.h"
     "$src/tests/aot/client.c" "$work/$name.o" "$lib" -lpthread -lm -ldl -o "$work/client"
 "$work/client" --errors
 out=$(grep '^output' "$prog" | sed 's/^output *\([A-Za-z_0-9]*\).*/\1/')
+if [ -n "${DC_LEVELS:-}" ]; then
+    tables=$(nm "$work/$name.o" | grep -c "${name}__program")
+    [ "$tables" -eq 3 ] ||
+        { echo "FAIL: $name.o holds $tables program tables (one per vector width: 3 expected)"; exit 1; }
+fi
 for T in "$@"; do
     "$dcc" run "$prog" --target=reference --set T="$T" --output "$out=$work/ref.npy"
     "$work/client" "$T" "$work/ref.npy"
+    for level in ${DC_LEVELS:-}; do
+        DCRT_CPU_LEVEL=$level "$work/client" "$T" "$work/ref.npy"
+    done
 done
 echo "aot: $name ok"

@@ -185,6 +185,9 @@ static void test_exec(void **state)
     assert_int_equal(ex_loops_run(NULL, dims, bufs, err, sizeof err), -1);
     expect_err(err, "lp");
     assert_null(ex_cpu_compile(NULL, err, sizeof err));
+    assert_null(ex_cpu_compile_isa(NULL, cg_target_cpu(), err, sizeof err));
+    expect_err(err, "lp");
+    assert_int_equal(cg_target_level(NULL), 0);
     assert_null(ex_cpu_entry(NULL, NULL));
     assert_int_equal(ex_cpu_run(NULL, dims, bufs, NULL, err, sizeof err), -1);
     expect_err(err, "x");

@@ -19,7 +19,8 @@ static bool is_aot_emit(const char *emit)
 /* gpu_arch NULL: the CPU object (NAME_run, kernels for each of isas);
  * else the PTX for gpu_arch embedded (NAME_launch). */
 static void emit_aot(const Args *a, const char *emit, const char *out, const LoopProgram *lp,
-                     const char *gpu_arch, bool libdevice, const CgTarget *const *isas, int nisas)
+                     const char *gpu_arch, bool libdevice, const CgTarget *const *isas, int nisas,
+                     const LoopProgram *const *isa_lps)
 {
     bool obj = strstr(emit, "obj") != NULL, hdr = strstr(emit, "header") != NULL;
     char err[8192];
@@ -27,7 +28,8 @@ static void emit_aot(const Args *a, const char *emit, const char *out, const Loo
     size_t len[2] = {0, 0};
     if (obj && gpu_arch && !(ptx = cg_emit_ptx(lp, gpu_arch, libdevice, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
-    CgHostOpts o = {.nisas = nisas, .isas = isas, .ptx = ptx ? ptx : gpu_arch ? "" : NULL};
+    CgHostOpts o = {.nisas = nisas, .isas = isas, .isa_lps = isa_lps,
+                    .ptx = ptx ? ptx : gpu_arch ? "" : NULL};
     if (obj) {
         CgModule *m = cg_host_module(lp, &o, err, sizeof err);
         if (!m || !(text[0] = cg_module_emit(m, true, &len[0], err, sizeof err)))
@@ -84,6 +86,39 @@ static void emit_module(const Args *a, CgModule *m, bool assembly, const char *o
 }
 
 enum { MAX_ISAS = 8 };
+
+/* Vectors of this many floats at x86-64 level `level` (its lowering's). */
+static int lanes(int level) { return pass_target_info_cpu(level).vec_width; }
+
+/* Which lowering each instruction set's kernels come from (isa_lps): lp
+ * for those of the vectors lp was lowered for (the records' CPU's, or the
+ * first set's), else one lowered here with the default schedule for that
+ * set's level, one per vector width (in the program's arena, as lp). */
+static void isa_lowerings(TeProgram *p, const CompileOpts *co, LoopProgram *lp,
+                          const CgTarget *const *isas, int nisas, const LoopProgram **isa_lps)
+{
+    int level = co->cpu_level ? co->cpu_level : dcrt_cpu_level();
+    if (co->records) {
+        char err[256];
+        const CgTarget *t = cg_target_cpu_arch(co->used_arch, err, sizeof err);
+        if (t)
+            level = cg_target_level(t);
+    }
+    for (int i = 0; i < nisas; i++) {
+        isa_lps[i] = lp;
+        if (lanes(cg_target_level(isas[i])) == lanes(level))
+            continue;
+        for (int j = 0; j < i && isa_lps[i] == lp; j++)
+            if (isa_lps[j] != lp && lanes(cg_target_level(isas[j])) == lanes(cg_target_level(isas[i])))
+                isa_lps[i] = isa_lps[j];
+        if (isa_lps[i] == lp) {
+            CompileOpts c = {.pipe = {.verify_each = co->pipe.verify_each},
+                             .target = PT_CPU,
+                             .cpu_level = cg_target_level(isas[i])};
+            isa_lps[i] = lower_program(p, &c);
+        }
+    }
+}
 
 /* The instruction sets of a CPU object without --arch: the CPU the records
  * were tuned on (this one's exactly: native) and a portable fallback;
@@ -192,6 +227,13 @@ int cmd_compile(int argc, char **argv)
     int64_t *dims = plan ? resolve_dims(l.prog, sets) : NULL;
     bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
+    /* a CPU program is lowered for the vectors of its first instruction set
+     * (records: for those they were tuned with, the host's) */
+    if (co.target == PT_CPU && !co.records) {
+        if (aot && !arch)
+            nisas = default_isas(&co, isas);
+        co.cpu_level = arch || aot ? cg_target_level(isas[0]) : 0;
+    }
     LoopProgram *lp = lowering ? lower_program(l.prog, &co) : NULL;
     if (lp && co.target == PT_GPU && (aot || ptx || (emit && strcmp(emit, "llvm") == 0)) &&
         cg_nvptx_check_params(lp, err, sizeof err) < 0)
@@ -199,7 +241,11 @@ int cmd_compile(int argc, char **argv)
     if (aot) {
         if (co.target == PT_CPU && !arch)
             nisas = default_isas(&co, isas);
-        emit_aot(&a, emit, out, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice, isas, nisas);
+        const LoopProgram *isa_lps[MAX_ISAS];
+        if (co.target == PT_CPU)
+            isa_lowerings(l.prog, &co, lp, isas, nisas, isa_lps);
+        emit_aot(&a, emit, out, lp, co.target == PT_GPU ? arch : NULL, !no_libdevice, isas, nisas,
+                 co.target == PT_CPU ? isa_lps : NULL);
     } else if (plan) {
         char *text = NULL;
         size_t len = 0;

@@ -106,6 +106,7 @@ typedef struct CompileOpts {
     const char *records;   /* tuned kernels and dispatch, or NULL */
     SrchTree **trees;      /* filled from records when non-NULL (per tensor id) */
     const NamedArgs *mks;  /* --mk NAME=TEXT: stages' micro-kernels given by hand */
+    int cpu_level;         /* CPU: the x86-64 level to lower for (0: this host's) */
     /* what the records used (set by lower_program and records_schedule) */
     char used_target[16], used_arch[64];
 } CompileOpts;

@@ -115,7 +115,8 @@ StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
 /* Lowers the program; exits 1 with a message on an internal verifier error. */
 LoopProgram *lower_program(TeProgram *p, CompileOpts *o)
 {
-    TargetInfo ti = pass_target_info(o->target);
+    TargetInfo ti = o->target == PT_CPU && o->cpu_level ? pass_target_info_cpu(o->cpu_level)
+                                                         : pass_target_info(o->target);
     if (o->target == PT_GPU)
         pass_target_gpu_arch(&ti, o->gpu_arch);
     char err[512];
