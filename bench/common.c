@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,11 +79,27 @@ void bench_dcrt_threads(int n)
     }
 }
 
+/* The tune's progress: one line rewritten on a terminal; into a log (a
+ * benchmark's stderr is often a file), a line when the phase changes and
+ * at most one a minute otherwise. */
 static void progress(void *ud, const SrchProgress *p)
 {
     (void)ud;
-    fprintf(stderr, "\r\033[K  %s: %d/%d measured, %.0f s, ~%.0f s left", p->phase, p->done,
-            p->total, p->elapsed_s, p->eta_s);
+    static int tty = -1;
+    static char phase[64];
+    static double last = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    bool fresh = strncmp(phase, p->phase, sizeof phase - 1) != 0;
+    if (tty)
+        fprintf(stderr, "\r\033[K  %s: %d/%d measured, %.0f s, ~%.0f s left", p->phase, p->done,
+                p->total, p->elapsed_s, p->eta_s);
+    else if (fresh || p->elapsed_s < last || p->elapsed_s - last >= 60) {
+        fprintf(stderr, "  %s: %d/%d measured, %.0f s, ~%.0f s left\n", p->phase, p->done,
+                p->total, p->elapsed_s, p->eta_s);
+        last = p->elapsed_s;
+    }
+    snprintf(phase, sizeof phase, "%s", p->phase);
 }
 
 static void warn(void *ud, const char *msg)
