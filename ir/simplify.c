@@ -255,6 +255,30 @@ static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_m
     return poly_expr(c, &q);
 }
 
+/* floor(a / b) or a mod b for b = z * d, a product of factors z >= 1 and
+ * a constant d > 1, by d first: floor(floor(a / d) / z), and
+ * (floor(a / d) mod z) * d + a mod d, so that a's terms that d divides
+ * leave (a reshape's flat index (i * 3072 + j) / (S * 3072) becomes i / S,
+ * which no longer varies along j). NULL when b is not such a product. */
+static Expr *div_mod_product(ExprCtx *c, Expr *a, Expr *b, bool is_mod)
+{
+    Poly pb;
+    poly_of(&pb, b);
+    if (pb.n != 1 || pb.k != 0 || pb.t[0].coeff <= 1 || pb.t[0].nf < 1)
+        return NULL;
+    int64_t d = pb.t[0].coeff;
+    Expr *z = pb.t[0].f[0];
+    for (int i = 1; i < pb.t[0].nf; i++)
+        z = ir_binop(c, EX_MUL, z, pb.t[0].f[i]);
+    if (!ir_prove_nonneg(c, ir_binop(c, EX_SUB, z, ir_int(c, 1)), RANGE_OPEN))
+        return NULL;
+    Expr *ad = ir_simplify(c, ir_binop(c, EX_DIV, a, ir_int(c, d)));
+    if (!is_mod)
+        return ir_simplify(c, ir_binop(c, EX_DIV, ad, z));
+    Expr *hi = ir_binop(c, EX_MUL, ir_binop(c, EX_MOD, ad, z), ir_int(c, d));
+    return ir_simplify(c, ir_binop(c, EX_ADD, hi, ir_binop(c, EX_MOD, a, ir_int(c, d))));
+}
+
 /* ---- folding ---- */
 
 static bool fconst(const Expr *e, double *v)
@@ -318,8 +342,12 @@ static Expr *fold_op(Simp *s, Expr *e)
                 return k == EX_DIV ? a : ir_int(c, 0);
             if (ib > 0)
                 return div_mod_const(c, e, a, ib, k == EX_MOD);
+            return e;
         }
-        return e;
+        {
+            Expr *r = div_mod_product(c, a, b, k == EX_MOD);
+            return r ? r : e;
+        }
     case EX_MIN: case EX_MAX:
         if (e->type != DT_I64)
             break;

@@ -506,6 +506,15 @@ static bool broadcast(Imp *I, Val *const *v, int n, int *rank, Expr **shape)
 /* v read at the output point axes (rank r), broadcast axes at 0. */
 static Expr *read_at(Imp *I, Val *v, int r, Var *const *axes)
 {
+    /* a constant of one f32 or i64 element is its value (a literal the
+     * kernels compute with, not a load) */
+    int64_t one = 1, e;
+    for (int k = 0; k < v->rank && one; k++)
+        one = ir_is_const(ir_simplify(I->c, v->shape[k]), &e) && e == 1;
+    if (one && v->t->data && v->t->dtype == DT_F32)
+        return ir_float(I->c, *(const float *)v->t->data);
+    if (one && v->t->data && v->t->dtype == DT_I64)
+        return ir_int(I->c, *(const int64_t *)v->t->data);
     Expr *idx[MAXR];
     for (int k = 0; k < v->rank; k++) {
         int d = r - v->rank + k;
@@ -804,8 +813,12 @@ static bool op_nary(Imp *I, const OpBinary *op)
     Expr *e = read_at(I, v[0], r, ax);
     for (int i = 1; i < n; i++) {
         Expr *b = read_at(I, v[i], r, ax);
+        double y = b->kind == EX_FLOAT ? b->fval : 0;
         if (op->k == EX_DIV && v[0]->dt != DT_F32)
             e = trunc_div(I->c, e, b);
+        else if (op->k == EX_POW && (y == 2.0 || y == 3.0)) /* as ONNX Runtime: x*x, x*x*x */
+            e = y == 2.0 ? ir_binop(I->c, EX_MUL, e, e)
+                         : ir_binop(I->c, EX_MUL, ir_binop(I->c, EX_MUL, e, e), e);
         else
             e = op->swap ? ir_binop(I->c, op->k, b, e) : ir_binop(I->c, op->k, e, b);
     }

@@ -90,6 +90,29 @@ static void test_div_mod(void **state)
     /* not provable: stays a division */
     Expr *d = S(DIV(ADD(V(f->T), C(7)), C(8)));
     assert_int_equal(d->kind, EX_DIV);
+    /* by a product of a dim and a constant: the constant first, so a
+     * reshape's flat row (i * 8 + j) / (T * 8) is i / T, and the mod keeps
+     * j whole (floor semantics: checked at every point below) */
+    Var *i = ir_var(f->c, "i", VK_LOOP, S(MUL(V(f->T), V(f->N))));
+    Expr *row = ADD(MUL(V(i), C(8)), V(ii)), *TN8 = MUL(MUL(V(f->T), C(8)), V(f->N));
+    assert_ptr_equal(S(DIV(row, MUL(V(f->T), C(8)))), S(DIV(V(i), V(f->T))));
+    assert_ptr_equal(S(MOD(row, MUL(C(8), V(f->T)))), S(ADD(MUL(MOD(V(i), V(f->T)), C(8)), V(ii))));
+    assert_ptr_equal(S(DIV(row, TN8)), S(DIV(V(i), MUL(V(f->T), V(f->N)))));
+    Var *x = ir_var(f->c, "x", VK_LOOP, C(64));
+    Expr *xs = SUB(V(x), C(32)); /* negative ones too */
+    for (int64_t T = 1; T <= 5; T++)
+        for (int64_t xv = 0; xv < 64; xv++) {
+            Var *vars[2] = {f->T, x};
+            int64_t vals[2] = {T, xv};
+            for (int m = 0; m < 2; m++) {
+                Expr *orig = ir_binop(f->c, m ? EX_MOD : EX_DIV, xs, MUL(V(f->T), C(3)));
+                int64_t want = ir_sem_int(m ? EX_MOD : EX_DIV, xv - 32, T * 3);
+                assert_int_equal(ir_eval_at(S(orig), 2, vars, vals), want);
+            }
+        }
+    /* a divisor that may be 0 (x / 0 is 0) is left alone */
+    Var *z = ir_var(f->c, "z", VK_LOOP, C(4));
+    assert_int_equal(S(DIV(V(x), MUL(V(z), C(8))))->kind, EX_DIV);
 }
 
 static void test_intervals(void **state)
