@@ -80,26 +80,22 @@ void bench_dcrt_threads(int n)
 }
 
 /* The tune's progress: one line rewritten on a terminal; into a log (a
- * benchmark's stderr is often a file), a line when the phase changes and
- * at most one a minute otherwise. */
+ * benchmark's stderr is often a file), a line every 30 s of the tune. */
 static void progress(void *ud, const SrchProgress *p)
 {
     (void)ud;
     static int tty = -1;
-    static char phase[64];
     static double last = -1;
     if (tty < 0)
         tty = isatty(2);
-    bool fresh = strncmp(phase, p->phase, sizeof phase - 1) != 0;
     if (tty)
         fprintf(stderr, "\r\033[K  %s: %d/%d measured, %.0f s, ~%.0f s left", p->phase, p->done,
                 p->total, p->elapsed_s, p->eta_s);
-    else if (fresh || p->elapsed_s < last || p->elapsed_s - last >= 60) {
-        fprintf(stderr, "  %s: %d/%d measured, %.0f s, ~%.0f s left\n", p->phase, p->done,
-                p->total, p->elapsed_s, p->eta_s);
+    else if (last < 0 || p->elapsed_s < last || p->elapsed_s - last >= 30) {
+        fprintf(stderr, "  %s %s: %d/%d measured, %.0f s\n", p->stage, p->phase, p->done,
+                p->total, p->elapsed_s);
         last = p->elapsed_s;
     }
-    snprintf(phase, sizeof phase, "%s", p->phase);
 }
 
 static void warn(void *ud, const char *msg)
