@@ -810,8 +810,9 @@ char *cg_emit_header(const LoopProgram *lp, const CgHostOpts *o, char *err, size
     fputs(");\n", f);
     if (gpu)
         fprintf(f, "/* Frees what the first call loaded (the module, the constants' device\n"
-                   " * copies, the calls' CUDA graphs) once the device has finished what was\n"
-                   " * queued; the next call loads them again. No call may run meanwhile. */\n"
+                   " * copies, the calls' CUDA graphs); the next call loads them again. No call\n"
+                   " * may run meanwhile, and the calls' kernels must have finished (their\n"
+                   " * streams synchronised; a graph captured from them may not run again). */\n"
                    "void %s_release(void);\n", prog);
     fputs("\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n", f);
     ir_arena_destroy(a);

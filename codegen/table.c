@@ -71,17 +71,27 @@ void cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use)
         use[lp->index_error->id] |= IR_WRITES;
 }
 
+static int by_id(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 int cg_kernel_params(const LoopProgram *lp, const Kernel *k, int32_t *ids)
 {
     unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
-    if (!use)
+    int *touched = malloc(sizeof *touched * ((size_t)lp->nbuffers + 1));
+    if (!use || !touched)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    cg_kernel_uses(lp, k, use);
-    int n = 0;
-    for (int i = 0; i < lp->nbuffers; i++)
-        if (use[i] && lp->materialized[i])
-            ids[n++] = i;
+    int nt = ir_kernel_uses(k, use, touched), n = 0;
+    if (lp->index_error && !use[lp->index_error->id])
+        touched[nt++] = lp->index_error->id; /* cg_kernel_uses' rule */
+    for (int i = 0; i < nt; i++)
+        if (lp->materialized[touched[i]])
+            ids[n++] = touched[i];
+    qsort(ids, (size_t)n, sizeof *ids, by_id);
     free(use);
+    free(touched);
     return n;
 }
 
@@ -106,7 +116,14 @@ CgTable *cg_table_new(const LoopProgram *lp)
     DcrtBuffer *bufs = TAKE(DcrtBuffer, lp->nbuffers);
     int32_t *params = TAKE(int32_t, te->ntensors);
     DcrtKernel *kernels = TAKE(DcrtKernel, lp->nkernels);
-    int32_t *kargs = TAKE(int32_t, (int64_t)lp->nkernels * lp->nbuffers);
+    int32_t *ids = malloc(sizeof *ids * ((size_t)lp->nbuffers + 1));
+    int64_t total = 0;
+    if (!ids)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < lp->nkernels; i++)
+        total += cg_kernel_params(lp, lp->kernels[i], ids);
+    free(ids);
+    int32_t *kargs = TAKE(int32_t, total);
     DcrtVariant *variants = TAKE(DcrtVariant, nvariants);
     DcrtNode *nodes = TAKE(DcrtNode, nnodes);
     DcrtStage *stages = TAKE(DcrtStage, lp->nstages);

@@ -599,8 +599,8 @@ void dcrt_cuda_release(const DcrtProgram *p)
     Loaded *l = *p->module_cache;
     *p->module_cache = NULL;
     pthread_mutex_unlock(&load_mu);
-    if (l && rt_cuda_init(NULL, 0) == DCRT_OK)
-        (void)rt_cuda_sync(NULL, 0); /* what was queued may still use the module */
+    if (l)
+        (void)rt_cuda_init(NULL, 0); /* the context current on this thread */
     loaded_free(p, l);
 }
 
@@ -667,11 +667,14 @@ static int launch_each(const DcrtProgram *p, const DcrtPlan *pl, const Loaded *l
     int rc = DCRT_OK;
     for (int i = 0; i < p->ndims; i++)
         a->args[i] = &a->dimv[i];
-    for (int i = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
+    for (int i = 0, before = 0; i < pl->nlaunches && rc == DCRT_OK; i++) {
         const DcrtLaunch *ln = &pl->launches[i];
         const DcrtKernel *k = &p->kernels[ln->kernel];
         for (int j = 0; j < k->nargs; j++)
             a->args[p->ndims + j] = &a->dptr[p->kernel_args[k->args + j]];
+        for (int j = k->nargs; j < before; j++) /* none of the last launch's left over */
+            a->args[p->ndims + j] = NULL;
+        before = k->nargs;
         unsigned grid[3] = {(unsigned)ln->blocks, 1, 1}, block[3] = {(unsigned)ln->threads, 1, 1};
         rc = rt_cuda_launch(l->fn[ln->kernel], grid, block, (unsigned)k->shared_bytes, stream,
                             a->args, err, sizeof err);

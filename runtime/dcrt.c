@@ -271,19 +271,27 @@ int dcrt_check_params(const DcrtProgram *p, const void *const *tensors)
 }
 
 /* The level whose kernels objects run: this CPU's, or DCRT_CPU_LEVEL's
- * when lower. */
+ * when lower; read once, so that every call of a process picks the same
+ * program (its workspace size included). */
 static int run_level(void)
 {
-    int level = dcrt_cpu_level();
+    static _Atomic int cached;
+    int level = atomic_load(&cached);
+    if (level)
+        return level;
+    level = dcrt_cpu_level();
     const char *e = getenv("DCRT_CPU_LEVEL");
     if (e && e[0] >= '1' && e[0] <= '4' && !e[1] && e[0] - '0' < level)
         level = e[0] - '0';
+    atomic_store(&cached, level);
     return level;
 }
 
 const DcrtProgram *dcrt_cpu_program(const DcrtProgram *p, int *isa)
 {
-    if (p && p->nisas == 0)
+    /* a GPU program, or a table of another ABI (which has no next: the
+     * plan refuses it with a message) */
+    if (p && (p->nisas == 0 || p->abi != DCRT_ABI_VERSION))
         return p;
     int level = run_level();
     for (; p; p = p->next)

@@ -361,9 +361,11 @@ void rt_graph_cache_store(RtGraphCache *c, const uint64_t *key, int n, void *gra
 int dcrt_cuda_run(const DcrtProgram *p, const int64_t *dims, const uint64_t *tensors,
                   uint64_t workspace, void *stream);
 /* Frees what calls of GPU program p loaded (generated prog_release): its
- * module, its constants' device copies and the CUDA graphs of its calls,
- * after the device has finished what was queued; the next call loads them
- * again. No call of p may run meanwhile. Nothing loaded: nothing to do. */
+ * module, its constants' device copies and the CUDA graphs of its calls;
+ * the next call loads them again. No call of p may run meanwhile, and its
+ * launches must have finished (the caller has synchronised their streams;
+ * a graph the caller captured from them may not run again). Nothing
+ * loaded: nothing to do. */
 void dcrt_cuda_release(const DcrtProgram *p);
 
 #endif

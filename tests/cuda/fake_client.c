@@ -7,8 +7,8 @@
  * Four calls with the same arguments: the first loads the module and
  * uploads the constants once (later calls copy only the gathers' zeroed
  * error record), the second captures a CUDA graph, the later ones replay
- * it; every launch passes each kernel exactly the parameters its PTX
- * declares, each pointer into live device memory. Then constants_release
+ * it; no launch leaves out a parameter its kernel's PTX declares, and each
+ * pointer points into live device memory. Then constants_release
  * leaves nothing on the device the object allocated: no module, graph or
  * executable graph, only the caller's buffers. A call after it loads
  * again; a second release is harmless. No call leaves dcrt_last_error set.

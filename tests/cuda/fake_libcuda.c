@@ -8,8 +8,9 @@
  * - modules: the PTX is kept, each .entry's parameter count read from it;
  *   cuModuleGetFunction of a name no .entry has fails;
  * - cuLaunchKernel reads each of the kernel's parameters (8 bytes each: the
- *   NVPTX kernel ABI's i64 dims and pointers) and fails when one that is
- *   not a small number (a dim) points into no live allocation;
+ *   NVPTX kernel ABI's i64 dims and pointers) and fails when one is missing
+ *   (a NULL in kernelParams: libdcrt clears what a launch does not pass) or
+ *   one that is not a small number (a dim) points into no live allocation;
  * - live modules, allocations, graphs and executable graphs, launches,
  *   graph launches and host-to-device copies, read with fake_cuda_count;
  * - FAKE_CUDA_FAIL_CAPTURE=1: a launch into a capturing stream fails (as
@@ -216,9 +217,10 @@ CUresult cuLaunchKernel(Entry *f, unsigned gx, unsigned gy, unsigned gz, unsigne
              f->nparams <= MAX_PARAMS;
     pthread_mutex_lock(&mu);
     for (int i = 0; ok && i < f->nparams; i++) {
-        uint64_t v;
-        memcpy(&v, params[i], sizeof v);
-        if (v >= 65536 && !find(v, 1))
+        uint64_t v = 0;
+        if (params[i])
+            memcpy(&v, params[i], sizeof v);
+        if (!params[i] || (v >= 65536 && !find(v, 1)))
             ok = 0;
     }
     if (ok)

@@ -115,6 +115,9 @@ typedef struct CompileOpts {
 void records_warn(void *ud, const char *msg);
 /* The schedule tuned into o->records for p, then --mk's (NULL with neither). */
 StageSchedule *records_schedule(TeProgram *p, CompileOpts *o);
+/* The x86-64 level a CPU program is lowered for: o->cpu_level, else the
+ * CPU the records were tuned on (after records_schedule), else this one. */
+int lowering_level(const CompileOpts *o);
 /* Lowers the program with records_schedule's kernels. */
 LoopProgram *lower_program(TeProgram *p, CompileOpts *o);
 /* The dims' values from --set, checked against the program (malloc'd). */

@@ -112,15 +112,22 @@ StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
     return sched;
 }
 
+int lowering_level(const CompileOpts *o)
+{
+    char err[256];
+    const CgTarget *t = o->records ? cg_target_cpu_arch(o->used_arch, err, sizeof err) : NULL;
+    return o->cpu_level ? o->cpu_level : t ? cg_target_level(t) : dcrt_cpu_level();
+}
+
 /* Lowers the program; exits 1 with a message on an internal verifier error. */
 LoopProgram *lower_program(TeProgram *p, CompileOpts *o)
 {
-    TargetInfo ti = o->target == PT_CPU && o->cpu_level ? pass_target_info_cpu(o->cpu_level)
-                                                         : pass_target_info(o->target);
-    if (o->target == PT_GPU)
-        pass_target_gpu_arch(&ti, o->gpu_arch);
     char err[512];
     StageSchedule *sched = records_schedule(p, o);
+    TargetInfo ti = o->target == PT_CPU ? pass_target_info_cpu(lowering_level(o))
+                                        : pass_target_info(o->target);
+    if (o->target == PT_GPU)
+        pass_target_gpu_arch(&ti, o->gpu_arch);
     LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, &o->pipe, err, sizeof err);
     free(sched);
     if (!lp)
