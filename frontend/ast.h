@@ -198,6 +198,8 @@ void fe_lex_init(Lexer *lx, const Source *src, Arena *a);
 /* The next token. A run of newlines, blank lines and comments is one
  * TOK_NEWLINE at the first newline. Never fails: bad input is a TOK_ERROR. */
 Token fe_lex_next(Lexer *lx);
+/* Whether s is a keyword (dim, in, input, output, const). */
+bool fe_lex_is_keyword(const char *s);
 /* Adds the diagnostic that a TOK_ERROR token stands for. */
 void fe_lex_report(DiagList *d, const Token *t);
 const char *fe_tok_str(TokKind k);

@@ -130,6 +130,10 @@ static Token number(Lexer *lx, Token t)
     return t;
 }
 
+static TokKind keyword(const char *s, int len);
+
+bool fe_lex_is_keyword(const char *s) { return keyword(s, (int)strlen(s)) != TOK_IDENT; }
+
 static TokKind keyword(const char *s, int len)
 {
     static const struct { const char *s; TokKind k; } kw[] = {

@@ -73,7 +73,7 @@ static const char *reserved[] = {
 #define X(e, name) name,
     AST_REDUCES(X)
 #undef X
-    "f32", "f16", "i32",
+    "f32", "f16", "i32", "i64", "bool",
 };
 
 static bool is_reserved(const char *name)
@@ -82,6 +82,11 @@ static bool is_reserved(const char *name)
         if (strcmp(reserved[i], name) == 0)
             return true;
     return false;
+}
+
+bool fe_reserved_name(const char *name)
+{
+    return name && (is_reserved(name) || fe_lex_is_keyword(name));
 }
 
 /* Where name's first statement is in the table, or the empty slot where

@@ -504,5 +504,14 @@ bool ir_prove_in_bounds(ExprCtx *c, Expr *idx, Expr *extent, RangeMode m, Interv
     if (range)
         *range = ir_interval(c, s, m);
     Expr *room = ir_binop(c, EX_SUB, ir_binop(c, EX_SUB, extent, s), ir_int(c, 1));
-    return ir_prove_nonneg(c, s, m) && ir_prove_nonneg(c, room, m);
+    if (ir_prove_nonneg(c, s, m) && ir_prove_nonneg(c, room, m))
+        return true;
+    /* floor(a / z) for z >= 1 lies in 0..extent - 1 when a lies in
+     * 0..extent * z - 1: a reshape's row i / sequence of i < batch * sequence */
+    Expr *one = ir_int(c, 1);
+    if (s->kind != EX_DIV || !ir_prove_nonneg(c, ir_binop(c, EX_SUB, s->op.b, one), m))
+        return false;
+    Expr *a = s->op.a, *top = ir_binop(c, EX_MUL, extent, s->op.b);
+    return ir_prove_nonneg(c, a, m) &&
+           ir_prove_nonneg(c, ir_binop(c, EX_SUB, ir_binop(c, EX_SUB, top, a), one), m);
 }

@@ -94,6 +94,24 @@ static void print_prec(FILE *out, const Expr *e, int min_prec)
         fputs(ir_op_name(e->kind), out);
         print_prec(out, e->op.a, p + 1);
         break;
+    case EX_EQ: case EX_NE:
+        if (e->op.a->type == DT_BOOL) { /* the language compares numbers: a xor b, spelled out */
+            bool ne = e->kind == EX_NE;
+            fputc('(', out);
+            print_prec(out, e->op.a, 3);
+            fputs(ne ? " && !" : " && ", out);
+            print_prec(out, e->op.b, ne ? 7 : 3);
+            fputs(" || !", out);
+            print_prec(out, e->op.a, 7);
+            fputs(ne ? " && " : " && !", out);
+            print_prec(out, e->op.b, ne ? 3 : 7);
+            fputc(')', out);
+            break;
+        }
+        print_prec(out, e->op.a, p + 1);
+        fprintf(out, " %s ", ir_op_name(e->kind));
+        print_prec(out, e->op.b, p + 1);
+        break;
     default:
         if (p < 7) { /* infix; left-associative, so the right side binds tighter */
             print_prec(out, e->op.a, p == 3 ? p + 1 : p);
@@ -127,7 +145,8 @@ char *ir_expr_str(Arena *a, const Expr *e)
     return r;
 }
 
-static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const bool *materialized)
+static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const bool *materialized,
+                     const char *const *paths)
 {
     fprintf(out, "# program %s\n", p->name);
     if (p->fp_contract_off)
@@ -145,8 +164,9 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
             fprintf(out, "%s %s[", t->data ? "const" : "input", t->name);
             print_args(out, t->shape, t->rank);
             fprintf(out, "] %s", ir_dtype_name(t->dtype));
-            if (t->data && t->source)
-                fprintf(out, " = \"%s\"", t->source);
+            const char *file = paths && paths[i] ? paths[i] : t->source;
+            if (t->data && file)
+                fprintf(out, " = \"%s\"", file);
             fputc('\n', out);
             continue;
         }
@@ -170,10 +190,15 @@ static void print_te(FILE *out, const TeProgram *p, Expr *const *bodies, const b
     }
 }
 
-void ir_print_te(FILE *out, const TeProgram *p) { print_te(out, p, NULL, NULL); }
+void ir_print_te(FILE *out, const TeProgram *p) { print_te(out, p, NULL, NULL, NULL); }
+
+void ir_print_te_consts(FILE *out, const TeProgram *p, const char *const *paths)
+{
+    print_te(out, p, NULL, NULL, paths);
+}
 
 void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,
                          const bool *materialized)
 {
-    print_te(out, p, bodies, materialized);
+    print_te(out, p, bodies, materialized, NULL);
 }

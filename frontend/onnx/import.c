@@ -110,7 +110,8 @@ static const char *ident(Imp *I, const char *onnx, const char *fallback)
     buf[n] = '\0';
     char name[112];
     snprintf(name, sizeof name, "%s", buf);
-    for (int k = 2; ir_te_find_tensor(I->p, name) || ir_te_find_dim(I->p, name); k++)
+    for (int k = 2; ir_te_find_tensor(I->p, name) || ir_te_find_dim(I->p, name) ||
+                    fe_reserved_name(name); k++)
         snprintf(name, sizeof name, "%s_%d", buf, k);
     return ir_arena_strdup(I->u->arena, name);
 }
@@ -508,7 +509,7 @@ static Expr *read_at(Imp *I, Val *v, int r, Var *const *axes)
 {
     /* a constant of one f32 or i64 element is its value (a literal the
      * kernels compute with, not a load) */
-    int64_t one = 1, e;
+    int64_t one = v->t->data != NULL, e;
     for (int k = 0; k < v->rank && one; k++)
         one = ir_is_const(ir_simplify(I->c, v->shape[k]), &e) && e == 1;
     if (one && v->t->data && v->t->dtype == DT_F32)

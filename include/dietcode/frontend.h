@@ -39,5 +39,8 @@ void fe_unload(FeUnit *u);
 /* Parses and checks src; the program, or NULL when diags got errors (a
  * NULL src, text or name is one; a NULL diags just returns NULL). */
 TeProgram *fe_compile(const Source *src, const char *name, DiagList *diags);
+/* Whether name cannot name a tensor or a dim in a .tex program: a keyword
+ * (dim, in, input, output, const), a function, a reduction or a type. */
+bool fe_reserved_name(const char *name);
 
 #endif

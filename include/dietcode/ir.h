@@ -461,6 +461,9 @@ int ir_access_wavefronts(ExprCtx *c, Expr *offset, const Var *thread, int64_t nt
 void ir_print_expr(FILE *out, const Expr *e);
 char *ir_expr_str(Arena *a, const Expr *e);
 void ir_print_te(FILE *out, const TeProgram *p);
+/* The same with constant tensor id's file named paths[id] (a path the
+ * reader takes relative to the program's file) where paths[id] is set. */
+void ir_print_te_consts(FILE *out, const TeProgram *p, const char *const *paths);
 /* The program as inlining leaves it: materialised tensors with bodies[id],
  * the others named as inlined. */
 void ir_print_te_inlined(FILE *out, const TeProgram *p, Expr *const *bodies,

@@ -139,6 +139,76 @@ expect ext_absent 1 "tensor 'w': external data '$tmp/sub/absent.bin': No such fi
 ext_variant count 's|value: "0" }|value: "-1" }|'
 expect ext_count 1 "external data: offset '-1' is not a byte count" "$tmp/sub/count.onnx" --dims batch=1..4
 
+# --emit=tex: each model as a .tex program and its constants' .npy files;
+# the program runs to the model's bytes at every size given, and reads
+# back to the same text (but for a dim the model accepts above its range
+# up to a table's length, which the .tex accepts within its range only)
+npy_i64() { # FILE B S VALUE: an int64 .npy of shape (B, S), every element VALUE (0..255)
+    h="{'descr': '<i8', 'fortran_order': False, 'shape': ($2, $3), }"
+    while [ $(( (${#h} + 11) % 64 )) -ne 0 ]; do h="$h "; done
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf '%03o' $(( (${#h} + 1) % 256 )))\\$(printf '%03o' $(( (${#h} + 1) / 256 )))"
+        printf '%s\n' "$h"
+        i=0
+        while [ $i -lt $(($2 * $3)) ]; do
+            printf "\\$(printf '%03o' "$4")\000\000\000\000\000\000\000"
+            i=$((i + 1))
+        done
+    } >"$1"
+}
+roundtrip() { # MODEL RANGES SETS...
+    m=$1 ranges=$2
+    shift 2
+    rm -rf "$tmp/tex" && mkdir "$tmp/tex"
+    if ! "$dcc" "$tmp/$m.onnx" --dims "$ranges" --emit=tex -o "$tmp/tex/$m.tex" 2>"$tmp/tex.err"; then
+        bad "tex $m: $(cat "$tmp/tex.err")"; return
+    fi
+    "$dcc" "$tmp/tex/$m.tex" --emit=te >"$tmp/tex/again.te" 2>&1 &&
+        "$dcc" "$tmp/$m.onnx" --dims "$ranges" --emit=te >"$tmp/tex/model.te" &&
+        sed 's/= "\(.*\)"$/= FILE/; s/  # accepts no value above the range$//' "$tmp/tex/again.te" >"$tmp/tex/a" &&
+        sed 's/= "\(.*\)"$/= FILE/; s/  # accepts no value above the range$//' "$tmp/tex/model.te" >"$tmp/tex/b" &&
+        cmp -s "$tmp/tex/a" "$tmp/tex/b" || bad "tex $m: the .tex reads back to another program"
+    for s in "$@"; do
+        outs=$(grep '^output' "$tmp/tex/model.te" | sed 's/^output \([A-Za-z_0-9]*\).*/\1/')
+        args_a= args_b=
+        for o in $outs; do
+            args_a="$args_a --output $o=$tmp/tex/$o.onnx.npy"
+            args_b="$args_b --output $o=$tmp/tex/$o.tex.npy"
+        done
+        # shellcheck disable=SC2086 # SETS: --set NAME=V ..., and the outputs
+        if ! "$dcc" run "$tmp/$m.onnx" --dims "$ranges" $s $args_a >/dev/null 2>"$tmp/tex.err" ||
+           ! "$dcc" run "$tmp/tex/$m.tex" $s $args_b >/dev/null 2>>"$tmp/tex.err"; then
+            bad "tex $m $s: $(cat "$tmp/tex.err")"; continue
+        fi
+        same=1
+        for o in $outs; do cmp -s "$tmp/tex/$o.onnx.npy" "$tmp/tex/$o.tex.npy" || same=0; done
+        [ $same -eq 1 ] && ok "tex $m $s: the same bytes" || bad "tex $m $s: the outputs differ"
+    done
+}
+roundtrip mlp batch=1..16 "--set batch=1" "--set batch=7" "--set batch=40"
+roundtrip embed sequence=1..32 "--set sequence=5" "--set sequence=33"
+roundtrip heads batch=1..4,sequence=1..64 "--set batch=3 --set sequence=17"
+roundtrip positions batch=1..2,sequence=1..8 "--set batch=2 --set sequence=8"
+roundtrip where T=1..8 "--set T=1" "--set T=8"
+roundtrip func batch=1..8 "--set batch=3"
+# the exports of BERT and GPT-2 (two layers), token ids 3, mask 1, token types 0
+for bs in "1 1" "2 16"; do
+    set -- $bs
+    npy_i64 "$tmp/ids_$1_$2.npy" "$1" "$2" 3
+    npy_i64 "$tmp/mask_$1_$2.npy" "$1" "$2" 1
+    npy_i64 "$tmp/types_$1_$2.npy" "$1" "$2" 0
+done
+ins() { echo "--set batch=$1 --set sequence=$2 --input input_ids=$tmp/ids_$1_$2.npy --input attention_mask=$tmp/mask_$1_$2.npy"; }
+cp "$src/tests/onnx/exports/test_bert_dynamo/model.onnx" "$tmp/bert.onnx"
+roundtrip bert batch=1..2,sequence=1..16 "$(ins 1 1) --input token_type_ids=$tmp/types_1_1.npy" \
+    "$(ins 2 16) --input token_type_ids=$tmp/types_2_16.npy"
+cp "$src/tests/onnx/exports/test_gpt2_dynamo/model.onnx" "$tmp/gpt2.onnx"
+roundtrip gpt2 batch=1..2,sequence=1..16 "$(ins 1 1)" "$(ins 2 16)"
+out=$("$dcc" "$tmp/mlp.onnx" --dims batch=1..4 --emit=tex 2>&1)
+[ $? -eq 1 ] && [ "$out" = "dcc: error: --emit=tex writes the constants of mlp beside the program: give -o FILE.tex" ] &&
+    ok "tex to stdout: $out" || bad "tex to stdout: $out"
+
 # bad models and bad command lines
 expect recursive 1 "node 0 ('call', local.Loop): calls to functions nest deeper than 16" "$tmp/recursive.onnx"
 expect cycle 1 "node 0 ('first', Add): the graph has a cycle through this node" "$tmp/cycle.onnx"

@@ -45,7 +45,7 @@ static bool valid_count(const char *s)
 
 static bool valid_emit(const char *s)
 {
-    static const char *const kinds[] = {"te", "loops", "plan", "llvm", "asm", "ptx", "obj",
+    static const char *const kinds[] = {"te", "tex", "loops", "plan", "llvm", "asm", "ptx", "obj",
                                         "header", "obj,header", "header,obj", "dispatch", NULL};
     for (int i = 0; kinds[i]; i++)
         if (strcmp(s, kinds[i]) == 0)

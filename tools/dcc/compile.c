@@ -85,6 +85,72 @@ static void emit_module(const Args *a, CgModule *m, bool assembly, const char *o
     cg_module_destroy(m);
 }
 
+/* --emit=tex: the program as .tex text at out, each constant's elements
+ * in a .npy file beside it, STEM.NAME.npy (STEM: out less its .tex), which
+ * the text names; all written or none. */
+static void emit_tex(const Args *a, const char *out, const TeProgram *p)
+{
+    const char **paths = calloc((size_t)p->ntensors + 1, sizeof *paths);
+    char **files = calloc((size_t)p->ntensors + 1, sizeof *files);
+    if (!paths || !files)
+        fail("out of memory");
+    size_t n = out ? strlen(out) : 0;
+    size_t stem = n > 4 && strcmp(out + n - 4, ".tex") == 0 ? n - 4 : n;
+    const char *base = out ? strrchr(out, '/') : NULL;
+    size_t dir = base ? (size_t)(base - out) + 1 : 0;
+    int nconst = 0;
+    for (int i = 0; i < p->ntensors; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind != TK_INPUT || t->body || !t->data)
+            continue;
+        if (!out)
+            fail("--emit=tex writes the constants of %s beside the program: give -o FILE.tex",
+                 p->name);
+        size_t len = stem + strlen(t->name) + 8;
+        files[i] = malloc(len);
+        if (!files[i])
+            fail("out of memory");
+        snprintf(files[i], len, "%.*s.%s.npy", (int)stem, out, t->name);
+        paths[i] = files[i] + dir; /* beside the .tex: its name alone */
+        nconst++;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        fail("out of memory");
+    ir_print_te_consts(m, p, paths);
+    fclose(m);
+    if (!out) {
+        write_output(a, NULL, text, len);
+    } else {
+        RtOutFiles *o = outputs_begin(a);
+        outputs_add(o, out, text, len, "", 0);
+        char (*head)[RT_NPY_HEAD_MAX] = calloc((size_t)nconst + 1, sizeof *head);
+        if (!head)
+            fail("out of memory");
+        for (int i = 0, k = 0; i < p->ntensors; i++) {
+            const Tensor *t = p->tensors[i];
+            if (!files[i])
+                continue;
+            RtArray arr = {.rank = t->rank, .dtype = (int32_t)t->dtype};
+            for (int j = 0; j < t->rank; j++) {
+                bool fixed = ir_is_const(t->shape[j], &arr.shape[j]);
+                IR_ASSERT(fixed); /* a constant's extents are */
+            }
+            size_t hlen = rt_npy_header(&arr, head[k]);
+            outputs_add(o, files[i], head[k++], hlen, t->data, (size_t)ir_te_bytes(t, NULL));
+        }
+        outputs_commit(o);
+        free(head);
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        free(files[i]);
+    free(files);
+    free(paths);
+    free(text);
+}
+
 enum { MAX_ISAS = 8 };
 
 /* Vectors of this many floats at x86-64 level `level` (its lowering's). */
@@ -97,13 +163,7 @@ static int lanes(int level) { return pass_target_info_cpu(level).vec_width; }
 static void isa_lowerings(TeProgram *p, const CompileOpts *co, LoopProgram *lp,
                           const CgTarget *const *isas, int nisas, const LoopProgram **isa_lps)
 {
-    int level = co->cpu_level ? co->cpu_level : dcrt_cpu_level();
-    if (co->records) {
-        char err[256];
-        const CgTarget *t = cg_target_cpu_arch(co->used_arch, err, sizeof err);
-        if (t)
-            level = cg_target_level(t);
-    }
+    int level = lowering_level(co);
     for (int i = 0; i < nisas; i++) {
         isa_lps[i] = lp;
         if (lanes(cg_target_level(isas[i])) == lanes(level))
@@ -225,7 +285,8 @@ int cmd_compile(int argc, char **argv)
         return 0;
     }
     int64_t *dims = plan ? resolve_dims(l.prog, sets) : NULL;
-    bool lowering = (emit && strcmp(emit, "te") != 0) || co.pipe.dump_after ||
+    bool tex = emit && strcmp(emit, "tex") == 0;
+    bool lowering = (emit && strcmp(emit, "te") != 0 && !tex) || co.pipe.dump_after ||
                     co.pipe.stop_after || co.pipe.time_passes || co.pipe.verify_each;
     /* a CPU program is lowered for the vectors of its first instruction set
      * (records: for those they were tuned with, the host's) */
@@ -239,7 +300,7 @@ int cmd_compile(int argc, char **argv)
         cg_nvptx_check_params(lp, err, sizeof err) < 0)
         fail("%s", err);
     if (aot) {
-        if (co.target == PT_CPU && !arch)
+        if (co.target == PT_CPU && !arch && co.records) /* the records' CPU first */
             nisas = default_isas(&co, isas);
         const LoopProgram *isa_lps[MAX_ISAS];
         if (co.target == PT_CPU)
@@ -261,6 +322,8 @@ int cmd_compile(int argc, char **argv)
     } else if (emit && (strcmp(emit, "llvm") == 0 || strcmp(emit, "asm") == 0)) {
         emit_module(&a, cg_kernels_module(lp, isas[0], NULL, true, err, sizeof err),
                     strcmp(emit, "asm") == 0, out, err);
+    } else if (tex) {
+        emit_tex(&a, out, l.prog);
     } else if (emit) {
         char *text = NULL;
         size_t len = 0;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 static const char *usage_text =
-    "usage: dcc FILE.tex [-o OUT] [--emit=te|loops|plan|llvm|asm|ptx|obj|header|dispatch[,...]]\n"
+    "usage: dcc FILE.tex [-o OUT] [--emit=te|tex|loops|plan|llvm|asm|ptx|obj|header|dispatch[,...]]\n"
     "               [--target=cpu|nvptx] [--arch=ARCH[,...]] [--no-libdevice] [--records=FILE]\n"
     "               [--set NAME=VALUE ...] [--mk NAME=MICROKERNEL ...]\n"
     "               [--fuse NAME=inline|materialize ...] [--fp-contract=on|off]\n"
@@ -39,6 +39,9 @@ static const char *usage_text =
     "  giving the range of each symbolic dim (dim_param) of its inputs\n"
     "\n"
     "  --emit=te           print the checked tensor-expression program\n"
+    "  --emit=tex          write the program as a .tex file (-o FILE.tex) and its\n"
+    "                      constants as .npy files beside it (FILE.NAME.npy): an\n"
+    "                      ONNX model as a program to read, change and compile\n"
     "  --emit=loops        print the loop IR after the last pass\n"
     "  --emit=plan         print the launch plan of one call (dims from --set):\n"
     "                      each stage's variant, its launches, the workspace\n"
