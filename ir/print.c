@@ -21,12 +21,13 @@ static int prec(ExprKind k)
 
 static void print_float(FILE *out, double v)
 {
+    /* the language has no literal for them: IEEE division spells them */
     if (isinf(v)) {
-        fputs(v < 0 ? "-inf" : "inf", out);
+        fputs(v < 0 ? "(-1.0 / 0.0)" : "(1.0 / 0.0)", out);
         return;
     }
     if (isnan(v)) {
-        fputs("nan", out);
+        fputs("(0.0 / 0.0)", out);
         return;
     }
     char buf[64];

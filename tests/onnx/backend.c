@@ -5,7 +5,11 @@
  * + 1e-3 |want|; integers and bools exactly; NaN where NaN).
  *
  *   backend [--targets=cpu,emu] [--list] [--dims NAME=LO..HI,...] [--atol=X]
- *           [--must-import] DIR...   (each DIR holds test_* folders)
+ *           [--must-import] [--tex] DIR...   (each DIR holds test_* folders)
+ *
+ * With --tex, each imported program is written as `dcc --emit=tex` writes
+ * it (ir_print_te_consts, its constants as .npy files beside it), read
+ * back through the .tex frontend, and that program is what runs.
  *
  * A model the importer refuses is skipped, grouped by reason ("unsupported
  * operator Resize: 23"), or with --must-import a failure; one that imports
@@ -24,12 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { MAX_REASONS = 512, MAX_IO = 32, MAX_DIMS = 16 };
 
 static FeDimRange ranges[MAX_DIMS];
 static int nranges;
-static bool must_import;
+static bool must_import, via_tex;
 static double abs_tol = 1e-7;
 
 typedef struct Reason {
@@ -204,6 +209,59 @@ done:
     return rc;
 }
 
+/* p written as a .tex program (constants as NAME.npy beside it) in a
+ * scratch folder and read back into *out: 0, or -1 and err. */
+static int tex_roundtrip(const TeProgram *p, FeUnit *out, char *err, size_t errlen)
+{
+    char dir[] = "/tmp/dc_tex_XXXXXX", path[1200];
+    if (!mkdtemp(dir)) {
+        snprintf(err, errlen, "cannot make a scratch folder");
+        return -1;
+    }
+    const char **paths = calloc((size_t)p->ntensors + 1, sizeof *paths);
+    char (*names)[160] = calloc((size_t)p->ntensors + 1, sizeof *names);
+    int rc = paths && names ? 0 : -1;
+    for (int i = 0; i < p->ntensors && rc == 0; i++) {
+        const Tensor *t = p->tensors[i];
+        if (t->kind != TK_INPUT || t->body || !t->data)
+            continue;
+        snprintf(names[i], sizeof names[i], "%s.npy", t->name);
+        paths[i] = names[i];
+        RtArray a = {.rank = t->rank, .dtype = (int32_t)t->dtype, .data = (void *)t->data};
+        for (int j = 0; j < t->rank; j++)
+            ir_is_const(t->shape[j], &a.shape[j]);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        rc = rt_npy_write(path, &a, err, errlen);
+    }
+    snprintf(path, sizeof path, "%s/%s.tex", dir, p->name);
+    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
+    if (f) {
+        ir_print_te_consts(f, p, paths);
+        fclose(f);
+        if (fe_load(path, out, err, errlen) != 0) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%.300s", out->diags.head ? out->diags.head->msg : err);
+            snprintf(err, errlen, "the .tex does not read back: %s", msg);
+            fe_unload(out);
+            rc = -1;
+        }
+    } else if (rc == 0) {
+        snprintf(err, errlen, "cannot write %.400s", path);
+        rc = -1;
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        if (paths && paths[i]) {
+            snprintf(path, sizeof path, "%s/%s", dir, paths[i]);
+            remove(path);
+        }
+    snprintf(path, sizeof path, "%s/%s.tex", dir, p->name);
+    remove(path);
+    rmdir(dir);
+    free(paths);
+    free(names);
+    return rc;
+}
+
 /* One test folder on one target: 1 passed, 0 skipped, -1 failed. */
 static int run_test(const char *dir, const char *name, bool emu, bool verbose)
 {
@@ -229,9 +287,24 @@ static int run_test(const char *dir, const char *name, bool emu, bool verbose)
         fe_unload(&u);
         return 0;
     }
+    FeUnit tex = {0};
+    TeProgram *p = u.prog;
+    if (via_tex) {
+        if (tex_roundtrip(u.prog, &tex, err, sizeof err) != 0) {
+            /* the language refuses what ONNX leaves undefined */
+            bool refused = strstr(err, "which may be zero") != NULL;
+            if (refused)
+                skip(".tex: an integer division or modulo by a tensor's value (may be zero)");
+            else
+                printf("FAIL %s (%s, .tex): %s\n", name, emu ? "emu" : "cpu", err);
+            fe_unload(&u);
+            return refused ? 0 : -1;
+        }
+        p = tex.prog;
+    }
     TargetInfo ti = pass_target_info(emu ? PT_GPU : PT_CPU);
     int result = -1;
-    LoopProgram *lp = pass_run_pipeline(u.prog, NULL, &ti, NULL, err, sizeof err);
+    LoopProgram *lp = pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err);
     void *exe = !lp ? NULL : emu ? (void *)ex_emu_compile(lp, err, sizeof err)
                                  : (void *)ex_cpu_compile(lp, err, sizeof err);
     if (exe) {
@@ -242,7 +315,7 @@ static int run_test(const char *dir, const char *name, bool emu, bool verbose)
             snprintf(set, sizeof set, "%s/test_data_set_%d", dir, s);
             if (stat(set, &sb) != 0)
                 break;
-            if (run_set(u.prog, lp, exe, emu, set, err, sizeof err) != 0)
+            if (run_set(p, lp, exe, emu, set, err, sizeof err) != 0)
                 result = -1;
         }
     }
@@ -254,6 +327,8 @@ static int run_test(const char *dir, const char *name, bool emu, bool verbose)
         ex_emu_destroy(exe);
     else
         ex_cpu_destroy(exe);
+    if (via_tex)
+        fe_unload(&tex);
     fe_unload(&u);
     return result;
 }
@@ -285,6 +360,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[a], "--must-import") == 0) {
             must_import = true;
+            continue;
+        }
+        if (strcmp(argv[a], "--tex") == 0) {
+            via_tex = true;
             continue;
         }
         if (strncmp(argv[a], "--atol=", 7) == 0) {
