@@ -1449,7 +1449,7 @@ void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
     unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
     if (!use)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    cg_kernel_uses(lp, k, use);
+    cg_kernel_uses(lp, k, use, NULL);
     g.use = use;
     bool narrow = t->index32 && cg_index32(lp, k);
     Lower L = {.g = &g, .nvars = ir_var_count(te->ctx), .ity = narrow ? g.i32 : g.i64,

@@ -64,11 +64,16 @@ static void spans(const LoopProgram *lp, DcrtBuffer *bufs)
     free(touched);
 }
 
-void cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use)
+int cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use, int *touched)
 {
-    ir_kernel_uses(k, use, NULL);
-    if (lp->index_error)
-        use[lp->index_error->id] |= IR_WRITES;
+    int n = ir_kernel_uses(k, use, touched);
+    if (lp->index_error) {
+        int id = lp->index_error->id;
+        if (!use[id] && touched)
+            touched[n++] = id;
+        use[id] |= IR_WRITES;
+    }
+    return n;
 }
 
 static int by_id(const void *a, const void *b)
@@ -83,9 +88,7 @@ int cg_kernel_params(const LoopProgram *lp, const Kernel *k, int32_t *ids)
     int *touched = malloc(sizeof *touched * ((size_t)lp->nbuffers + 1));
     if (!use || !touched)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    int nt = ir_kernel_uses(k, use, touched), n = 0;
-    if (lp->index_error && !use[lp->index_error->id])
-        touched[nt++] = lp->index_error->id; /* cg_kernel_uses' rule */
+    int nt = cg_kernel_uses(lp, k, use, touched), n = 0;
     for (int i = 0; i < nt; i++)
         if (lp->materialized[touched[i]])
             ids[n++] = touched[i];

@@ -208,8 +208,9 @@ CgTable *cg_table_new(const LoopProgram *lp);
 void cg_table_free(CgTable *t); /* NULL is fine */
 /* Which of lp's buffers kernel k reads or writes: use (lp->nbuffers bytes,
  * zeroed) gets IR_READS / IR_WRITES per buffer id; every kernel may write
- * the gathers' error record. */
-void cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use);
+ * the gathers' error record. touched (NULL, or room for every buffer) gets
+ * the ids set; returns how many (ir_kernel_uses with that rule). */
+int cg_kernel_uses(const LoopProgram *lp, const Kernel *k, unsigned char *use, int *touched);
 /* The buffers a GPU kernel takes as parameters, after the dims: the
  * materialised buffers it reads or writes, in id order, into ids
  * (lp->nbuffers entries); returns how many. */
