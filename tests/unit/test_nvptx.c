@@ -167,6 +167,37 @@ static char *read_file(const char *path)
     return s;
 }
 
+/* Each kernel's parameters are what the program table says the runtime
+ * passes it (the NVPTX kernel ABI): every dim, then DcrtKernel.args'
+ * buffers in order, by name; each one the kernel uses and has memory. */
+static void kernel_params_agree(CgModule *m, const LoopProgram *lp)
+{
+    CgTable *tb = cg_table_new(lp);
+    const DcrtProgram *p = &tb->prog;
+    unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
+    assert_non_null(use);
+    for (int i = 0; i < p->nkernels; i++) {
+        const DcrtKernel *k = &p->kernels[i];
+        LLVMValueRef fn = LLVMGetNamedFunction(m->mod, k->name);
+        assert_non_null(fn);
+        assert_int_equal(LLVMCountParams(fn), p->ndims + k->nargs);
+        memset(use, 0, (size_t)lp->nbuffers + 1);
+        cg_kernel_uses(lp, lp->kernels[i], use, NULL);
+        for (int j = 0; j < p->ndims + k->nargs; j++) {
+            size_t len;
+            const char *name = LLVMGetValueName2(LLVMGetParam(fn, (unsigned)j), &len);
+            int b = j < p->ndims ? -1 : p->kernel_args[k->args + j - p->ndims];
+            assert_string_equal(name, b < 0 ? p->dims[j].name : p->buffers[b].name);
+            if (b >= 0) {
+                assert_true(use[b] != 0);
+                assert_int_not_equal(p->buffers[b].kind, DCRT_BUF_INLINED);
+            }
+        }
+    }
+    free(use);
+    cg_table_free(tb);
+}
+
 static void test_examples_to_ptx(void **state)
 {
     (void)state;
@@ -205,6 +236,7 @@ static void test_examples_to_ptx(void **state)
         char err[512];
         CgModule *m = cg_nvptx_module(c.lp, "sm_80", true, false, err, sizeof err);
         assert_non_null(m);
+        kernel_params_agree(m, c.lp);
         char *ll = cg_module_print(m, err, sizeof err);
         cg_module_destroy(m);
         assert_non_null(ll);
