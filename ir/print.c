@@ -109,10 +109,8 @@ static void print_prec(FILE *out, const Expr *e, int min_prec)
             fputc(')', out);
             break;
         }
-        print_prec(out, e->op.a, p + 1);
-        fprintf(out, " %s ", ir_op_name(e->kind));
-        print_prec(out, e->op.b, p + 1);
-        break;
+        /* numbers: as any infix operator */
+        /* fall through */
     default:
         if (p < 7) { /* infix; left-associative, so the right side binds tighter */
             print_prec(out, e->op.a, p == 3 ? p + 1 : p);
