@@ -512,9 +512,9 @@ static Expr *read_at(Imp *I, Val *v, int r, Var *const *axes)
     int64_t one = v->t->data != NULL, e;
     for (int k = 0; k < v->rank && one; k++)
         one = ir_is_const(ir_simplify(I->c, v->shape[k]), &e) && e == 1;
-    if (one && v->t->data && v->t->dtype == DT_F32)
+    if (one && v->t->dtype == DT_F32)
         return ir_float(I->c, *(const float *)v->t->data);
-    if (one && v->t->data && v->t->dtype == DT_I64)
+    if (one && v->t->dtype == DT_I64)
         return ir_int(I->c, *(const int64_t *)v->t->data);
     Expr *idx[MAXR];
     for (int k = 0; k < v->rank; k++) {
