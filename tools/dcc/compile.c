@@ -153,9 +153,6 @@ static void emit_tex(const Args *a, const char *out, const TeProgram *p)
 
 enum { MAX_ISAS = 8 };
 
-/* Vectors of this many floats at x86-64 level `level` (its lowering's). */
-static int lanes(int level) { return pass_target_info_cpu(level).vec_width; }
-
 /* Which lowering each instruction set's kernels come from (isa_lps): lp
  * for those of the vectors lp was lowered for (the records' CPU's, or the
  * first set's), else one lowered here with the default schedule for that
@@ -163,13 +160,15 @@ static int lanes(int level) { return pass_target_info_cpu(level).vec_width; }
 static void isa_lowerings(TeProgram *p, const CompileOpts *co, LoopProgram *lp,
                           const CgTarget *const *isas, int nisas, const LoopProgram **isa_lps)
 {
-    int level = lowering_level(co);
+    /* the vectors of each lowering's level (pass_target_info_cpu's rule) */
+    int lanes = pass_target_info_cpu(lowering_level(co)).vec_width, w[MAX_ISAS];
     for (int i = 0; i < nisas; i++) {
+        w[i] = pass_target_info_cpu(cg_target_level(isas[i])).vec_width;
         isa_lps[i] = lp;
-        if (lanes(cg_target_level(isas[i])) == lanes(level))
+        if (w[i] == lanes)
             continue;
         for (int j = 0; j < i && isa_lps[i] == lp; j++)
-            if (isa_lps[j] != lp && lanes(cg_target_level(isas[j])) == lanes(cg_target_level(isas[i])))
+            if (isa_lps[j] != lp && w[j] == w[i])
                 isa_lps[i] = isa_lps[j];
         if (isa_lps[i] == lp) {
             CompileOpts c = {.pipe = {.verify_each = co->pipe.verify_each},
