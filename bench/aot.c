@@ -37,13 +37,16 @@ static int cmpd(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int reps = 51, level = dcrt_cpu_level();
+    /* without --level: the JIT as `dcc run` builds it, for this CPU */
+    bool native = !getenv("DCRT_CPU_LEVEL");
     const char *src = ".";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--level") == 0 && i + 1 < argc)
+        else if (strcmp(argv[i], "--level") == 0 && i + 1 < argc) {
             level = atoi(argv[++i]);
-        else
+            native = false;
+        } else
             src = argv[i];
     }
     if (reps < 1 || reps > 1000 || level < 1 || level > dcrt_cpu_level()) {
@@ -52,10 +55,6 @@ int main(int argc, char **argv)
     }
     char lv[16], arch[32];
     snprintf(lv, sizeof lv, "%d", level);
-    /* without --level: the JIT as `dcc run` builds it, for this CPU */
-    bool native = !getenv("DCRT_CPU_LEVEL") && level == dcrt_cpu_level();
-    for (int i = 1; i < argc; i++)
-        native &= strcmp(argv[i], "--level") != 0;
     snprintf(arch, sizeof arch, native ? "native" : level > 1 ? "x86-64-v%d" : "x86-64", level);
     setenv("DCRT_CPU_LEVEL", lv, 1);
     char path[4096], err[512];
