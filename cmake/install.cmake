@@ -30,18 +30,18 @@ list(JOIN LLVM_INCLUDE_DIRS " -I" DC_LLVM_CFLAGS)
 set(DC_LLVM_CFLAGS "-I${DC_LLVM_CFLAGS}")
 
 # cJSON in dietcode.pc: its own .pc when pkg-config has one, else the
-# library CMake found.
+# library CMake found. protobuf-c (the ONNX importer's) always has its .pc.
 find_package(PkgConfig QUIET)
 if(PKG_CONFIG_FOUND)
   pkg_check_modules(DC_PC_CJSON QUIET libcjson)
 endif()
 if(DC_PC_CJSON_FOUND)
-  set(DC_PC_REQUIRES "Requires: libcjson")
+  set(DC_PC_REQUIRES "Requires: libcjson libprotobuf-c")
   set(DC_PC_CJSON_LIBS "")
 else()
   get_target_property(DC_CJSON_LOCATION cjson LOCATION)
   get_filename_component(DC_CJSON_DIR "${DC_CJSON_LOCATION}" DIRECTORY)
-  set(DC_PC_REQUIRES "")
+  set(DC_PC_REQUIRES "Requires: libprotobuf-c")
   set(DC_PC_CJSON_LIBS " -L${DC_CJSON_DIR} -lcjson")
 endif()
 

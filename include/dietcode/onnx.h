@@ -3,8 +3,10 @@
  * An ONNX model file -> protobuf-c (onnx.proto of ONNX 1.12, generated at
  * build time) -> the same TE program a .tex file gives. Problems with the
  * model are diagnostics in the unit, as the .tex frontend's are. A graph
- * input's or output's Tensor.source is its name in the model. Not part
- * of libdietcode.a yet (it needs libprotobuf-c); dcc links it.
+ * input's or output's Tensor.source is its name in the model. Part of
+ * libdietcode.a, whose users link libprotobuf-c too (pkg-config dietcode
+ * and find_package(dietcode) name it); examples/embed_onnx.c shows the
+ * calls.
  */
 #ifndef DIETCODE_ONNX_H
 #define DIETCODE_ONNX_H

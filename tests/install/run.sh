@@ -3,9 +3,10 @@
 # nothing of the source tree on any include or library path:
 #   - each public header but dietcode/codegen_llvm.h compiles alone without
 #     LLVM's include path (and that one with pkg-config's Cflags);
-#   - examples/embed.c builds with `pkg-config dietcode` and runs;
-#   - it builds again in a CMake project through find_package(dietcode) and
-#     runs;
+#   - examples/embed.c and examples/embed_onnx.c (the ONNX importer, on
+#     the small BERT export) build with `pkg-config dietcode` and run;
+#   - they build again in a CMake project through find_package(dietcode)
+#     and run;
 #   - the installed dcc writes an object and header for examples/softmax.tex,
 #     tests/aot/client.c links them with `pkg-config dcrt` alone and matches
 #     the reference interpreter.
@@ -46,16 +47,25 @@ cp "$src/examples/embed.c" "$work/embed.c"
 "$cc" $flags -std=c11 -Wall -Werror "$work/embed.c" -o "$work/embed_pc" \
     $(pkg-config --cflags --libs dietcode) || fail "embed.c does not build with pkg-config dietcode"
 "$work/embed_pc" >/dev/null || fail "embed (pkg-config) failed"
+model=$src/tests/onnx/exports/test_bert_dynamo/model.onnx
+dims=batch=1..2,sequence=1..5
+cp "$src/examples/embed_onnx.c" "$work/embed_onnx.c"
+# shellcheck disable=SC2046,SC2086
+"$cc" $flags -std=c11 -Wall -Werror "$work/embed_onnx.c" -o "$work/embed_onnx_pc" \
+    $(pkg-config --cflags --libs dietcode) || fail "embed_onnx.c does not build with pkg-config dietcode"
+"$work/embed_onnx_pc" "$model" "$dims" >/dev/null || fail "embed_onnx (pkg-config) failed"
 
 # (b) find_package(dietcode)
 mkdir "$work/cm"
-cp "$work/embed.c" "$work/cm/embed.c"
+cp "$work/embed.c" "$work/embed_onnx.c" "$work/cm/"
 cat >"$work/cm/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.20)
 project(embed_client C)
 find_package(dietcode 0.1 REQUIRED)
 add_executable(embed embed.c)
 target_link_libraries(embed PRIVATE dietcode::dietcode)
+add_executable(embed_onnx embed_onnx.c)
+target_link_libraries(embed_onnx PRIVATE dietcode::dietcode)
 EOF
 cmake -S "$work/cm" -B "$work/cm/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >"$work/cm.log" 2>&1 ||
@@ -65,6 +75,7 @@ grep -q "^dietcode_DIR:PATH=$prefix/lib/cmake/dietcode\$" "$work/cm/build/CMakeC
 cmake --build "$work/cm/build" >"$work/cm.log" 2>&1 ||
     { cat "$work/cm.log" >&2; fail "embed.c does not build with dietcode::dietcode"; }
 "$work/cm/build/embed" >/dev/null || fail "embed (find_package) failed"
+"$work/cm/build/embed_onnx" "$model" "$dims" >/dev/null || fail "embed_onnx (find_package) failed"
 
 # (c) an AOT client of the installed dcc and libdcrt.a, no LLVM
 case "$(pkg-config --libs dcrt)" in *LLVM* | *llvm*) fail "dcrt.pc names LLVM" ;; esac
