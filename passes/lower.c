@@ -518,15 +518,17 @@ static void *pack_now(Lower *l, LoopProgram *lp, int rank, Expr *const *shape, V
  * panel operand (the caller lowers it as the one-launch kernel, staged): a
  * launch that copies the panels
  * of the operand read along the vectors, L, into a scratch buffer of
- * panels NB = threads x tile wide along the last output axis j (zeros past
- * its end), the reduction's axes in between (a one-axis reduction rounded
- * up to whole chunks, zeros past its end),
+ * panels NB = tile wide along the last output axis j (a thread's tile;
+ * zeros past j's end, which is rounded up to whole blocks of threads x
+ * tile), the reduction's axes in between (a one-axis reduction rounded up
+ * to whole chunks, zeros past its end),
  *
  *   P[jb, k..., jl] = L?[j := jb * NB + jl]
  *
  * and the compute launch, which reads P[j / NB, k..., j % NB] instead of L:
- * each block's panel is one contiguous run of P, read in place chunk by
- * chunk (passes/stage.c copies nothing). */
+ * each thread's panel is one contiguous run of P, read in place chunk by
+ * chunk (passes/stage.c copies nothing). Variants that differ in their
+ * threads along j share a constant's panels. */
 static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *r,
                          const MicroKernel *mk, const char *name, const TargetInfo *ti)
 {
@@ -536,13 +538,14 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     Expr *L = panel_operand(c, t, r, kax, &nk);
     if (!L)
         return false;
-    int64_t nb = (int64_t)mk->threads[n - 1] * mk->tile[n - 1];
+    int64_t nb = mk->tile[n - 1];
     Expr *NB = ir_int(c, nb);
     int rank = nk + 2;
     Expr *shape[MK_MAX_AXES];
     Var **pax = IR_NEWN(l->a, Var *, rank);
     Expr *pref[MK_MAX_AXES];
-    shape[0] = round_up(c, t->shape[n - 1], nb, false);
+    shape[0] = ir_simplify(c, ir_binop(c, EX_MUL, round_up(c, t->shape[n - 1], nb * mk->threads[n - 1], false),
+                                       ir_int(c, mk->threads[n - 1])));
     /* a one-axis reduction in whole chunks, so that the compute's reads in
      * the last chunk need no guard */
     bool chunked = r->red.n == 1 && mk->rchunk > 1;
@@ -584,6 +587,7 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
         P->body = ir_load(c, L->load.t, L->load.n, pidx, true);
         P->data = data;
         P->source = data ? L->load.t->source : NULL;
+        P->panel = true;
     }
 
     /* the compute reads P at [j / NB, k..., j % NB] */

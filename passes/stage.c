@@ -11,10 +11,10 @@
  *           of each chunk by all threads together, between two barriers,
  *           reading the source in its own row-major order; the update
  *           reads L_s instead. Other loads (a convolution's halo) stay
- *           global, and so does, in a packed CPU variant (mk.pack), a tile
- *           already laid out as its copy would be (the panel of its
- *           packing launch: read in place, one barrier a chunk keeping the
- *           chunk loop outside the threads). A pipelined micro-kernel
+ *           global, and so do, in a packed CPU variant (mk.pack), its
+ *           panels (Tensor.panel: laid out for it by its packing launch or
+ *           when compiling): read in place, one barrier a chunk keeping
+ *           the chunk loop outside the threads. A pipelined micro-kernel
  *           (GPU) has two buffers and one barrier a chunk: the next chunk
  *           goes through registers, or with ti->async_copy as async
  *           stores (cp.async) that the barrier at the top of the next
@@ -192,6 +192,12 @@ static bool stage_load(Stager *s, Expr *ld)
     bool gpu = s->ti->kind == PT_GPU;
     if (rank > MK_MAX_AXES + 8)
         return false;
+    /* CPU, a packed variant (mk.pack): its panels, laid out for it (each
+     * thread's tile one contiguous run a chunk), are read in place */
+    if (!gpu && k->mk.pack && ld->load.t->panel) {
+        s->inplace = true;
+        return false;
+    }
     for (int d = 0; d < rank; d++) {
         which[d] = classify(s, ld->load.idx[d], &base[d]);
         if (which[d] == -2 || (which[d] >= 0 && used[which[d]]))
@@ -328,19 +334,6 @@ static bool stage_load(Stager *s, Expr *ld)
     }
     int64_t words = elems / row * shape[nd - 1];
 
-    /* CPU, a packed variant (mk.pack): a tile that already lies in memory
-     * as its copy would (the panel its packing launch laid out: the
-     * source's offset the copy's plus one for the whole block) is read in
-     * place */
-    if (!gpu && k->mk.pack) {
-        Expr *gap = ir_simplify(c, ir_binop(c, EX_SUB, row_major(c, rank, src_t->shape, src),
-                                            offset_of(c, nd, shape, dst)));
-        if (!ir_expr_uses_var(gap, e) && !ir_expr_uses_var(gap, v) &&
-            !(u && ir_expr_uses_var(gap, u))) {
-            s->inplace = true;
-            return false;
-        }
-    }
     if (!fits)
         return false;
     Staged *st = &s->st[s->nst++];

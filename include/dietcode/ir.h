@@ -112,6 +112,8 @@ struct Tensor {
     const void *data;
     const char *source; /* also, for an imported model's inputs and outputs, their names there */
     Fuse fuse;         /* elementwise intermediates: FUSE_COST unless decided */
+    bool panel;        /* loop IR: a packed variant's panels (passes/lower.c), laid
+                        * out for its kernel to read in place */
 };
 
 typedef struct TeProgram {

@@ -33,8 +33,9 @@
  * change that leaves every existing text's kernel as it was (a new
  * clause, a refactoring, a fix of a kernel that failed to compile) needs
  * none. 2: a division by a product of dims and a constant divides by the
- * constant first (a reshape's row no longer divided per element). */
-enum { PASS_LOWERING_VERSION = 2 };
+ * constant first (a reshape's row no longer divided per element). 3: a
+ * packed variant's panels are a thread's tile wide, not a block's. */
+enum { PASS_LOWERING_VERSION = 3 };
 
 typedef enum PassTarget { PT_CPU, PT_GPU } PassTarget;
 
