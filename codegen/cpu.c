@@ -5,10 +5,13 @@
  *
  * Each kernel becomes two functions. NAME is the C ABI entry point
  * (dims, bufs, block_begin, block_end); it loads every dim and the
- * pointers of the buffers the kernel uses once and calls NAME.body, an internal always-inline function that
- * takes them as separate arguments, each buffer `noalias`: once inlined,
- * LLVM knows distinct tensors never overlap, so loads can be hoisted past
- * stores. The block loop is a serial loop over [block_begin, block_end)
+ * pointers of the buffers the kernel uses once and calls NAME.body, an
+ * internal function that takes them as separate arguments, each buffer
+ * `noalias`: LLVM knows distinct tensors never overlap, so loads can be
+ * hoisted past stores. Kernels that differ only in their buffers (the
+ * same stage of a model's twelve layers) have the same body: mergefunc
+ * (codegen/module.c) keeps one, which is optimised and compiled once and
+ * called from each entry; a body with one caller is inlined into it. The block loop is a serial loop over [block_begin, block_end)
  * (the runner splits the blocks over a thread pool), thread loops are
  * serial loops, shared buffers are stack arrays in the entry block (one per
  * call, i.e. per chunk of blocks), and there are no barriers: a pass splits
@@ -87,7 +90,6 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     free(pt);
     LLVMSetLinkage(body, LLVMInternalLinkage);
     target_attrs(g, body);
-    add_fn_attr(g->cx, body, "alwaysinline");
     unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
     for (int i = 0; i < nd; i++)
         LLVMSetValueName2(LLVMGetParam(body, (unsigned)i), te->dims[i]->name,

@@ -9,7 +9,8 @@
  * instead of going to stderr.
  *
  * Here too: verifying and optimising a module (default<O3> with the
- * target's machine, so target-specific passes see the real processor) and
+ * target's machine, so target-specific passes see the real processor;
+ * on the CPU after mergefunc, so that identical kernel bodies are one) and
  * emitting it as LLVM text, assembly (PTX on NVPTX) or an object, and
  * naming the LLVM it was built with (cg_llvm_version).
  */
@@ -146,7 +147,12 @@ int cg_module_optimize(CgModule *m, char *err, size_t errlen)
 {
     if (cg_module_verify(m, err, errlen) < 0)
         return -1;
-    return run_passes(m, "default<O3>", !m->t->no_llvm_unroll, err, errlen);
+    /* on the CPU, kernels whose bodies are the same (a model's layers: the
+     * buffers are the bodies' arguments) first become one body
+     * (codegen/cpu.c), optimised and compiled once */
+    bool cpu = strcmp(m->t->name, "nvptx") != 0;
+    return run_passes(m, cpu ? "mergefunc,default<O3>" : "default<O3>", !m->t->no_llvm_unroll,
+                      err, errlen);
 }
 
 static char *dup_text(const char *p, size_t n, char *err, size_t errlen)
