@@ -103,7 +103,7 @@ static void warn(void *ud, const char *msg)
     fprintf(stderr, "\nwarning: %s\n", msg);
 }
 
-BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
+BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o, bool last)
 {
     char err[1024];
     o->backend = "cpu";
@@ -135,8 +135,13 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o)
     char used[64];
     if (srch_schedule_from_records(p, o->records, "cpu", srch_host_arch(), sched, NULL, used,
                                    sizeof used, NULL, NULL, err, sizeof err) != 0 ||
-        !(lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err)) ||
-        !(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
+        !(lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    if (last) /* as dcc run: the weights only their packed panels read go */
+        ir_te_release_unread_consts(p, lp);
+    if (!(t.cp = ex_cpu_compile(lp, err, sizeof err))) {
         fprintf(stderr, "bench: %s\n", err);
         exit(1);
     }

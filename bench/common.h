@@ -45,7 +45,9 @@ typedef struct BenchTuned {
     int checked, changed;
     ExCpu *cp;
 } BenchTuned;
-BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o);
+/* last: p's last compile, its unread constants released before the JIT
+ * (ir_te_release_unread_consts). */
+BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o, bool last);
 
 /* A process that keeps one core busy (a CPU-bound loop, as a test suite or
  * a second tune beside a tuning run): started, and stopped (killed and

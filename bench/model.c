@@ -74,6 +74,8 @@ static ExCpu *compile_default(TeProgram *p)
     char err[1024];
     TargetInfo ti = pass_target_info(PT_CPU);
     LoopProgram *lp = pass_run_pipeline_sched(p, NULL, &ti, NULL, err, sizeof err);
+    if (lp) /* as dcc run: the weights only their packed panels read go */
+        ir_te_release_unread_consts(p, lp);
     ExCpu *cp = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
     if (!cp) {
         fprintf(stderr, "bench_model: %s\n", err);
@@ -259,12 +261,13 @@ int main(int argc, char **argv)
     double seconds = 0;
     if (trials > 0) {
         SrchTuneOpts o = {.trials = trials, .seed = 1, .records = records};
-        BenchTuned t = bench_tune(m.p, &o);
+        BenchTuned t = bench_tune(m.p, &o, true);
         seconds = t.seconds;
         m.cp = t.cp;
     } else {
         m.cp = compile_default(m.p);
     }
+    rt_heap_trim(); /* as dcc run: LLVM's transient memory goes */
     m.t = calloc((size_t)m.p->ntensors, sizeof *m.t);
     if (!m.t)
         return 1;

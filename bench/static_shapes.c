@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         SrchTuneOpts o = {.trials = trials, .seed = 1, .per_shape = k == 1, .records = rec[k],
                           .points = pts, .npoints = npts};
-        tuned[k] = bench_tune(p, &o);
+        tuned[k] = bench_tune(p, &o, false);
     }
     printf("joint search:     %5d trials + %4d selection measurements, %7.1f s -> %d kernels\n",
            tuned[0].trials, tuned[0].select, tuned[0].seconds, tuned[0].kernels);

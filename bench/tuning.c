@@ -87,7 +87,7 @@ static BenchTuned tune(Prog *g, bool per_shape, int trials, uint64_t seed, SrchR
     SrchTuneOpts o = {.trials = trials, .seed = seed, .per_shape = per_shape, .records = records,
                       .nranges = 1, .ranges = range};
     int pid = busy ? bench_busy_start() : 0;
-    BenchTuned t = bench_tune(g->p, &o);
+    BenchTuned t = bench_tune(g->p, &o, false);
     if (busy)
         bench_busy_stop(pid);
     return t;
@@ -176,7 +176,7 @@ static int warm(Prog *qkv, const char *srcdir, int trials, SrchRange *range, con
     t[1] = tune(&ffn2, false, half, 1, range, rec[2]);
     SrchTuneOpts o = {.trials = half, .seed = 1, .records = rec[3], .nranges = 1, .ranges = range,
                       .warm_start = rec[0]};
-    t[2] = bench_tune(ffn2.p, &o);
+    t[2] = bench_tune(ffn2.p, &o, false);
     printf("BERT QKV tuned with %d trials (%.1f s), then BERT FFN2 three ways:\n", trials,
            q.seconds);
     const char *how[3] = {"cold, all trials", "cold, half the trials", "warm, half the trials"};

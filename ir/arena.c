@@ -1,6 +1,8 @@
 /* Bump allocation in chunks. IR nodes are never freed one by one: the
  * arena that owns a module is destroyed with it. Large requests get a chunk
- * of their own so a few big arrays do not waste the tail of a chunk. */
+ * of their own so a few big arrays do not waste the tail of a chunk; those
+ * alone can be given back early (ir_arena_release: a constant's elements
+ * that nothing reads any more). */
 #include "dietcode/base.h"
 
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 struct ArenaChunk {
     ArenaChunk *next;
     size_t cap, used;
+    bool single; /* made for one large request */
     _Alignas(16) unsigned char data[];
 };
 
@@ -44,6 +47,7 @@ void *ir_arena_alloc(Arena *a, size_t size)
             ir_panic(__FILE__, __LINE__, "out of memory (%zu bytes)", size);
         n->cap = cap;
         n->used = 0;
+        n->single = size > CHUNK_SIZE / 4;
         if (c && cap != CHUNK_SIZE) {
             /* keep the current chunk in front: it still has room */
             n->next = c->next;
@@ -85,4 +89,20 @@ char *ir_arena_printf(Arena *a, const char *fmt, ...)
     vsnprintf(p, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     return p;
+}
+
+bool ir_arena_release(Arena *a, const void *p)
+{
+    if (!a || !p)
+        return false;
+    for (ArenaChunk **at = &a->head; *at; at = &(*at)->next) {
+        ArenaChunk *c = *at;
+        if (c->single && (const void *)c->data == p) {
+            *at = c->next;
+            a->used_total -= c->used;
+            free(c);
+            return true;
+        }
+    }
+    return false;
 }

@@ -138,6 +138,30 @@ Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr 
     return x;
 }
 
+int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp)
+{
+    if (!p || !lp || lp->te != p)
+        return 0;
+    unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
+    if (!use)
+        return 0;
+    for (int i = 0; i < lp->nkernels; i++)
+        ir_kernel_uses(lp->kernels[i], use, NULL);
+    int64_t bytes = 0;
+    for (int i = 0; i < p->ntensors; i++) {
+        Tensor *t = p->tensors[i];
+        int64_t size = ir_te_bytes(t, NULL);
+        if (t->data && !use[t->id] && size > 0 && ir_arena_release(p->arena, t->data)) {
+            static const unsigned char released; /* still a constant; never read */
+            t->data = &released;
+            bytes += size;
+            p->consts_released = true;
+        }
+    }
+    free(use);
+    return bytes;
+}
+
 int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,
                      const char *source, char *err, size_t errlen)
 {

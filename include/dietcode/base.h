@@ -26,6 +26,10 @@ typedef struct Arena {
 Arena *ir_arena_new(void);
 void ir_arena_destroy(Arena *a);
 void *ir_arena_alloc(Arena *a, size_t size);          /* zeroed, 16-aligned */
+/* Frees p before the arena when it was a request of more than a quarter
+ * of a chunk (which got a chunk of its own): true; false, freeing
+ * nothing, for any other pointer. */
+bool ir_arena_release(Arena *a, const void *p);
 char *ir_arena_strdup(Arena *a, const char *s);
 char *ir_arena_strndup(Arena *a, const char *s, size_t n);
 char *ir_arena_printf(Arena *a, const char *fmt, ...)

@@ -128,6 +128,9 @@ typedef struct TeProgram {
      * fused multiply-adds (ir_contract, ir_accumulate); printed, so a
      * stage's workload fingerprint tells the two apart */
     bool fp_contract_off;
+    /* ir_te_release_unread_consts gave some constants' elements back: the
+     * program is not lowered or interpreted again */
+    bool consts_released;
     /* ir/te.c's own: allocated lengths, and every name hashed */
     int cap_dims, cap_tensors;
     struct TeNames *names;
@@ -490,6 +493,13 @@ Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr 
  * frontend folds those of `const` declarations). source, if not NULL,
  * names them in printed programs. 0, or -1 and err: no such input, already
  * a constant, extents that use dims, or bytes other than its size. */
+/* After p's last compile to lp: gives back the elements of p's constants
+ * that no kernel of lp reads (weights read only through the panels packed
+ * from them when compiling; a compiled lp no longer needs them) where p's
+ * arena holds them alone; the bytes given back. From then on p is not
+ * lowered or interpreted again (pass_run_pipeline and ir_interp refuse:
+ * p->consts_released); code compiled from lp runs as before. */
+int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp);
 int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,
                      const char *source, char *err, size_t errlen);
 /* axes are VK_AXIS vars whose extents give the shape. An f32 tensor: the

@@ -117,6 +117,11 @@ void rt_out_abandon(const RtOutFiles *o);
 /* Milliseconds on the monotonic clock (an arbitrary origin): for timing. */
 double rt_now_ms(void);
 
+/* runtime/heap.c */
+/* Gives the heap memory freed so far back to the system (glibc; elsewhere
+ * nothing): after a large compile, whose transient memory would stay. */
+void rt_heap_trim(void);
+
 /* runtime/rng.c */
 /* Fills out[0..n) with floats uniform in [-1, 1), multiples of 2^-23,
  * determined by (seed, stream) alone; a shorter fill is a prefix of a longer

@@ -457,6 +457,120 @@ static void test_bind_const(void **state)
     fe_unload(&u);
 }
 
+/* ir_arena_release: only a request that got a chunk of its own goes back
+ * early, once. */
+static void test_arena_release(void **state)
+{
+    (void)state;
+    Arena *a = ir_arena_new();
+    char *small = ir_arena_alloc(a, 64), *big = ir_arena_alloc(a, 1 << 20);
+    char *big2 = ir_arena_alloc(a, 1 << 20), *after = ir_arena_alloc(a, 64);
+    big2[(1 << 20) - 1] = 1;
+    assert_false(ir_arena_release(a, small));
+    assert_false(ir_arena_release(a, big + 16));
+    assert_true(ir_arena_release(a, big));
+    assert_false(ir_arena_release(a, big));
+    assert_false(ir_arena_release(a, after));
+    assert_false(ir_arena_release(NULL, big2));
+    assert_int_equal(big2[(1 << 20) - 1], 1);
+    ir_arena_destroy(a);
+}
+
+/* ir_te_release_unread_consts: after the last lowering, the elements of a
+ * constant that only its panels (packed when compiling) read go back; the
+ * JIT compiled afterwards computes what the reference computed before; the
+ * program is then refused for lowering and interpreting. A constant a
+ * kernel reads (b) stays, and so does one the caller bound. */
+static void test_release_consts(void **state)
+{
+    (void)state;
+    enum { N = 96, K = 200 };
+    char err[512] = "";
+    TeProgram *p = ir_te_new("release");
+    ExprCtx *c = p->ctx;
+    Var *T = ir_te_add_dim(p, "T", 1, 64);
+    T->max = 1 << 20;
+    float *w = malloc(sizeof(float) * N * K), bias[N];
+    rt_rng_fill(5, 1, w, N * K);
+    rt_rng_fill(5, 2, bias, N);
+    Expr *xs[] = {ir_varref(c, T), ir_int(c, K)}, *ws[] = {ir_int(c, N), ir_int(c, K)};
+    Expr *bs[] = {ir_int(c, N)};
+    Tensor *X = ir_te_add_input(p, "X", DT_F32, 2, xs);
+    Tensor *W = ir_te_add_const(p, "W", DT_F32, 2, ws, w, sizeof(float) * N * K, "w.npy");
+    Tensor *b = ir_te_add_const(p, "b", DT_F32, 1, bs, bias, sizeof bias, "b.npy");
+    Var *i = ir_var(c, "i", VK_AXIS, ir_varref(c, T)), *j = ir_var(c, "j", VK_AXIS, ir_int(c, N));
+    Var *k = ir_var(c, "k", VK_AXIS, ir_int(c, K));
+    Expr *xi[] = {ir_varref(c, i), ir_varref(c, k)}, *wi[] = {ir_varref(c, j), ir_varref(c, k)};
+    Expr *bi[] = {ir_varref(c, j)};
+    Expr *dot = ir_reduce(c, RD_SUM, 1, &k,
+                          ir_binop(c, EX_MUL, ir_load(c, X, 2, xi, false), ir_load(c, W, 2, wi, false)));
+    Var *axes[] = {i, j};
+    ir_te_add_compute(p, "Y", TK_OUTPUT, 2, axes, ir_binop(c, EX_ADD, dot, ir_load(c, b, 1, bi, false)));
+    if (!ir_verify_te(p, err, sizeof err))
+        fail_msg("%s", err);
+
+    static const int64_t sizes[] = {1, 40, 70};
+    float *x[3], *ref[3];
+    for (int s = 0; s < 3; s++) { /* the reference, while the constants are there */
+        x[s] = malloc(sizeof(float) * (size_t)(sizes[s] * K));
+        ref[s] = malloc(sizeof(float) * (size_t)(sizes[s] * N));
+        rt_rng_fill(6, (uint64_t)s, x[s], (size_t)(sizes[s] * K));
+        float *bufs[4] = {x[s], (float *)W->data, (float *)b->data, ref[s]};
+        assert_int_equal(ir_interp(p, &sizes[s], bufs, err, sizeof err), 0);
+    }
+    MicroKernel mks[4] = {0};
+    if (!pass_parse_microkernel("threads [3, 2] tile [6, 16] rchunk 40 unroll 1 vec 16 staged packed",
+                                &mks[3], NULL))
+        fail_msg("bad micro-kernel");
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
+    if (!lp)
+        fail_msg("%s", err);
+    assert_int_equal(ir_te_release_unread_consts(p, lp), (int64_t)sizeof(float) * N * K);
+    assert_true(p->consts_released);
+    assert_non_null(W->data); /* still a constant */
+    assert_true(memcmp(b->data, bias, sizeof bias) == 0);
+    assert_int_equal(ir_te_release_unread_consts(p, lp), 0); /* once */
+    assert_null(pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "release: its unread constants were released"));
+    float *none[4] = {x[0], (float *)W->data, (float *)b->data, ref[0]};
+    assert_int_equal(ir_interp(p, &sizes[0], none, err, sizeof err), -1);
+    assert_non_null(strstr(err, "were released after its last compile"));
+
+    ExCpu *cpu = ex_cpu_compile(lp, err, sizeof err);
+    if (!cpu)
+        fail_msg("%s", err);
+    for (int s = 0; s < 3; s++) {
+        float *y = malloc(sizeof(float) * (size_t)(sizes[s] * N));
+        float *bufs[4] = {x[s], NULL, NULL, y};
+        assert_int_equal(ex_cpu_run(cpu, &sizes[s], bufs, NULL, err, sizeof err), 0);
+        for (int64_t e = 0; e < sizes[s] * N; e++)
+            assert_true(fabsf(y[e] - ref[s][e]) <= 1e-4f * (1 + fabsf(ref[s][e])));
+        free(y);
+        free(x[s]);
+        free(ref[s]);
+    }
+    ex_cpu_destroy(cpu);
+    ir_te_destroy(p);
+
+    /* a constant the caller bound is the caller's */
+    FeUnit u;
+    if (fe_load_text("bound.tex", "bound",
+                     "input X[4, 200] f32\n"
+                     "input W[96, 200] f32\n"
+                     "output Y[i: 4, j: 96] = sum[k: 200](X[i, k] * W[j, k])\n",
+                     &u) != 0)
+        fail_msg("bound.tex does not compile");
+    assert_int_equal(ir_te_bind_const(u.prog, "W", w, sizeof(float) * N * K, NULL, err, sizeof err), 0);
+    lp = pass_run_pipeline(u.prog, mks + 1, &ti, NULL, err, sizeof err);
+    if (!lp)
+        fail_msg("%s", err);
+    assert_int_equal(ir_te_release_unread_consts(u.prog, lp), 0);
+    assert_false(u.prog->consts_released);
+    fe_unload(&u);
+    free(w);
+}
+
 /* Both AOT objects build with the table compiled in. */
 static void test_objects(void **state)
 {
@@ -509,7 +623,8 @@ int main(void)
         cmocka_unit_test(test_stage_table),         cmocka_unit_test(test_bad_trees),
         cmocka_unit_test(test_runners),             cmocka_unit_test(test_object_follows_plan),
         cmocka_unit_test(test_objects),             cmocka_unit_test(test_const_limit),
-        cmocka_unit_test(test_bind_const),             cmocka_unit_test(test_thread_counts),
+        cmocka_unit_test(test_bind_const),             cmocka_unit_test(test_arena_release),
+        cmocka_unit_test(test_release_consts),             cmocka_unit_test(test_thread_counts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cg_jit_shutdown();

@@ -244,8 +244,14 @@ int cmd_run(int argc, char **argv)
         if (!(x.pool = rt_pool_new(0)))
             fail("cannot start the thread pool");
     }
+    /* the weights that only their panels, packed when compiling, read go
+     * before the JIT: the calls need the compiled code alone (--check
+     * interprets p) */
+    if (strcmp(target, "cpu") == 0 && !check)
+        ir_te_release_unread_consts(p, x.lp);
     if (strcmp(target, "cpu") == 0 && !(x.cpu = ex_cpu_compile(x.lp, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
+    rt_heap_trim(); /* LLVM's transient memory */
     if (strcmp(target, "cuda") == 0) {
         if (!(x.cuda = ex_cuda_compile(x.lp, arch, true, err, sizeof err)))
             ir_panic(__FILE__, __LINE__, "code generation failed: %s", err);
