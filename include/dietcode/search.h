@@ -841,6 +841,43 @@ char *srch_schedule_to_json(TeProgram *p, const char *target, const char *arch,
 Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **variants,
                                 int *nvariants);
 
+/* search/mpi.c: tuning across MPI ranks (linked into dcc only; with MPI
+ * where the build found it, DC_HAVE_MPI, else these say it is missing).
+ * Rank 0 searches and writes the records; every other rank builds and
+ * times the candidates it is handed on its own device (DESIGN.md,
+ * "Tuning on several machines"). */
+typedef struct SrchMpi SrchMpi;
+/* The ranks an MPI launcher (mpirun, srun) started, from its environment
+ * (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE, SLURM_STEP_NUM_TASKS), and
+ * this one's in *rank; 1 and 0 when none did. */
+int srch_mpi_launched(int *rank);
+/* Whether this dcc was built with MPI. */
+bool srch_mpi_built(void);
+/* MPI started (errors returned, not fatal); NULL and err when it fails
+ * or this dcc has no MPI. */
+SrchMpi *srch_mpi_start(int *argc, char ***argv, char *err, size_t errlen);
+int srch_mpi_rank(const SrchMpi *m);
+/* Every rank, with the program it loaded (its Fuse as given) and the
+ * tune's backend and arch: each starts its device (a rank bound to some
+ * cores sizes the CPU pool to them, a CUDA rank takes the GPU its local
+ * rank gives, modulo their count), and rank 0 checks that every rank
+ * read the same program with the same dcc and that the ranks that can
+ * measure measure on one arch. false and err on every rank when the run
+ * cannot go on (rank 0's err says why). warn (rank 0) gets the ranks
+ * that cannot measure. stop: the tune's (a signal's) flag. */
+bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *arch,
+                   const char *build, const volatile sig_atomic_t *stop,
+                   void (*warn)(void *ud, const char *msg), void *warn_ud, char *err,
+                   size_t errlen);
+/* Rank 0, after srch_mpi_join: the farm of the other ranks (owned by m). */
+const SrchFarm *srch_mpi_farm(SrchMpi *m);
+/* The other ranks, after srch_mpi_join: measure what rank 0 hands out
+ * until it says it is done; false and err when stopped. */
+bool srch_mpi_serve(SrchMpi *m, char *err, size_t errlen);
+/* Rank 0 tells the others it is done; every rank then leaves MPI and
+ * frees m. NULL is fine. */
+void srch_mpi_end(SrchMpi *m);
+
 /* search/util.c: what records and trees share */
 /* Integers up to 2^53 are exact in JSON's doubles; larger ones are refused. */
 #define SRCH_MAX_EXACT 9007199254740992.0
