@@ -182,6 +182,37 @@ static void pause_ms(double ms)
     nanosleep(&ts, NULL);
 }
 
+/* A send that waits as the rest does (polled) and gives up when the tune
+ * is stopped or after m->timeout_ms: a send to a rank that died blocks
+ * for ever (Open MPI's shared-memory path waits for room in its queue).
+ * The message is copied first: one given up on stays MPI's (leaked). */
+static bool send_to(const SrchMpi *m, const void *buf, int len, int rank, int tag)
+{
+    void *copy = malloc((size_t)len + 1);
+    MPI_Request req;
+    if (!copy)
+        return false;
+    memcpy(copy, buf, (size_t)len);
+    if (MPI_Isend(copy, len, MPI_BYTE, rank, tag, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+        free(copy);
+        return false;
+    }
+    double t0 = rt_now_ms(), wait = 0.01;
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return false;
+        if (done) {
+            free(copy);
+            return true;
+        }
+        if ((m->stop && *m->stop) || rt_now_ms() - t0 > m->timeout_ms)
+            return false;
+        pause_ms(wait);
+        wait = wait < 2 ? wait * 2 : 2;
+    }
+}
+
 bool srch_mpi_built(void) { return true; }
 
 SrchMpi *srch_mpi_start(int *argc, char ***argv, char *err, size_t errlen)
@@ -439,12 +470,12 @@ static void lose(SrchMpi *m, int r, int *owner, const char *why)
 static bool hand(SrchMpi *m, int r, Task *t)
 {
     if (m->sent_config[r] != m->config) {
-        if (MPI_Send(m->cfg, m->cfglen, MPI_BYTE, r, TAG_CONFIG, MPI_COMM_WORLD) != MPI_SUCCESS)
+        if (!send_to(m, m->cfg, m->cfglen, r, TAG_CONFIG))
             return false;
         m->sent_config[r] = m->config;
     }
     t->seq = ++m->seq;
-    return MPI_Send(t, (int)sizeof *t, MPI_BYTE, r, TAG_TASK, MPI_COMM_WORLD) == MPI_SUCCESS;
+    return send_to(m, t, (int)sizeof *t, r, TAG_TASK);
 }
 
 /* Runs the n tasks on the measuring ranks, one at a time each, into
@@ -473,7 +504,9 @@ static bool run_tasks(SrchMpi *m, int n, Task *task, Result *res, char *err, siz
             if (next == n)
                 continue;
             if (!hand(m, r, &task[next])) {
-                lose(m, r, owner, "a send to it failed");
+                if (m->stop && *m->stop)
+                    break; /* said at the loop's top */
+                lose(m, r, owner, "a send to it failed or found no room");
                 live--;
                 continue;
             }
@@ -481,6 +514,8 @@ static bool run_tasks(SrchMpi *m, int n, Task *task, Result *res, char *err, siz
             m->out[r] = next;
             m->since[r] = rt_now_ms();
         }
+        if (m->stop && *m->stop)
+            continue;
         if (!live) {
             srch_seterr(err, errlen, "no rank is left to measure");
             return false;
@@ -673,8 +708,7 @@ bool srch_mpi_serve(SrchMpi *m, char *err, size_t errlen)
             Result r;
             memcpy(&t, b, sizeof t);
             do_task(m, &t, &r);
-            if (MPI_Send(&r, (int)sizeof r, MPI_BYTE, 0, TAG_RESULT, MPI_COMM_WORLD) !=
-                MPI_SUCCESS) {
+            if (!send_to(m, &r, (int)sizeof r, 0, TAG_RESULT)) {
                 free(b);
                 srch_seterr(err, errlen, "rank %d (%s): cannot answer rank 0", m->rank, m->host);
                 return false;
@@ -692,7 +726,7 @@ void srch_mpi_end(SrchMpi *m)
         int none = 0;
         for (int r = 1; r < m->size; r++)
             if (!m->hello[r].measures || !m->lost[r])
-                MPI_Send(&none, 1, MPI_INT, r, TAG_DONE, MPI_COMM_WORLD);
+                send_to(m, &none, (int)sizeof none, r, TAG_DONE);
     }
     MPI_Finalize();
     srch_measurer_free(m->ms);

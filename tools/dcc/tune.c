@@ -7,13 +7,18 @@
 #include <unistd.h>
 
 /* SIGINT / SIGTERM: the search stops before its next measurement (a
- * second signal kills at once); what was measured is in the records. */
+ * second signal kills at once); what was measured is in the records.
+ * Under MPI a second SIGTERM is Open MPI ending the job (it sends two when
+ * a rank is lost, then SIGKILL a second later): rank 0 then still stops
+ * and says so. */
 static volatile sig_atomic_t tune_stop;
+static bool tune_mpi;
 
 static void on_stop_signal(int sig)
 {
     tune_stop = 1;
-    signal(sig, SIG_DFL);
+    if (!(tune_mpi && sig == SIGTERM))
+        signal(sig, SIG_DFL);
 }
 
 typedef struct TuneUi {
@@ -122,6 +127,7 @@ int cmd_tune(int argc, char **argv)
     } else if (nranks > 1 && !(mpi = srch_mpi_start(&argc, &argv, err, sizeof err))) {
         fail("%s", err);
     }
+    tune_mpi = mpi != NULL;
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
     o.records = records ? records : defrec;
     RtOutFiles *in = outputs_new(&a, false); /* the records are appended to */
