@@ -25,6 +25,8 @@
 #   run.sh DCC SRCDIR mpi-kill      a measuring rank killed mid-run: the job ends, the
 #                                   records are whole, the same command completes them
 #                                   (as a 1-rank run would have)
+#   run.sh DCC SRCDIR mpi-recover   the same under mpirun --enable-recovery: the run
+#                                   finishes without the lost rank
 set -u
 dcc=$1
 src=$2
@@ -69,11 +71,26 @@ wait_lines() { # FILE N: until FILE has N lines, at most 300 s (a loaded machine
 # The records without their time stamps.
 strip_ts() { sed 's/"ts":[0-9]*//' "$1"; }
 
-# dcc under mpirun with N ranks: mpi N ARGS... (DC_MPIEXEC: CMake's MPIEXEC_EXECUTABLE)
+# dcc under mpirun with N ranks: mpi N ARGS... (DC_MPIEXEC: CMake's
+# MPIEXEC_EXECUTABLE; $mpiflags: more of mpirun's options)
+mpiflags=
 mpi() {
     n=$1
     shift
-    "${DC_MPIEXEC:-mpirun}" --allow-run-as-root --oversubscribe -n "$n" "$dcc" "$@"
+    # shellcheck disable=SC2086
+    "${DC_MPIEXEC:-mpirun}" --allow-run-as-root --oversubscribe $mpiflags -n "$n" "$dcc" "$@"
+}
+
+# Kills rank 1 of the dcc writing records REC (SIGKILL) once REC has N lines.
+kill_rank1() {
+    wait_lines "$1" "$2"
+    victim=
+    for p in $(pgrep -f -- "--records $1"); do # the ranks (and mpirun)
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
+            victim=$p
+    done
+    [ -n "$victim" ] && kill -9 "$victim" && ok "rank 1 (pid $victim) killed after $(wc -l <"$1") records" ||
+        bad "rank 1 not found among the ranks"
 }
 
 # Whether every line of FILE is a JSON object (records are whole lines).
@@ -797,14 +814,7 @@ mpi-kill)
     # shellcheck disable=SC2086
     mpi 3 $args >"$tmp/out1" 2>"$tmp/err1" &
     pid=$!
-    wait_lines "$rec" 16
-    victim=
-    for p in $(pgrep -f -- "--records $rec"); do # the ranks (and mpirun)
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
-            victim=$p
-    done
-    [ -n "$victim" ] && kill -9 "$victim" && ok "rank 1 (pid $victim) killed after $(wc -l <"$rec") records" ||
-        bad "rank 1 not found among mpirun's children"
+    kill_rank1 "$rec" 16
     wait $pid
     st=$?
     [ $st -ne 0 ] && ok "the job ended, status $st" || bad "the job ended with status 0"
@@ -829,6 +839,30 @@ mpi-kill)
     strip_ts "$tmp/fresh.jsonl" >"$tmp/fresh.s"
     cmp -s "$tmp/r.s" "$tmp/fresh.s" && ok "killed and resumed: the uninterrupted run's records" ||
         bad "killed and resumed differs from uninterrupted ($(diff "$tmp/r.s" "$tmp/fresh.s" | head -c 400))"
+    ;;
+mpi-recover)
+    # with mpirun --enable-recovery the job outlives a rank: rank 0 takes a
+    # rank that gives no answer within DC_MPI_TIMEOUT seconds as lost, hands
+    # its candidate to another, and finishes as an uninterrupted run does
+    rec=$tmp/r.jsonl
+    args="tune $ex/bert_qkv.tex --target=model --trials 40 --seed 5 --shapes T=1..128:16"
+    mpiflags=--enable-recovery
+    # shellcheck disable=SC2086
+    DC_MPI_TIMEOUT=3 mpi 3 $args --records "$rec" >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    kill_rank1 "$rec" 16
+    wait $pid
+    st=$?
+    [ $st -eq 0 ] && grep -q "^  dispatch: " "$tmp/out" && ok "the run finished without rank 1" ||
+        bad "status $st: $(grep -v '^tune: Y' "$tmp/err" | head -5)"
+    grep -q "warning: rank 1 (.*) is lost" "$tmp/err" && ok "$(grep -m1 'is lost' "$tmp/err")" ||
+        bad "no word of the lost rank"
+    # shellcheck disable=SC2086
+    "$dcc" $args --records "$tmp/fresh.jsonl" >/dev/null 2>&1 || bad "the 1-rank run failed"
+    strip_ts "$rec" >"$tmp/r.s"
+    strip_ts "$tmp/fresh.jsonl" >"$tmp/fresh.s"
+    cmp -s "$tmp/r.s" "$tmp/fresh.s" && ok "the records of a run that lost no rank" ||
+        bad "records differ ($(diff "$tmp/r.s" "$tmp/fresh.s" | head -c 400))"
     ;;
 *)
     echo "unknown test $what"
