@@ -174,6 +174,7 @@ struct SrchMpi {
     char ms_err[256];      /* why there is no measurer */
     int64_t *shapes;
     bool joined;           /* the handshake passed: the others serve until told done */
+    int32_t nlost;         /* measuring ranks lost (rank 0's count, sent with done) */
 };
 
 static void pause_ms(double ms)
@@ -698,6 +699,8 @@ bool srch_mpi_serve(SrchMpi *m, char *err, size_t errlen)
             return false;
         }
         if (st.MPI_TAG == TAG_DONE) {
+            if (len == (int)sizeof m->nlost)
+                memcpy(&m->nlost, b, sizeof m->nlost);
             free(b);
             return true;
         }
@@ -723,12 +726,17 @@ void srch_mpi_end(SrchMpi *m)
     if (!m)
         return;
     if (m->rank == 0 && m->joined) {
-        int none = 0;
+        for (int r = 1; r < m->size; r++)
+            m->nlost += m->hello[r].measures && m->lost[r];
         for (int r = 1; r < m->size; r++)
             if (!m->hello[r].measures || !m->lost[r])
-                send_to(m, &none, (int)sizeof none, r, TAG_DONE);
+                send_to(m, &m->nlost, (int)sizeof m->nlost, r, TAG_DONE);
     }
-    MPI_Finalize();
+    /* MPI_Finalize waits for every rank, a lost one too (Open MPI 4.1
+     * under --enable-recovery hangs there): after a loss the ranks leave
+     * without it, which mpirun then takes as a normal end */
+    if (!m->nlost)
+        MPI_Finalize();
     srch_measurer_free(m->ms);
     free(m->shapes);
     free(m->hello);

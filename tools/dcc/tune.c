@@ -180,9 +180,10 @@ int cmd_tune(int argc, char **argv)
     if (!r && tune_stop)
         fail("tuning interrupted%s: every measurement taken is in %s; the same command "
              "resumes it", mpi ? " (a signal, or a rank lost)" : "", o.records);
-    srch_mpi_end(mpi);
-    if (!r)
+    if (!r) {
+        srch_mpi_end(mpi);
         fail("%s", err);
+    }
     printf("tune: %s, target %s, %d shape point%s, %s, %d trial%s per search, %.1f s\n",
            l.prog->name, o.backend, r->nshapes, r->nshapes == 1 ? "" : "s",
            o.per_shape ? "per-shape baseline" : "joint search", o.trials,
@@ -259,6 +260,8 @@ int cmd_tune(int argc, char **argv)
     if (r->ncorrupt)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
     printf("records: %s\n", o.records);
+    fflush(stdout); /* before MPI ends: Open MPI's forwarding of it with it */
+    srch_mpi_end(mpi);
     srch_tune_result_free(r);
     free(defrec);
     free(points);
