@@ -198,7 +198,15 @@ static int open_driver(void)
     }
     if (r != CUDA_SUCCESS)
         return cu_fail(r, "cuInit", D.msg, sizeof D.msg);
-    if ((r = D.device_get(&D.dev, 0)) != CUDA_SUCCESS) {
+    /* DCRT_CUDA_DEVICE=N: device N modulo the devices' count (dcc tune
+     * under MPI sets it to the rank's local rank); else device 0 */
+    const char *want = getenv("DCRT_CUDA_DEVICE");
+    int ordinal = 0, ndev = 0;
+    CUresult (*count)(int *);
+    *(void **)(&count) = dlsym(D.lib, "cuDeviceGetCount");
+    if (want && atoi(want) > 0 && count && count(&ndev) == CUDA_SUCCESS && ndev > 0)
+        ordinal = atoi(want) % ndev;
+    if ((r = D.device_get(&D.dev, ordinal)) != CUDA_SUCCESS) {
         cu_fail(r, "no CUDA device: cuDeviceGet", D.msg, sizeof D.msg);
         return DCRT_ERR_NO_DEVICE;
     }

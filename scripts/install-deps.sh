@@ -15,7 +15,7 @@ set -eu
 
 pkgs="cmake make gcc g++ llvm-19-dev libcjson-dev libcmocka-dev llvm-19-tools \
 libxgboost-dev clang-14 libclang-rt-14-dev zlib1g-dev libzstd-dev python3 pkg-config \
-libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata"
+libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata libopenmpi-dev openmpi-bin"
 case "${1:-}" in
 --bench) pkgs="$pkgs libopenblas-dev libdnnl-dev" ;;
 --bench-model) pkgs="$pkgs libopenblas-dev libdnnl-dev python3-venv python3-dev" ;;

@@ -792,3 +792,5 @@ bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKerne
 }
 
 void srch_measurer_set_timing(SrchMeasurer *m, const SrchTiming *tm) { m->timing = *tm; }
+
+SrchTiming srch_measurer_timing(const SrchMeasurer *m) { return m->timing; }

@@ -35,9 +35,11 @@ uint64_t srch_rand(uint64_t *s)
 
 static int pick(uint64_t *rng, int n) { return (int)(srch_rand(rng) % (uint64_t)n); }
 
-SrchTarget srch_target_cpu(void)
+SrchTarget srch_target_cpu(void) { return srch_target_cpu_cores(0); }
+
+SrchTarget srch_target_cpu_cores(int ncores)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = ncores > 0 ? ncores : sysconf(_SC_NPROCESSORS_ONLN);
     SrchTarget t = {"cpu", pass_target_info(PT_CPU), n > 0 ? (int)n : 1, 1, 0, 0};
     /* two FMA ports of vec_width lanes at about 2.5 GHz */
     t.peak_gflops = t.ncores * 2.0 * 2.0 * t.ti.vec_width * 2.5;

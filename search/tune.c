@@ -249,6 +249,42 @@ static bool stopped(Tuner *tu)
     return true;
 }
 
+/* The n candidates measured by the farm, or here without one (as
+ * srch_measure_batch); false (tu failed, its err set) when the farm cannot
+ * go on. */
+static bool measure_batch(Tuner *tu, int n, const SrchStage *const *st, const MicroKernel *mk,
+                          const int64_t *const *dims, const double *cutoff_ms, SrchTimed *out)
+{
+    const SrchFarm *f = tu->o->farm;
+    if (!f) {
+        srch_measure_batch(tu->ms, n, st, mk, dims, cutoff_ms, out);
+        return true;
+    }
+    SrchTiming tm = srch_measurer_timing(tu->ms);
+    if (!f->batch(f->self, &tm, n, st, mk, dims, cutoff_ms, out, tu->err, tu->errlen))
+        tu->failed = true;
+    return !tu->failed;
+}
+
+/* srch_measure_turns by the farm, or here without one: 0, or -1 and err
+ * when they could not be measured (tu failed too when the farm cannot go
+ * on). */
+static int measure_turns(Tuner *tu, const SrchStage *st, const MicroKernel *a,
+                         const MicroKernel *b, const int64_t *dims, int turns, int runs,
+                         SrchTimed t[2], char *err, size_t errlen)
+{
+    const SrchFarm *f = tu->o->farm;
+    if (!f)
+        return srch_measure_turns(tu->ms, st, a, b, dims, turns, runs, t, err, errlen);
+    if (!f->turns(f->self, st, a, b, dims, turns, runs, t, tu->err, tu->errlen)) {
+        tu->failed = true;
+        return -1;
+    }
+    if (t[0].failed)
+        srch_seterr(err, errlen, "%s", t[0].err);
+    return t[0].failed ? -1 : 0;
+}
+
 /* The median times of the n measurements asked for, into ms[k], from the
  * records or measured now (those together, interleaved: srch_measure_batch)
  * and appended; fresh[k] says which. NAN where one cannot be measured (the
@@ -288,7 +324,7 @@ static void measure_all(Tuner *tu, int n, const Ask *ask, double *ms, bool *fres
         dims[i] = shape_at(tu, a->s);
         cut[i] = isfinite(a->cutoff) ? a->cutoff : 0;
     }
-    srch_measure_batch(tu->ms, ntodo, st, mk, dims, cut, t);
+    measure_batch(tu, ntodo, st, mk, dims, cut, t);
     for (int i = 0; i < ntodo && !tu->failed; i++) {
         const Ask *a = &ask[todo[i]];
         if (t[i].failed || t[i].ntimes == 0) {
@@ -725,8 +761,8 @@ static bool remeasure(Tuner *tu, const SrchStage *st, const MicroKernel *a, cons
         runs = 1;
         turns = fit >= 2 * SELECT_TURNS ? 2 * SELECT_TURNS : fit > 2 ? (int)fit : 2;
     }
-    if (stopped(tu) || srch_measure_turns(tu->ms, st, a, b, shape_at(tu, s), turns, runs, t, err,
-                                          sizeof err) != 0)
+    if (stopped(tu) ||
+        measure_turns(tu, st, a, b, shape_at(tu, s), turns, runs, t, err, sizeof err) != 0)
         return false;
     const MicroKernel *mk[2] = {a, b};
     for (int k = 0; k < 2 && !tu->failed; k++) {
@@ -1372,9 +1408,13 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
     srch_measurer_free(tu->ms);
     srch_records_close(tu->rec);
     tu->rec = NULL;
-    tu->ms = srch_measurer_new(o->backend, tu->ms_arch, tu->p, &tu->tg, tu->shapes, tu->nshapes,
+    /* where a farm measures, this measurer only builds (ptxas's reports):
+     * a GPU's builds need no GPU here (a login node) */
+    const char *local = o->farm && strcmp(o->backend, "cuda") == 0 ? "model" : o->backend;
+    tu->ms = srch_measurer_new(local, tu->ms_arch, tu->p, &tu->tg, tu->shapes, tu->nshapes,
                                tu->err, tu->errlen);
-    if (!tu->ms)
+    if (!tu->ms || (o->farm && !o->farm->open(o->farm->self, tu->p, tu->shapes, tu->nshapes,
+                                               tu->err, tu->errlen)))
         return !(tu->failed = true);
     if (!c->st) /* the stages of the fusion now set, unless the caller derived them */
         c->nst = stages_of(tu, &c->st);
@@ -1753,7 +1793,10 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     tu.arch = arch ? arch : "sm_80";
     if (strcmp(o->backend, "cpu") == 0)
         tu.arch = srch_host_arch();
-    if (strcmp(o->backend, "cuda") == 0) {
+    if (o->farm) { /* the devices that measure describe the target */
+        tu.tg = o->farm->tg;
+        tu.arch = o->farm->arch;
+    } else if (strcmp(o->backend, "cuda") == 0) {
         RtCudaDeviceInfo di;
         if (rt_cuda_init(err, errlen) == DCRT_OK && rt_cuda_device_info(&di, err, errlen) == DCRT_OK) {
             snprintf(devarch, sizeof devarch, "sm_%d%d", di.sm_major, di.sm_minor);

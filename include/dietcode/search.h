@@ -330,6 +330,9 @@ typedef struct SrchTarget {
 
 /* The CPU of this machine (pool threads, AVX-512 or not). */
 SrchTarget srch_target_cpu(void);
+/* The same with ncores threads running blocks (<= 0: every online core):
+ * an MPI rank's, the cores it is bound to. */
+SrchTarget srch_target_cpu_cores(int ncores);
 /* An NVIDIA GPU of the given arch (NULL: sm_80); nsm 0: the arch's usual
  * SM count (sm_80 108, sm_90 132, ...). name is "cuda" or "model". */
 SrchTarget srch_target_gpu(const char *name, const char *arch, int nsm);
@@ -532,6 +535,7 @@ int srch_measure_turns(SrchMeasurer *m, const SrchStage *st, const MicroKernel *
                        SrchTimed out[2], char *err, size_t errlen);
 /* The CPU backend's timing (default: a budget of 20 ms). */
 void srch_measurer_set_timing(SrchMeasurer *m, const SrchTiming *tm);
+SrchTiming srch_measurer_timing(const SrchMeasurer *m);
 /* GPU backends with ptxas installed: ptxas's report on stage st built
  * from mk (cached); false otherwise. */
 bool srch_measure_ptxinfo(SrchMeasurer *m, const SrchStage *st, const MicroKernel *mk,
@@ -554,6 +558,34 @@ typedef struct SrchProgress {
     double elapsed_s;       /* since srch_tune started */
     double eta_s;           /* estimated time left in this phase of this stage */
 } SrchProgress;
+
+/* Measurements taken elsewhere (search/tune.c asks, a farm answers): the
+ * candidates the tuner asks for built and timed on devices of the farm's
+ * own, as this process's measurer would (search/mpi.c: the other MPI
+ * ranks, one candidate at a time). Without one (SrchTuneOpts.farm NULL)
+ * the tuner's own measurer measures. The tuner still keeps a measurer of
+ * its own, which only builds (ptxas's reports of GPU kernels). */
+typedef struct SrchFarm {
+    void *self;
+    /* what measures: the records' arch and the search's target (its name
+     * as the backend's) */
+    const char *arch;
+    SrchTarget tg;
+    /* the fusion measured from now on (p's Fuse as set, as
+     * srch_measurer_new takes it) and the tuning's shape points */
+    bool (*open)(void *self, const TeProgram *p, const int64_t *shapes, int nshapes, char *err,
+                 size_t errlen);
+    /* as srch_measure_batch, timed as tm says; false and err when the farm
+     * cannot go on (stopped, no device left): the tune fails */
+    bool (*batch)(void *self, const SrchTiming *tm, int n, const SrchStage *const *st,
+                  const MicroKernel *mk, const int64_t *const *dims, const double *cutoff_ms,
+                  SrchTimed *out, char *err, size_t errlen);
+    /* as srch_measure_turns into out[0], out[1] (out[0].failed and its err
+     * when they could not be measured); false as batch */
+    bool (*turns)(void *self, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
+                  const int64_t *dims, int turns, int runs, SrchTimed out[2], char *err,
+                  size_t errlen);
+} SrchFarm;
 
 typedef struct SrchTuneOpts {
     const char *backend;    /* "cpu", "cuda", "model" */
@@ -587,6 +619,9 @@ typedef struct SrchTuneOpts {
      * run), where the epilogue is affine in the sum; the trees say so
      * ("atomic_split"), and a tree with such kernels is read only so. */
     bool atomic_split;
+    /* where the candidates are measured (NULL: here); its arch and target
+     * are the records' and the search's */
+    const SrchFarm *farm;
 } SrchTuneOpts;
 
 typedef struct SrchStageResult {
@@ -805,6 +840,43 @@ char *srch_schedule_to_json(TeProgram *p, const char *target, const char *arch,
  * *variants gets those kernels. */
 Dispatch *srch_tree_to_dispatch(TeProgram *p, const SrchTree *t, MicroKernel **variants,
                                 int *nvariants);
+
+/* search/mpi.c: tuning across MPI ranks (linked into dcc only; with MPI
+ * where the build found it, DC_HAVE_MPI, else these say it is missing).
+ * Rank 0 searches and writes the records; every other rank builds and
+ * times the candidates it is handed on its own device (DESIGN.md,
+ * "Tuning on several machines"). */
+typedef struct SrchMpi SrchMpi;
+/* The ranks an MPI launcher (mpirun, srun) started, from its environment
+ * (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE, SLURM_STEP_NUM_TASKS), and
+ * this one's in *rank; 1 and 0 when none did. */
+int srch_mpi_launched(int *rank);
+/* Whether this dcc was built with MPI. */
+bool srch_mpi_built(void);
+/* MPI started (errors returned, not fatal); NULL and err when it fails
+ * or this dcc has no MPI. */
+SrchMpi *srch_mpi_start(int *argc, char ***argv, char *err, size_t errlen);
+int srch_mpi_rank(const SrchMpi *m);
+/* Every rank, with the program it loaded (its Fuse as given) and the
+ * tune's backend and arch: each starts its device (a rank bound to some
+ * cores sizes the CPU pool to them, a CUDA rank takes the GPU its local
+ * rank gives, modulo their count), and rank 0 checks that every rank
+ * read the same program with the same dcc and that the ranks that can
+ * measure measure on one arch. false and err on every rank when the run
+ * cannot go on (rank 0's err says why). warn (rank 0) gets the ranks
+ * that cannot measure. stop: the tune's (a signal's) flag. */
+bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *arch,
+                   const char *build, const volatile sig_atomic_t *stop,
+                   void (*warn)(void *ud, const char *msg), void *warn_ud, char *err,
+                   size_t errlen);
+/* Rank 0, after srch_mpi_join: the farm of the other ranks (owned by m). */
+const SrchFarm *srch_mpi_farm(SrchMpi *m);
+/* The other ranks, after srch_mpi_join: measure what rank 0 hands out
+ * until it says it is done; false and err when stopped. */
+bool srch_mpi_serve(SrchMpi *m, char *err, size_t errlen);
+/* Rank 0 tells the others it is done; every rank then leaves MPI and
+ * frees m. NULL is fine. */
+void srch_mpi_end(SrchMpi *m);
 
 /* search/util.c: what records and trees share */
 /* Integers up to 2^53 are exact in JSON's doubles; larger ones are refused. */

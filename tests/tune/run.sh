@@ -18,6 +18,15 @@
 #                                   --fuse fixes it
 #   run.sh DCC SRCDIR consts        records tuned with constant weights serve the same
 #                                   program with other weights, not with them as inputs
+#   run.sh DCC SRCDIR mpi-model     mpirun -n 3 (DC_MPIEXEC) on the model target: the
+#                                   records and dispatch of a 1-rank run, byte for byte
+#   run.sh DCC SRCDIR mpi-cpu       mpirun -n 3 on the CPU: valid records of this CPU's
+#                                   arch, a dispatch that runs correctly
+#   run.sh DCC SRCDIR mpi-kill      a measuring rank killed mid-run: the job ends, the
+#                                   records are whole, the same command completes them
+#                                   (as a 1-rank run would have)
+#   run.sh DCC SRCDIR mpi-recover   the same under mpirun --enable-recovery: the run
+#                                   finishes without the lost rank
 set -u
 dcc=$1
 src=$2
@@ -61,6 +70,33 @@ wait_lines() { # FILE N: until FILE has N lines, at most 300 s (a loaded machine
 
 # The records without their time stamps.
 strip_ts() { sed 's/"ts":[0-9]*//' "$1"; }
+
+# dcc under mpirun with N ranks: mpi N ARGS... (DC_MPIEXEC: CMake's
+# MPIEXEC_EXECUTABLE; $mpiflags: more of mpirun's options)
+mpiflags=
+mpi() {
+    n=$1
+    shift
+    # shellcheck disable=SC2086
+    "${DC_MPIEXEC:-mpirun}" --allow-run-as-root --oversubscribe $mpiflags -n "$n" "$dcc" "$@"
+}
+
+# Kills rank 1 of the dcc writing records REC (SIGKILL) once REC has N lines.
+kill_rank1() {
+    wait_lines "$1" "$2"
+    victim=
+    for p in $(pgrep -f -- "--records $1"); do # the ranks (and mpirun)
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
+            victim=$p
+    done
+    [ -n "$victim" ] && kill -9 "$victim" && ok "rank 1 (pid $victim) killed after $(wc -l <"$1") records" ||
+        bad "rank 1 not found among the ranks"
+}
+
+# Whether every line of FILE is a JSON object (records are whole lines).
+whole_lines() {
+    python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$1" 2>/dev/null
+}
 
 case $what in
 determinism)
@@ -706,6 +742,127 @@ EOF
         --records "$tmp/p.jsonl" >"$tmp/p.out" 2>"$tmp/p.err" &&
         ! grep -q "not measured" "$tmp/p.err" && ok "indices computed by a stage: every kernel measured" ||
         bad "indices computed by a stage: $(grep -m1 "not measured\|error" "$tmp/p.err")"
+    ;;
+mpi-model)
+    # one candidate at a time to two measuring ranks, answers in any order:
+    # rank 0 records them in the order it asked, so the file is the 1-rank one
+    args="tune $ex/bert_qkv.tex --target=model --trials 24 --seed 7 --shapes T=1..128:16"
+    # shellcheck disable=SC2086
+    "$dcc" $args --records "$tmp/one.jsonl" >"$tmp/one.out" 2>"$tmp/one.err" ||
+        bad "1-rank tune failed: $(tail -1 "$tmp/one.err")"
+    # shellcheck disable=SC2086
+    mpi 3 $args --records "$tmp/three.jsonl" >"$tmp/three.out" 2>"$tmp/three.err" ||
+        bad "3-rank tune failed: $(grep -v '^tune: Y' "$tmp/three.err" | head -5)"
+    grep -q "^mpi: 3 ranks, measured on sm_80 by the 2 others" "$tmp/three.out" &&
+        ok "rank 0 says the 2 others measured" || bad "no mpi line: $(head -3 "$tmp/three.out")"
+    [ "$(grep -c '^tune: bert_qkv' "$tmp/three.out")" -eq 1 ] && ok "one summary (rank 0's)" ||
+        bad "the summary printed $(grep -c '^tune: bert_qkv' "$tmp/three.out") times"
+    strip_ts "$tmp/one.jsonl" >"$tmp/one.s"
+    strip_ts "$tmp/three.jsonl" >"$tmp/three.s"
+    [ -s "$tmp/one.s" ] && cmp -s "$tmp/one.s" "$tmp/three.s" &&
+        ok "3 ranks wrote the 1-rank run's records ($(wc -l <"$tmp/one.s") lines, time stamps aside)" ||
+        bad "3 ranks wrote other records than 1 ($(diff "$tmp/one.s" "$tmp/three.s" | head -c 600))"
+    for f in one three; do
+        "$dcc" "$ex/bert_qkv.tex" --target=nvptx --records "$tmp/$f.jsonl" --emit=dispatch \
+            >"$tmp/$f.json" || bad "--emit=dispatch with the $f-rank records"
+    done
+    cmp -s "$tmp/one.json" "$tmp/three.json" && grep -q '"tree"' "$tmp/one.json" &&
+        ok "the same dispatch tree and kernels" || bad "another dispatch with 3 ranks"
+    grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/one.out" >"$tmp/one.sum"
+    grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/three.out" >"$tmp/three.sum"
+    cmp -s "$tmp/one.sum" "$tmp/three.sum" && ok "the same summary" ||
+        bad "another summary: $(diff "$tmp/one.sum" "$tmp/three.sum" | head -5)"
+    ;;
+mpi-cpu)
+    rec=$tmp/r.jsonl
+    mpi 3 tune "$ex/bert_qkv.tex" --trials 8 --shapes T=1..128:6 --records "$rec" \
+        >"$tmp/out" 2>"$tmp/err" || bad "3-rank CPU tune failed: $(grep -v '^tune: Y' "$tmp/err" | head -5)"
+    grep -q "^mpi: 3 ranks, measured on " "$tmp/out" && grep -q "^  dispatch: " "$tmp/out" &&
+        ok "tuned on 3 ranks: $(grep '^mpi:' "$tmp/out")" || bad "no summary: $(head -3 "$tmp/out")"
+    # the records' schema and arch: those of a tune on this machine (a
+    # one-trial run here says which arch that is)
+    "$dcc" tune "$ex/bert_qkv.tex" --trials 1 --shapes T=1..2 --records "$tmp/here.jsonl" \
+        >/dev/null 2>&1 || bad "1-rank CPU tune failed"
+    python3 - "$rec" "$tmp/here.jsonl" <<'PY' && ok "records whole, of this CPU's arch, the same fields" || bad "records"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+here = [json.loads(l) for l in open(sys.argv[2])]
+arch = {r["arch"] for r in here}
+assert len(arch) == 1 and {r["arch"] for r in recs} == arch, ({r["arch"] for r in recs}, arch)
+assert all(r["target"] == "cpu" and r["v"] == 2 for r in recs)
+fields = {r["kind"]: set(r) - {"dropped"} for r in here}
+assert "trial" in fields and "tree" in fields
+trials = [r for r in recs if r["kind"] == "trial"]
+assert len(trials) == 8, len(trials)
+for r in recs:
+    if r["kind"] in fields:
+        assert set(r) - {"dropped"} == fields[r["kind"]], (set(r), fields[r["kind"]])
+assert sum(r["kind"] == "tree" for r in recs) == 1
+PY
+    for T in 1 7 33 100 128 200; do
+        "$dcc" run "$ex/bert_qkv.tex" --records "$rec" --set T=$T --check >/dev/null \
+            2>"$tmp/run.err" || bad "T=$T with the 3-rank records: $(cat "$tmp/run.err")"
+    done
+    ok "the 3-rank dispatch runs correctly at T = 1, 7, 33, 100, 128, 200"
+    ;;
+mpi-kill)
+    # Open MPI ends the job when a rank dies; rank 0's records are whole,
+    # and the same command resumes: nothing measured twice, and the result
+    # is the uninterrupted run's (the model target is deterministic)
+    rec=$tmp/r.jsonl
+    args="tune $ex/bert_qkv.tex --target=model --trials 64 --seed 5 --shapes T=1..128:16 --records $rec"
+    # shellcheck disable=SC2086
+    mpi 3 $args >"$tmp/out1" 2>"$tmp/err1" &
+    pid=$!
+    kill_rank1 "$rec" 16
+    wait $pid
+    st=$?
+    [ $st -ne 0 ] && ok "the job ended, status $st" || bad "the job ended with status 0"
+    cp "$rec" "$tmp/before"
+    before=$(wc -l <"$tmp/before")
+    whole_lines "$rec" && [ "$before" -ge 16 ] && ok "$before whole records" ||
+        bad "records damaged or lost ($before lines)"
+    # shellcheck disable=SC2086
+    mpi 3 $args >"$tmp/out2" 2>"$tmp/err2" ||
+        bad "the same command failed: $(grep -v '^tune: Y' "$tmp/err2" | head -5)"
+    head -n "$before" "$rec" | cmp -s - "$tmp/before" && ok "no record lost or changed" ||
+        bad "records before the kill changed"
+    dup=$(keys "$rec" | sort | uniq -d | wc -l)
+    [ "$dup" -eq 0 ] && ok "nothing measured twice" || bad "$dup measurements taken twice"
+    reused=$(sed -n 's/.*search [0-9]* measured + \([0-9]*\) from records.*/\1/p' "$tmp/out2")
+    [ "${reused:-0}" -ge 1 ] && ok "the rerun reused $reused of the search's trials" ||
+        bad "nothing reused: $(grep '^stage' "$tmp/out2")"
+    args1=$(echo "$args" | sed "s|$rec|$tmp/fresh.jsonl|")
+    # shellcheck disable=SC2086
+    "$dcc" $args1 >/dev/null 2>&1 || bad "the uninterrupted 1-rank run failed"
+    strip_ts "$rec" >"$tmp/r.s"
+    strip_ts "$tmp/fresh.jsonl" >"$tmp/fresh.s"
+    cmp -s "$tmp/r.s" "$tmp/fresh.s" && ok "killed and resumed: the uninterrupted run's records" ||
+        bad "killed and resumed differs from uninterrupted ($(diff "$tmp/r.s" "$tmp/fresh.s" | head -c 400))"
+    ;;
+mpi-recover)
+    # with mpirun --enable-recovery the job outlives a rank: rank 0 takes a
+    # rank that gives no answer within DC_MPI_TIMEOUT seconds as lost, hands
+    # its candidate to another, and finishes as an uninterrupted run does
+    rec=$tmp/r.jsonl
+    args="tune $ex/bert_qkv.tex --target=model --trials 40 --seed 5 --shapes T=1..128:16"
+    mpiflags=--enable-recovery
+    # shellcheck disable=SC2086
+    DC_MPI_TIMEOUT=3 mpi 3 $args --records "$rec" >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    kill_rank1 "$rec" 16
+    wait $pid
+    st=$?
+    [ $st -eq 0 ] && grep -q "^  dispatch: " "$tmp/out" && ok "the run finished without rank 1" ||
+        bad "status $st: $(grep -v '^tune: Y' "$tmp/err" | head -5)"
+    grep -q "warning: rank 1 (.*) is lost" "$tmp/err" && ok "$(grep -m1 'is lost' "$tmp/err")" ||
+        bad "no word of the lost rank"
+    # shellcheck disable=SC2086
+    "$dcc" $args --records "$tmp/fresh.jsonl" >/dev/null 2>&1 || bad "the 1-rank run failed"
+    strip_ts "$rec" >"$tmp/r.s"
+    strip_ts "$tmp/fresh.jsonl" >"$tmp/fresh.s"
+    cmp -s "$tmp/r.s" "$tmp/fresh.s" && ok "the records of a run that lost no rank" ||
+        bad "records differ ($(diff "$tmp/r.s" "$tmp/fresh.s" | head -c 400))"
     ;;
 *)
     echo "unknown test $what"

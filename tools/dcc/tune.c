@@ -1,4 +1,5 @@
-/* dcc tune: the joint search over the shapes, into the records file. */
+/* dcc tune: the joint search over the shapes, into the records file;
+ * under mpirun, rank 0 searches and the other ranks measure (search/mpi.c). */
 #include "dcc.h"
 
 #include <math.h>
@@ -6,13 +7,18 @@
 #include <unistd.h>
 
 /* SIGINT / SIGTERM: the search stops before its next measurement (a
- * second signal kills at once); what was measured is in the records. */
+ * second signal kills at once); what was measured is in the records.
+ * Under MPI a second SIGTERM is Open MPI ending the job (it sends two when
+ * a rank is lost, then SIGKILL a second later): rank 0 then still stops
+ * and says so. */
 static volatile sig_atomic_t tune_stop;
+static bool tune_mpi;
 
 static void on_stop_signal(int sig)
 {
     tune_stop = 1;
-    signal(sig, SIG_DFL);
+    if (!(tune_mpi && sig == SIGTERM))
+        signal(sig, SIG_DFL);
 }
 
 typedef struct TuneUi {
@@ -108,9 +114,22 @@ int cmd_tune(int argc, char **argv)
         usage_error("--atomic-split is for the GPU: tune with --target=cuda or --target=model");
     if (shapes->n && a.val[O_SHAPES_FILE])
         usage_error("--shapes and --shapes-file both say which shapes to tune: give one");
+    /* under an MPI launcher every rank runs this command: rank 0 tunes,
+     * the others measure what it hands them (without MPI rank 0 alone) */
+    int rank, nranks = srch_mpi_launched(&rank);
+    SrchMpi *mpi = NULL;
+    char err[1024];
+    if (nranks > 1 && !srch_mpi_built()) {
+        if (rank != 0)
+            return free_args(&a), 0;
+        fprintf(stderr, "dcc: warning: started as %d MPI ranks, but this dcc was built without "
+                "MPI: rank 0 tunes alone and the others exit\n", nranks);
+    } else if (nranks > 1 && !(mpi = srch_mpi_start(&argc, &argv, err, sizeof err))) {
+        fail("%s", err);
+    }
+    tune_mpi = mpi != NULL;
     char *defrec = records ? NULL : aot_path(NULL, file, ".records.jsonl", true);
     o.records = records ? records : defrec;
-    char err[1024];
     RtOutFiles *in = outputs_new(&a, false); /* the records are appended to */
     bool clash = rt_out_check(in, o.records, err, sizeof err) != 0;
     rt_out_free(in);
@@ -121,7 +140,7 @@ int cmd_tune(int argc, char **argv)
     o.progress = tune_progress;
     o.warn = tune_warn;
     o.progress_ud = &ui;
-    if (strcmp(o.backend, "cuda") == 0)
+    if (strcmp(o.backend, "cuda") == 0 && !mpi) /* under MPI the measuring ranks say */
         cuda_require();
     FeUnit l = load_fused(&a);
     int64_t *points = NULL;
@@ -133,20 +152,45 @@ int cmd_tune(int argc, char **argv)
     o.stop = &tune_stop;
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
+    if (mpi) {
+        if (!srch_mpi_join(mpi, l.prog, o.backend, o.arch, DCC_VERSION, &tune_stop, tune_warn,
+                           &ui, err, sizeof err)) {
+            srch_mpi_end(mpi);
+            fail("%s", err);
+        }
+        if (srch_mpi_rank(mpi) != 0) { /* a measuring rank, until rank 0 is done */
+            if (!srch_mpi_serve(mpi, err, sizeof err))
+                fail("%s", err); /* stopped: MPI is ending the job */
+            srch_mpi_end(mpi);
+            free(defrec);
+            free(points);
+            free_args(&a);
+            fe_unload(&l);
+            return 0;
+        }
+        o.farm = srch_mpi_farm(mpi);
+    }
     SrchTuneResult *r = srch_tune(l.prog, &o, err, sizeof err);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (ui.live)
         fputc('\n', stderr);
+    /* stopped (Ctrl-C; under MPI also a lost rank: Open MPI then ends the
+     * job) the ranks are not waited for; else they are told it is done */
     if (!r && tune_stop)
-        fail("tuning interrupted: every measurement taken is in %s; the same command "
-             "resumes it", o.records);
-    if (!r)
+        fail("tuning interrupted%s: every measurement taken is in %s; the same command "
+             "resumes it", mpi ? " (a signal, or a rank lost)" : "", o.records);
+    if (!r) {
+        srch_mpi_end(mpi);
         fail("%s", err);
+    }
     printf("tune: %s, target %s, %d shape point%s, %s, %d trial%s per search, %.1f s\n",
            l.prog->name, o.backend, r->nshapes, r->nshapes == 1 ? "" : "s",
            o.per_shape ? "per-shape baseline" : "joint search", o.trials,
            o.trials == 1 ? "" : "s", r->seconds);
+    if (o.farm)
+        printf("mpi: %d ranks, measured on %s by the %d other%s\n", nranks, o.farm->arch,
+               nranks - 1, nranks == 2 ? "" : "s");
     if (o.warm_start)
         printf("warm start: %d search sample%s and %d chosen kernel%s of this target from %s\n",
                r->nwarm, r->nwarm == 1 ? "" : "s", r->nwarm_kernels,
@@ -216,6 +260,8 @@ int cmd_tune(int argc, char **argv)
     if (r->ncorrupt)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
     printf("records: %s\n", o.records);
+    fflush(stdout); /* before MPI ends: Open MPI's forwarding of it with it */
+    srch_mpi_end(mpi);
     srch_tune_result_free(r);
     free(defrec);
     free(points);
