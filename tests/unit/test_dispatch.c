@@ -391,6 +391,22 @@ static void test_const_limit(void **state)
     ir_te_destroy(p);
 }
 
+/* p lowered for the CPU, tensor `out`'s micro-kernel mk, the others the
+ * default; a failure fails the test. */
+static LoopProgram *lower_with(TeProgram *p, int out, const char *mk)
+{
+    char err[512];
+    MicroKernel *mks = calloc((size_t)p->ntensors, sizeof *mks);
+    if (!mks || !pass_parse_microkernel(mk, &mks[out], NULL))
+        fail_msg("bad micro-kernel %s", mk);
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
+    free(mks);
+    if (!lp)
+        fail_msg("%s", err);
+    return lp;
+}
+
 /* ir_te_bind_const: an input of fixed extents becomes a constant read
  * where the caller keeps it. A dense layer whose W and b are bound runs
  * on the JIT as the reference computes it, its packed variant reading
@@ -427,14 +443,7 @@ static void test_bind_const(void **state)
     assert_non_null(strstr(err, "a constant already"));
     assert_true(ir_te_find_tensor(p, "W")->data == w); /* not copied */
 
-    MicroKernel mks[4] = {0};
-    if (!pass_parse_microkernel("threads [3, 1] tile [6, 16] rchunk 16 unroll 1 vec 16 staged packed",
-                                &mks[3], NULL))
-        fail_msg("bad micro-kernel");
-    TargetInfo ti = pass_target_info(PT_CPU);
-    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
-    if (!lp)
-        fail_msg("%s", err);
+    LoopProgram *lp = lower_with(p, 3, "threads [3, 1] tile [6, 16] rchunk 16 unroll 1 vec 16 staged packed");
     assert_int_equal(lp->nkernels, 1); /* no packing launch */
     ExCpu *cpu = ex_cpu_compile(lp, err, sizeof err);
     if (!cpu)
@@ -518,20 +527,15 @@ static void test_release_consts(void **state)
         float *bufs[4] = {x[s], (float *)W->data, (float *)b->data, ref[s]};
         assert_int_equal(ir_interp(p, &sizes[s], bufs, err, sizeof err), 0);
     }
-    MicroKernel mks[4] = {0};
-    if (!pass_parse_microkernel("threads [3, 2] tile [6, 16] rchunk 40 unroll 1 vec 16 staged packed",
-                                &mks[3], NULL))
-        fail_msg("bad micro-kernel");
-    TargetInfo ti = pass_target_info(PT_CPU);
-    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
-    if (!lp)
-        fail_msg("%s", err);
+    const char *mk = "threads [3, 2] tile [6, 16] rchunk 40 unroll 1 vec 16 staged packed";
+    LoopProgram *lp = lower_with(p, 3, mk);
     assert_int_equal(ir_te_release_unread_consts(p, lp), (int64_t)sizeof(float) * N * K);
     assert_true(p->consts_released);
     assert_non_null(W->data); /* still a constant */
     assert_true(memcmp(b->data, bias, sizeof bias) == 0);
     assert_int_equal(ir_te_release_unread_consts(p, lp), 0); /* once */
-    assert_null(pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err));
+    TargetInfo ti = pass_target_info(PT_CPU);
+    assert_null(pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err));
     assert_non_null(strstr(err, "release: its unread constants were released"));
     float *none[4] = {x[0], (float *)W->data, (float *)b->data, ref[0]};
     assert_int_equal(ir_interp(p, &sizes[0], none, err, sizeof err), -1);
@@ -562,9 +566,7 @@ static void test_release_consts(void **state)
                      &u) != 0)
         fail_msg("bound.tex does not compile");
     assert_int_equal(ir_te_bind_const(u.prog, "W", w, sizeof(float) * N * K, NULL, err, sizeof err), 0);
-    lp = pass_run_pipeline(u.prog, mks + 1, &ti, NULL, err, sizeof err);
-    if (!lp)
-        fail_msg("%s", err);
+    lp = lower_with(u.prog, 2, mk);
     assert_int_equal(ir_te_release_unread_consts(u.prog, lp), 0);
     assert_false(u.prog->consts_released);
     fe_unload(&u);
