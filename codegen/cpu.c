@@ -11,11 +11,12 @@
  * hoisted past stores. Kernels that differ only in their buffers (the
  * same stage of a model's twelve layers) have the same body: mergefunc
  * (codegen/module.c) keeps one, which is optimised and compiled once and
- * called from each entry; a body with one caller is inlined into it. The block loop is a serial loop over [block_begin, block_end)
- * (the runner splits the blocks over a thread pool), thread loops are
- * serial loops, shared buffers are stack arrays in the entry block (one per
- * call, i.e. per chunk of blocks), and there are no barriers: a pass splits
- * the thread loop at each one before codegen. Math on vectors goes to
+ * called from each entry; a body with one caller is inlined into it. The
+ * block loop is a serial loop over [block_begin, block_end) (the runner
+ * splits the blocks over a thread pool), thread loops are serial loops,
+ * shared buffers are stack arrays in the entry block (one per call, i.e.
+ * per chunk of blocks), and there are no barriers: a pass splits the
+ * thread loop at each one before codegen. Math on vectors goes to
  * libmvec, glibc's vector math library (below); on scalars to LLVM
  * intrinsics, which lower to the C library's expf, logf, powf on x86, or
  * to erff and tanhf directly: the functions the reference interpreter calls.

@@ -821,10 +821,8 @@ int ir_interp(const TeProgram *p, const int64_t *dims, float **bufs, char *err, 
     if (!IR_ARG_OK(p, err, errlen) || (p->ndims > 0 && !IR_ARG_OK(dims, err, errlen)) ||
         !IR_ARG_OK(bufs, err, errlen) || !ir_check_dims(p, dims, err, errlen))
         return -1;
-    if (p->consts_released) {
-        snprintf(err, errlen, "%s: its unread constants were released after its last compile", p->name);
+    if (!ir_te_consts_whole(p, err, errlen))
         return -1;
-    }
     for (int i = 0; i < p->ntensors; i++)
         if (!bufs[i]) {
             snprintf(err, errlen, "ir_interp: the buffer of tensor %d (%s) is NULL", i,

@@ -150,8 +150,10 @@ int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp)
     int64_t bytes = 0;
     for (int i = 0; i < p->ntensors; i++) {
         Tensor *t = p->tensors[i];
+        if (!t->data || use[t->id])
+            continue;
         int64_t size = ir_te_bytes(t, NULL);
-        if (t->data && !use[t->id] && size > 0 && ir_arena_release(p->arena, t->data)) {
+        if (size > 0 && ir_arena_release(p->arena, t->data)) {
             static const unsigned char released; /* still a constant; never read */
             t->data = &released;
             bytes += size;
@@ -160,6 +162,16 @@ int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp)
     }
     free(use);
     return bytes;
+}
+
+bool ir_te_consts_whole(const TeProgram *p, char *err, size_t errlen)
+{
+    if (!IR_ARG_OK(p, err, errlen))
+        return false;
+    if (p->consts_released)
+        snprintf(err, errlen, "%s: its unread constants were released after its last compile",
+                 p->name);
+    return !p->consts_released;
 }
 
 int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,

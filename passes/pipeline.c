@@ -128,10 +128,8 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
 {
     if (!IR_ARG_OK(p, err, errlen) || !IR_ARG_OK(ti, err, errlen))
         return NULL;
-    if (p->consts_released) {
-        snprintf(err, errlen, "%s: its unread constants were released after its last compile", p->name);
+    if (!ir_te_consts_whole(p, err, errlen))
         return NULL;
-    }
     static const PipelineOpts none = {0};
     Run r = {.o = opts ? opts : &none, .te = p, .t0 = now(), .err = err, .errlen = errlen};
     r.out = r.o->dump ? r.o->dump : stderr;

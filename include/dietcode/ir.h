@@ -129,7 +129,7 @@ typedef struct TeProgram {
      * stage's workload fingerprint tells the two apart */
     bool fp_contract_off;
     /* ir_te_release_unread_consts gave some constants' elements back: the
-     * program is not lowered or interpreted again */
+     * program is not lowered or interpreted again (ir_te_consts_whole) */
     bool consts_released;
     /* ir/te.c's own: allocated lengths, and every name hashed */
     int cap_dims, cap_tensors;
@@ -493,15 +493,18 @@ Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr 
  * frontend folds those of `const` declarations). source, if not NULL,
  * names them in printed programs. 0, or -1 and err: no such input, already
  * a constant, extents that use dims, or bytes other than its size. */
+int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,
+                     const char *source, char *err, size_t errlen);
 /* After p's last compile to lp: gives back the elements of p's constants
  * that no kernel of lp reads (weights read only through the panels packed
  * from them when compiling; a compiled lp no longer needs them) where p's
  * arena holds them alone; the bytes given back. From then on p is not
- * lowered or interpreted again (pass_run_pipeline and ir_interp refuse:
- * p->consts_released); code compiled from lp runs as before. */
+ * lowered or interpreted again (pass_run_pipeline and ir_interp refuse,
+ * through ir_te_consts_whole); code compiled from lp runs as before. */
 int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp);
-int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t bytes,
-                     const char *source, char *err, size_t errlen);
+/* Whether p still holds every constant's elements; false and err (naming
+ * p) after ir_te_release_unread_consts gave some back, or for a NULL p. */
+bool ir_te_consts_whole(const TeProgram *p, char *err, size_t errlen);
 /* axes are VK_AXIS vars whose extents give the shape. An f32 tensor: the
  * body converted to f32 if it is an integer (a condition is converted
  * too, to 1 or 0). */

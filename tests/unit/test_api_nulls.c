@@ -58,6 +58,10 @@ static void test_ir(void **state)
     float one = 1;
     assert_int_equal(ir_te_bind_const(NULL, "X", &one, 4, NULL, err, sizeof err), -1);
     expect_err(err, "p");
+    assert_false(ir_te_consts_whole(NULL, err, sizeof err));
+    expect_err(err, "p");
+    assert_true(ir_te_consts_whole(p, err, sizeof err));
+    assert_int_equal(ir_te_release_unread_consts(NULL, NULL), 0);
     assert_int_equal(ir_te_bind_const(p, NULL, &one, 4, NULL, err, sizeof err), -1);
     expect_err(err, "name");
     assert_int_equal(ir_te_bind_const(p, "X", NULL, 4, NULL, err, sizeof err), -1);
