@@ -59,6 +59,8 @@ enum { SELECT_SURPRISES = 3 };
  * when its stages are faster by more than the factor SRCH_FUSE_MARGIN (a tie
  * stays with the model's choice, whatever the noise) */
 #define FUSE_CONTEST 4.0
+/* and of those, at most SRCH_FUSE_CONTESTS (SrchTuneOpts.contests) are:
+ * the ones whose other way changes the most time */
 /* before the tree is written, the kernel it picks at each shape point and
  * the next best known there, when within CHECK_CLOSE of it, are measured
  * again in turns (SELECT_TURNS of two runs) and the tree fitted again, up
@@ -1550,6 +1552,59 @@ static int class_of(const TeProgram *p, char *const *cls, const bool *taken, con
     return n;
 }
 
+/* Which close choices search_fusion contests (want[i]): ranked by the
+ * time of the stages the other way would change, the first `most` of
+ * them, and none whose stages take too little of the time to win. Each
+ * class is ranked once, by its first member (in search_fusion's order). */
+static void pick_contests(Tuner *tu, const Config *best, char *const *cls, const bool *fixed,
+                          int most, bool *want)
+{
+    TeProgram *p = tu->p;
+    int nt = p->ntensors, n = 0;
+    double *ratio = malloc(sizeof *ratio * (size_t)(nt + 1)), *gain = calloc((size_t)nt + 1, sizeof *gain);
+    bool *taken = malloc((size_t)nt + 1), *in = calloc((size_t)nt + 1, sizeof *in);
+    Fuse *had = malloc(sizeof *had * (size_t)(nt + 1)); /* restored after each try */
+    for (int k = 0; k < nt; k++)
+        had[k] = p->tensors[k]->fuse;
+    memcpy(taken, fixed, (size_t)nt);
+    pass_fuse_ratios(p, ratio);
+    double a = config_ms(tu, best);
+    for (int i = nt - 1; i >= 0; i--) {
+        want[i] = false;
+        if (taken[i] || !pass_fuse_choosable(p->tensors[i]) || ratio[i] < 1 / FUSE_CONTEST ||
+            ratio[i] > FUSE_CONTEST)
+            continue;
+        class_of(p, cls, taken, best, i, in);
+        in[i] = true;
+        for (int k = 0; k < nt; k++)
+            taken[k] = taken[k] || in[k];
+        bool was = materialised_in(best, p->tensors[i]);
+        set_fuse(p, in, !was);
+        Config alt = {0};
+        alt.nst = stages_of(tu, &alt.st);
+        gain[i] = changed_ms(tu, best, &alt);
+        for (int k = 0; k < nt; k++)
+            p->tensors[k]->fuse = had[k];
+        config_free(&alt);
+        if (gain[i] * SRCH_FUSE_MARGIN > a * (SRCH_FUSE_MARGIN - 1))
+            n++;
+        else
+            gain[i] = 0;
+    }
+    for (int k = 0; k < most && k < n; k++) {
+        int top = -1;
+        for (int i = nt - 1; i >= 0; i--)
+            if (gain[i] > 0 && !want[i] && (top < 0 || gain[i] > gain[top]))
+                top = i;
+        want[top] = true;
+    }
+    free(ratio);
+    free(gain);
+    free(taken);
+    free(in);
+    free(had);
+}
+
 /* The search's fusion choice. Each intermediate the cost model finds
  * close (inlining within FUSE_CONTEST of materialising, either way) and
  * no one fixed is tried the other way, readers first: the stages that
@@ -1558,7 +1613,10 @@ static int class_of(const TeProgram *p, char *const *cls, const bool *taken, con
  * Fuse is fixed to the choice. A class of tensors (the same intermediate
  * in each identical layer) is contested once, all of it flipped together;
  * a choice whose changed stages take too little of the time to win by
- * SRCH_FUSE_MARGIN is not tuned at all. The other way's new stages are
+ * SRCH_FUSE_MARGIN is not tuned at all, nor are those beyond the
+ * SrchTuneOpts.contests that change the most (pick_contests: a model's
+ * dozen close calls would take as long as the rest of its tune, and in
+ * BERT's and GPT-2's the other way never won). The other way's new stages are
  * tuned without the final check; only where they would win are they
  * fitted again with it (from the records) and the choice decided on the
  * checked times. A fusion that cannot be tuned (its buffers do not fit, a
@@ -1576,6 +1634,9 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
     res->fusion = calloc((size_t)nt + 1, sizeof *res->fusion);
     for (int i = 0; i < nt; i++)
         taken[i] = p->tensors[i]->fuse != FUSE_COST; /* fixed by the user */
+    bool *want = calloc((size_t)nt + 1, sizeof *want);
+    int most = o->contests < 0 ? 0 : o->contests ? o->contests : SRCH_FUSE_CONTESTS;
+    pick_contests(tu, best, cls, taken, most, want);
     for (int i = nt - 1; i >= 0 && !tu->failed; i--) {
         Tensor *t = p->tensors[i];
         if (taken[i] || !pass_fuse_choosable(t))
@@ -1594,6 +1655,12 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
         alt.nst = stages_of(tu, &alt.st); /* tune_config's stages */
         if (changed_ms(tu, best, &alt) * SRCH_FUSE_MARGIN <= a * (SRCH_FUSE_MARGIN - 1)) {
             res->nfusion_small += 1 + nlike;
+            set_fuse(p, in, was);
+            config_free(&alt);
+            continue;
+        }
+        if (!want[i]) {
+            res->nfusion_uncontested += 1 + nlike;
             set_fuse(p, in, was);
             config_free(&alt);
             continue;
@@ -1647,6 +1714,7 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
     free(ratio);
     free(taken);
     free(in);
+    free(want);
 }
 
 /* How many of the tuner's shape points tree t sends to kernel k; 0 when

@@ -622,6 +622,9 @@ typedef struct SrchTuneOpts {
     /* where the candidates are measured (NULL: here); its arch and target
      * are the records' and the search's */
     const SrchFarm *farm;
+    /* fusion choices tuned both ways at most (0: SRCH_FUSE_CONTESTS;
+     * negative: none) */
+    int contests;
 } SrchTuneOpts;
 
 typedef struct SrchStageResult {
@@ -656,6 +659,9 @@ typedef struct SrchStageResult {
 /* A fusion choice the search tunes the other way is flipped when the
  * stages of the other way are faster by more than this factor. */
 #define SRCH_FUSE_MARGIN 1.02
+/* how many close fusion choices a tune contests by default: the ones whose
+ * other way changes the most time */
+#define SRCH_FUSE_CONTESTS 4
 
 /* The search's choice for one intermediate the cost model found close:
  * what it chose, and the summed time over the shape points of the stages
@@ -679,6 +685,7 @@ typedef struct SrchTuneResult {
     SrchFusion *fusion;         /* readers first */
     int nfusion_small;          /* close choices not contested: their stages take too
                                  * little of the time for the other way to win */
+    int nfusion_uncontested;    /* and those beyond SrchTuneOpts.contests */
     int nshapes;
     int64_t *shapes;            /* nshapes rows of the program's dims, by Var.pos */
     double seconds;

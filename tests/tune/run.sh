@@ -599,6 +599,33 @@ EOF
         ok "$(grep '^fusion' "$tmp/out2")" || { cat "$tmp/out2"; bad "not one contest for U and U2"; }
     [ "$(stages --records "$tmp/f2.jsonl")" = "Y,Y2,Z" ] && ok "both inlined" ||
         bad "two layers with records: $(stages --records "$tmp/f2.jsonl")"
+    # --contests N: only the N close calls whose other way changes the
+    # most time are tuned both ways (0: none), the rest counted
+    prog=$tmp/fuse.tex
+    "$dcc" tune "$prog" --target=model --trials 8 --shapes T=1..64:4 --records "$tmp/f0.jsonl" \
+        --contests 0 >"$tmp/out0" 2>"$tmp/err0" || bad "--contests 0 failed: $(tail -3 "$tmp/err0")"
+    [ "$(grep -c '^fusion: ' "$tmp/out0")" -eq 1 ] &&
+        grep -q "^fusion: 1 more close choice left as the cost model made it: beyond the 0 contested" \
+            "$tmp/out0" && [ "$(stages --records "$tmp/f0.jsonl")" = "U,Y" ] &&
+        ok "--contests 0: $(grep '^fusion' "$tmp/out0")" || { cat "$tmp/out0"; bad "--contests 0 contested"; }
+    cat >"$tmp/fuse3.tex" <<'EOF'
+dim T in 1..64
+input X[T, 256] f32
+input V[T, 256] f32
+input W[40, 256] f32
+input W2[400, 256] f32
+U[i: T, k: 256] = X[i, k] + 1.0
+Y[i: T, n: 40] = sum[k: 256](U[i, k] * W[n, k])
+U2[i: T, k: 256] = V[i, k] * 2.0
+Y2[i: T, n: 400] = sum[k: 256](U2[i, k] * W2[n, k])
+output Z[i: T, n: 40] = Y[i, n] + Y2[i, n]
+EOF
+    "$dcc" tune "$tmp/fuse3.tex" --target=model --trials 8 --shapes T=1..64:4 --records "$tmp/f3.jsonl" \
+        --contests 1 >"$tmp/out3" 2>"$tmp/err3" || bad "--contests 1 failed: $(tail -3 "$tmp/err3")"
+    [ "$(grep -c '^fusion: U2 ' "$tmp/out3")" -eq 1 ] && ! grep -q '^fusion: U ' "$tmp/out3" &&
+        grep -q "^fusion: 1 more close choice .* beyond the 1 contested" "$tmp/out3" &&
+        ok "--contests 1: the larger layer's, $(grep '^fusion' "$tmp/out3" | paste -sd';')" ||
+        { cat "$tmp/out3"; bad "--contests 1 did not contest U2 alone"; }
     ;;
 consts)
     # A workload is its shapes and types, and which tensors are constants:

@@ -95,7 +95,8 @@ int cmd_tune(int argc, char **argv)
                       .seed = a.val[O_SEED] ? (uint64_t)a.num[O_SEED] : 1,
                       .per_shape = a.val[O_PER_SHAPE] != NULL,
                       .warm_start = a.val[O_WARM],
-                      .atomic_split = a.val[O_ATOMIC] != NULL};
+                      .atomic_split = a.val[O_ATOMIC] != NULL,
+                      .contests = !a.val[O_CONTESTS] ? 0 : a.num[O_CONTESTS] ? (int)a.num[O_CONTESTS] : -1};
     SrchRange ranges[MAX_ARGS];
     const NamedArgs *shapes = &a.named[O_SHAPES];
     for (int i = 0; i < shapes->n; i++) {
@@ -256,6 +257,11 @@ int cmd_tune(int argc, char **argv)
                "change take too little of the time to gain %.0f%%\n", r->nfusion_small,
                r->nfusion_small == 1 ? "" : "s", r->nfusion_small == 1 ? "it" : "them",
                r->nfusion_small == 1 ? "it would" : "they would", 100 * (SRCH_FUSE_MARGIN - 1));
+    if (r->nfusion_uncontested)
+        printf("fusion: %d more close choice%s left as the cost model made %s: beyond the %d "
+               "contested (--contests)\n", r->nfusion_uncontested,
+               r->nfusion_uncontested == 1 ? "" : "s", r->nfusion_uncontested == 1 ? "it" : "them",
+               o.contests < 0 ? 0 : o.contests ? o.contests : SRCH_FUSE_CONTESTS);
     print_estimate(l.prog, r);
     if (r->ncorrupt)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
