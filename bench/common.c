@@ -123,7 +123,8 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o, bool last)
                 r->fusion[i].ms, r->fusion[i].same ? r->fusion[i].ms : r->fusion[i].other_ms);
     const SrchStageResult *s = &r->stages[0];
     BenchTuned t = {r->seconds, s->measured + s->reused, s->select_measured + s->select_reused,
-                    0, s->runs, s->dropped, s->checked, s->check_changed, NULL};
+                    0, s->runs, s->dropped, s->checked, s->check_changed, r->nstages, r->nworkloads,
+                    NULL};
     for (int k = 0; k < s->tree->nnodes; k++) {
         const SrchTreeNode *n = srch_tree_node(s->tree, k);
         t.kernels += n->kind == TN_LEAF && !srch_tree_uses(s->tree, n->kernel, k);

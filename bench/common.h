@@ -43,6 +43,7 @@ typedef struct BenchTuned {
     int trials, select, kernels;
     int64_t runs, dropped;
     int checked, changed;
+    int stages, workloads;      /* the program's, and distinct among them */
     ExCpu *cp;
 } BenchTuned;
 /* last: p's last compile, its unread constants released before the JIT

@@ -7,7 +7,8 @@
  * PROGRAM is a .tex file or an ONNX model (its dims' ranges from --dims).
  * Compiles PROGRAM once, JIT for this CPU: tuned with N trials over its
  * dims' ranges (measurements in R; N = 0, the default: the default
- * schedule), prints "ready SECONDS" (the tuning time) and then answers
+ * schedule), prints "ready SECONDS STAGES WORKLOADS" (the tuning time,
+ * the stages tuned and how many distinct workloads they are) and then answers
  * commands from stdin, one per line, each with one line on stdout:
  *
  *   dims NAME=V ...   sets every dim; inputs are refilled with random
@@ -259,10 +260,13 @@ int main(int argc, char **argv)
         return 1;
     }
     double seconds = 0;
+    int stages = 0, workloads = 0;
     if (trials > 0) {
         SrchTuneOpts o = {.trials = trials, .seed = 1, .records = records};
         BenchTuned t = bench_tune(m.p, &o, true);
         seconds = t.seconds;
+        stages = t.stages;
+        workloads = t.workloads;
         m.cp = t.cp;
     } else {
         m.cp = compile_default(m.p);
@@ -271,7 +275,7 @@ int main(int argc, char **argv)
     m.t = calloc((size_t)m.p->ntensors, sizeof *m.t);
     if (!m.t)
         return 1;
-    printf("ready %.3f\n", seconds);
+    printf("ready %.3f %d %d\n", seconds, stages, workloads);
     fflush(stdout);
 
     char line[4096];

@@ -100,7 +100,7 @@ class Dcc:
         self.p = subprocess.Popen(cmd + [args.program], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         ready = self.p.stdout.readline().split()
-        if len(ready) != 2 or ready[0] != "ready":
+        if len(ready) != 4 or ready[0] != "ready":
             sys.exit("bench/model.py: bench_model failed (see above)")
         self.tune_s = float(ready[1])
 

@@ -19,8 +19,14 @@ rounds, each timing every side (median of --reps calls after a warm-up),
 the order rotating from round to round; a side's time is the lowest of
 its round medians. Prints each cell's times and ratio ORT / dcc (above 1:
 dcc is faster), the geomean per model, the lowest cell, dcc's tuning and
-compile time and the peak RSS of each side (dcc: bench_model's process;
-ONNX Runtime: a process of its own holding only its session).
+compile time, the stages tuned and how many distinct workloads they are,
+and the peak RSS of each side (dcc: bench_model's process; ONNX Runtime:
+a process of its own holding only its session). Then the model cut to
+one layer is exported and tuned alike (--no-one-layer: not), and the
+whole model's tuning time is given as a multiple of that one's. Records
+are kept in BUILD/bench-onnx/ (NAME.records.jsonl, NAME_1layer.records.jsonl):
+a run that finds them replays what they hold, so tuning times count only
+from a run that started without them.
 """
 import argparse
 import math
@@ -46,6 +52,8 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cells", default="", help="BxS,... (default: the ten cells above)")
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch eager out")
+    ap.add_argument("--no-one-layer", action="store_true",
+                    help="do not tune the one-layer model the whole one's tuning time is held to")
     return ap.parse_args()
 
 
@@ -61,12 +69,12 @@ import transformers  # noqa: E402
 torch.set_num_threads(ARGS.threads)
 
 
-def make(name):
+def make(name, layers=12):
     torch.manual_seed(0)
     if name == "bert":
-        m = transformers.BertModel(transformers.BertConfig())
+        m = transformers.BertModel(transformers.BertConfig(num_hidden_layers=layers))
         return m.eval(), ["input_ids", "attention_mask", "token_type_ids"], ["last_hidden_state"]
-    m = transformers.GPT2Model(transformers.GPT2Config(use_cache=False))
+    m = transformers.GPT2Model(transformers.GPT2Config(use_cache=False, n_layer=layers))
     return m.eval(), ["input_ids", "attention_mask"], ["last_hidden_state"]
 
 
@@ -83,8 +91,8 @@ def _make_onnx_tests():
 Wrapped = _make_onnx_tests().Wrapped
 
 
-def export(name, path):
-    model, inputs, outputs = make(name)
+def export(name, path, layers=12):
+    model, inputs, outputs = make(name, layers)
     w = Wrapped(model, inputs, outputs)
     if not os.path.exists(path):
         ids = torch.zeros(2, 8, dtype=torch.int64)
@@ -128,6 +136,7 @@ class Dcc:
             sys.exit("bench_model did not start")
         self.wall = time.time() - t0
         self.tune_s = float(ready[1])
+        self.stages, self.workloads = int(ready[2]), int(ready[3])
 
     def ask(self, line):
         self.p.stdin.write(line + "\n")
@@ -235,9 +244,26 @@ def bench_model(name, tmp):
     if not ARGS.no_torch:
         tr = [r[2]["torch"] / r[2]["dcc"] for r in rows]
         print("%s: geomean PyTorch eager/dcc %.2fx" % (name, math.exp(sum(map(math.log, tr)) / len(tr))))
-    print("%s: dcc tuning %.1f s, start (tune + compile) %.1f s; peak RSS dcc %.0f MB, ORT %.0f MB, "
-          "weights %.0f MB" % (name, dcc.tune_s, dcc.wall, dcc_rss, ort_rss,
-                               os.path.getsize(path) / 2**20), flush=True)
+    print("%s: dcc tuning %.1f s (%d stages of %d distinct workloads), start (tune + compile) "
+          "%.1f s; peak RSS dcc %.0f MB, ORT %.0f MB, weights %.0f MB" % (
+              name, dcc.tune_s, dcc.stages, dcc.workloads, dcc.wall, dcc_rss, ort_rss,
+              os.path.getsize(path) / 2**20), flush=True)
+    if ARGS.trials and not ARGS.no_one_layer:
+        one = one_layer(name)
+        print("%s: one layer alone tuned in %.1f s (%d stages of %d distinct workloads): the 12 "
+              "layers took %.2fx its time" % (name, one.tune_s, one.stages, one.workloads,
+                                             dcc.tune_s / one.tune_s), flush=True)
+
+
+def one_layer(name):
+    """The model cut to one layer, exported and tuned alike (its own records),
+    for the target: tuning 12 identical layers <= 2x tuning one."""
+    path = os.path.join(ARGS.build, "bench-onnx", name + "_1layer.onnx")
+    export(name, path, layers=1)
+    dcc = Dcc(path, os.path.join(ARGS.build, "bench-onnx", name + "_1layer.records.jsonl"))
+    dcc.p.stdin.close()
+    dcc.p.wait()
+    return dcc
 
 
 def main():

@@ -1895,6 +1895,12 @@ SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t
     free(given);
     res->stages = cfg.res;
     res->nstages = cfg.nst;
+    for (int i = 0; i < cfg.nst; i++) { /* a model's identical layers: one each */
+        int j = 0;
+        while (j < i && strcmp(cfg.st[j].workload, cfg.st[i].workload) != 0)
+            j++;
+        res->nworkloads += j == i;
+    }
     cfg.res = NULL;
     config_free(&cfg);
     res->seconds = now_s() - tu.t0;

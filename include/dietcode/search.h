@@ -681,6 +681,7 @@ typedef struct SrchFusion {
 typedef struct SrchTuneResult {
     int nstages;
     SrchStageResult *stages;    /* of the fusion chosen */
+    int nworkloads;             /* distinct among them (stages alike share a search) */
     int nfusion;
     SrchFusion *fusion;         /* readers first */
     int nfusion_small;          /* close choices not contested: their stages take too

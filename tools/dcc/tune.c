@@ -185,10 +185,12 @@ int cmd_tune(int argc, char **argv)
         srch_mpi_end(mpi);
         fail("%s", err);
     }
-    printf("tune: %s, target %s, %d shape point%s, %s, %d trial%s per search, %.1f s\n",
+    printf("tune: %s, target %s, %d shape point%s, %s, %d trial%s per search, %d stage%s of %d "
+           "distinct workload%s, %.1f s\n",
            l.prog->name, o.backend, r->nshapes, r->nshapes == 1 ? "" : "s",
            o.per_shape ? "per-shape baseline" : "joint search", o.trials,
-           o.trials == 1 ? "" : "s", r->seconds);
+           o.trials == 1 ? "" : "s", r->nstages, r->nstages == 1 ? "" : "s", r->nworkloads,
+           r->nworkloads == 1 ? "" : "s", r->seconds);
     if (o.farm)
         printf("mpi: %d ranks, measured on %s by the %d other%s\n", nranks, o.farm->arch,
                nranks - 1, nranks == 2 ? "" : "s");
