@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { MAXR = 8, MAX_MODEL_BYTES = 1 << 30 };
 
@@ -257,9 +259,11 @@ static void *external_data(const Onnx__TensorProto *tp, const char *dir, size_t 
 
 /* The elements of a TensorProto (raw_data little-endian, the typed fields,
  * or external data in a file of dir, NULL where there is no model), dims
- * and type checked, into a malloc'd buffer. */
+ * and type checked, into a malloc'd buffer; or, where borrowed is
+ * non-NULL and raw_data holds them as they are, raw_data itself
+ * (*borrowed set: a model's largest weight is not copied twice at once). */
 static void *tensor_data(const Onnx__TensorProto *tp, DType dt, const char *dir, int64_t *numel,
-                         char *err, size_t errlen)
+                         bool *borrowed, char *err, size_t errlen)
 {
     int64_t n = 1;
     for (size_t i = 0; i < tp->n_dims; i++) {
@@ -285,6 +289,10 @@ static void *tensor_data(const Onnx__TensorProto *tp, DType dt, const char *dir,
         snprintf(err, errlen, "it holds %zu elements, its dims %lld", have, (long long)n);
         return NULL;
     }
+    if (borrowed) /* x86-64: little-endian as the file */
+        *borrowed = !external && tp->has_raw_data && dt != DT_BOOL && bytes;
+    if (borrowed && *borrowed)
+        return tp->raw_data.data;
     void *out = external ? external_data(tp, dir, bytes, err, errlen) : malloc(bytes ? bytes : 1);
     if (!out) {
         if (!external)
@@ -329,7 +337,8 @@ static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *
         return NULL;
     }
     int64_t n;
-    void *data = tensor_data(tp, dt, I->dir, &n, err, sizeof err);
+    bool borrowed;
+    void *data = tensor_data(tp, dt, I->dir, &n, &borrowed, err, sizeof err);
     if (!data) {
         fail(I, "%s: %s", what, err);
         return NULL;
@@ -341,7 +350,8 @@ static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *
     Tensor *t = empty ? NULL :
                 ir_te_add_const(I->p, ident(I, onnx, "const"), dt, (int)tp->n_dims, shape, data,
                                 (size_t)n * (size_t)ir_dtype_size(dt), onnx);
-    free(data);
+    if (!borrowed)
+        free(data);
     if (empty) {
         fail(I, "%s has no elements: not supported", what);
         return NULL;
@@ -410,7 +420,7 @@ int fe_onnx_read_tensor(const char *path, RtArray *out, char *name, size_t namel
     else {
         int64_t n;
         char why[1024];
-        out->data = tensor_data(tp, dt, NULL, &n, why, sizeof why);
+        out->data = tensor_data(tp, dt, NULL, &n, NULL, why, sizeof why);
         if (!out->data)
             snprintf(err, errlen, "%s: %s", path, why);
         else {
@@ -1728,7 +1738,7 @@ static bool op_constant_of_shape(Imp *I)
             int64_t m;
             if (!dtype_of(I, va->t->has_data_type ? va->t->data_type : 0, "value", &dt))
                 return false;
-            void *d = tensor_data(va->t, dt, I->dir, &m, err, sizeof err);
+            void *d = tensor_data(va->t, dt, I->dir, &m, NULL, err, sizeof err);
             if (!d || m != 1) {
                 free(d);
                 fail(I, "value must hold one element");
@@ -1772,7 +1782,7 @@ static bool op_constant_of_shape(Imp *I)
         int64_t m;
         if (!dtype_of(I, va->t->has_data_type ? va->t->data_type : 0, "value", &dt))
             return false;
-        void *d = tensor_data(va->t, dt, I->dir, &m, err, sizeof err);
+        void *d = tensor_data(va->t, dt, I->dir, &m, NULL, err, sizeof err);
         if (!d || m != 1) {
             free(d);
             fail(I, "value must hold one element");
@@ -3249,8 +3259,64 @@ static void import_model(Imp *I, const Onnx__ModelProto *m)
         import_graph(I);
 }
 
-static int import_bytes(const char *path, const uint8_t *buf, size_t len, bool own,
+/* How import_bytes holds a model's bytes: the caller's, malloc'd (freed
+ * once decoded), or a mapping of its file (unmapped once decoded). */
+typedef enum Bytes { BYTES_BORROWED, BYTES_MALLOCED, BYTES_MAPPED } Bytes;
+
+static int import_bytes(const char *path, const uint8_t *buf, size_t len, Bytes how,
                         const FeDimRange *ranges, int nranges, FeUnit *u, char *err, size_t errlen);
+
+/* The model file at path mapped read-only (*len bytes, at most
+ * MAX_MODEL_BYTES); NULL when it is empty or cannot be mapped (read_all
+ * then says why, or reads it). */
+static const uint8_t *map_model(const char *path, size_t *len)
+{
+    FILE *f = rt_open_read(path, NULL, 0);
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (f && fstat(fileno(f), &st) == 0 && st.st_size > 0 && st.st_size <= MAX_MODEL_BYTES) {
+        *len = (size_t)st.st_size;
+        m = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    }
+    if (f)
+        fclose(f);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+/* Decoding a mapped model: protobuf-c copies each bytes field (a weight's
+ * raw_data) out of the buffer in the buffer's order, allocating each copy
+ * just before making it. So when a block of COPY_MIN or more is asked
+ * for, the earlier such blocks' sizes add up to no more than the file
+ * copied so far (other fields lie between them), and the mapping's pages
+ * up to there are dropped (MADV_DONTNEED): the file and its decoded copy
+ * are not both held whole. A page dropped too early (a large block that
+ * was not a copy) is read again from the page cache when touched, as a
+ * private read-only mapping of a file allows. */
+typedef struct Mapped {
+    const uint8_t *base;
+    size_t copied, dropped;
+} Mapped;
+
+enum { COPY_MIN = 1 << 20 };
+
+static void *mapped_alloc(void *ud, size_t size)
+{
+    Mapped *m = ud;
+    if (size >= COPY_MIN) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), upto = m->copied / page * page;
+        if (upto > m->dropped && madvise((void *)(m->base + m->dropped), upto - m->dropped,
+                                         MADV_DONTNEED) == 0)
+            m->dropped = upto;
+        m->copied += size;
+    }
+    return malloc(size);
+}
+
+static void mapped_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
 
 int fe_parse_dim_ranges(char *spec, FeDimRange *out, int max, char *err, size_t errlen)
 {
@@ -3295,10 +3361,13 @@ int fe_load_onnx(const char *path, const FeDimRange *ranges, int nranges, FeUnit
         return -1;
     u->arena = ir_arena_new();
     size_t len;
+    const uint8_t *mapped = map_model(path, &len);
+    if (mapped)
+        return import_bytes(path, mapped, len, BYTES_MAPPED, ranges, nranges, u, err, errlen);
     uint8_t *buf = read_all(path, &len, err, errlen);
     if (!buf)
         return -1;
-    return import_bytes(path, buf, len, true, ranges, nranges, u, err, errlen);
+    return import_bytes(path, buf, len, BYTES_MALLOCED, ranges, nranges, u, err, errlen);
 }
 
 int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const FeDimRange *ranges,
@@ -3310,19 +3379,24 @@ int fe_load_onnx_bytes(const char *path, const uint8_t *data, size_t len, const 
     if (!IR_ARG_OK(path, err, errlen) || (len && !IR_ARG_OK(data, err, errlen)))
         return -1;
     u->arena = ir_arena_new();
-    return import_bytes(path, data, len, false, ranges, nranges, u, err, errlen);
+    return import_bytes(path, data, len, BYTES_BORROWED, ranges, nranges, u, err, errlen);
 }
 
-/* own: buf is freed once decoded (a model's bytes, its weights' values
- * among them, are held once at a time: the file's, then the decoded
- * message's, then the constants'). */
-static int import_bytes(const char *path, const uint8_t *buf, size_t len, bool own,
+/* buf is let go once decoded, as how says (a model's bytes, its weights'
+ * values among them, are held about once at a time: the file's, then the
+ * decoded message's, then the constants'). */
+static int import_bytes(const char *path, const uint8_t *buf, size_t len, Bytes how,
                         const FeDimRange *ranges, int nranges, FeUnit *u, char *err, size_t errlen)
 {
     u->src = (Source){ir_arena_strdup(u->arena, path), "", 0};
     ir_diags_init(&u->diags, u->arena, &u->src);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
-    if (own)
+    Mapped mp = {buf, 0, 0};
+    ProtobufCAllocator dropping = {mapped_alloc, mapped_free, &mp};
+    /* its blocks are malloc's: the message is freed with the default allocator */
+    Onnx__ModelProto *m = onnx__model_proto__unpack(how == BYTES_MAPPED ? &dropping : NULL, len, buf);
+    if (how == BYTES_MAPPED)
+        munmap((void *)buf, len);
+    else if (how == BYTES_MALLOCED)
         free((void *)buf);
     if (!m) {
         ir_diag(&u->diags, (SrcLoc){0, 0}, "not an ONNX model (the protobuf does not decode)");
