@@ -136,7 +136,8 @@ BenchTuned bench_tune(TeProgram *p, SrchTuneOpts *o, bool last)
     char used[64];
     if (srch_schedule_from_records(p, o->records, "cpu", srch_host_arch(), sched, NULL, used,
                                    sizeof used, NULL, NULL, err, sizeof err) != 0 ||
-        !(lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err))) {
+        !(lp = pass_run_pipeline_sched(p, sched, &ti, &(PipelineOpts){.release_consts = last}, err,
+                                       sizeof err))) {
         fprintf(stderr, "bench: %s\n", err);
         exit(1);
     }

@@ -74,8 +74,10 @@ static ExCpu *compile_default(TeProgram *p)
 {
     char err[1024];
     TargetInfo ti = pass_target_info(PT_CPU);
-    LoopProgram *lp = pass_run_pipeline_sched(p, NULL, &ti, NULL, err, sizeof err);
-    if (lp) /* as dcc run: the weights only their packed panels read go */
+    PipelineOpts last = {.release_consts = true}; /* as dcc run: the weights only their
+                                                   * packed panels read go */
+    LoopProgram *lp = pass_run_pipeline_sched(p, NULL, &ti, &last, err, sizeof err);
+    if (lp)
         ir_te_release_unread_consts(p, lp);
     ExCpu *cp = lp ? ex_cpu_compile(lp, err, sizeof err) : NULL;
     if (!cp) {

@@ -148,20 +148,24 @@ int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp)
     for (int i = 0; i < lp->nkernels; i++)
         ir_kernel_uses(lp->kernels[i], use, NULL);
     int64_t bytes = 0;
-    for (int i = 0; i < p->ntensors; i++) {
-        Tensor *t = p->tensors[i];
-        if (!t->data || use[t->id])
-            continue;
-        int64_t size = ir_te_bytes(t, NULL);
-        if (size > 0 && ir_arena_release(p->arena, t->data)) {
-            static const unsigned char released; /* still a constant; never read */
-            t->data = &released;
-            bytes += size;
-            p->consts_released = true;
-        }
-    }
+    for (int i = 0; i < p->ntensors; i++)
+        if (!use[p->tensors[i]->id])
+            bytes += ir_te_release_const(p, p->tensors[i]);
     free(use);
     return bytes;
+}
+
+int64_t ir_te_release_const(TeProgram *p, Tensor *t)
+{
+    static const unsigned char released; /* still a constant; never read */
+    if (!p || !t || !t->data || t->data == &released)
+        return 0;
+    int64_t size = ir_te_bytes(t, NULL);
+    if (size <= 0 || !ir_arena_release(p->arena, t->data))
+        return 0;
+    t->data = &released;
+    p->consts_released = true;
+    return size;
 }
 
 bool ir_te_consts_whole(const TeProgram *p, char *err, size_t errlen)

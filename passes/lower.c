@@ -616,8 +616,46 @@ static void has_check(Expr *e, void *ud)
         *(bool *)ud = true;
 }
 
+/* pass_lower's early release: for each constant, the last stage whose
+ * body reads it (by tensor id), and how the kernels lowered so far use
+ * each buffer. */
+typedef struct Release {
+    int *last;
+    int ntensors, stage;        /* the program's; the stage being scanned */
+    unsigned char *use;
+    int nuse, nkernels;         /* use's room; kernels scanned into it */
+} Release;
+
+static void last_reader(Expr *e, void *ud)
+{
+    Release *r = ud;
+    const Tensor *t = e->kind == EX_LOAD ? e->load.t : NULL;
+    if (t && t->kind == TK_INPUT && t->data && t->id < r->ntensors)
+        r->last[t->id] = r->stage;
+}
+
+/* After stage i: the constants no later stage reads and no kernel lowered
+ * reads (only their panels) are given back. */
+static void release_read(TeProgram *p, const LoopProgram *lp, Release *r, int i)
+{
+    if (lp->nbuffers + 1 > r->nuse) {
+        int n = 2 * (lp->nbuffers + 1);
+        unsigned char *u = realloc(r->use, (size_t)n);
+        if (!u)
+            return; /* they go after the lowering, as without release */
+        memset(u + r->nuse, 0, (size_t)(n - r->nuse));
+        r->use = u;
+        r->nuse = n;
+    }
+    for (; r->nkernels < lp->nkernels; r->nkernels++)
+        ir_kernel_uses(lp->kernels[r->nkernels], r->use, NULL);
+    for (int k = 0; k < p->ntensors; k++)
+        if (r->last[k] == i && !r->use[k])
+            ir_te_release_const(p, p->tensors[k]);
+}
+
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
-                        const StageSchedule *sched, const TargetInfo *ti)
+                        const StageSchedule *sched, const TargetInfo *ti, bool release)
 {
     Lower l = {p, p->ctx, p->arena, 0};
     LoopProgram *lp = ir_loop_program_new(p);
@@ -630,6 +668,14 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
         Expr *four = ir_int(p->ctx, 4);
         lp->index_error = ir_loop_program_add_scratch(lp, "index_error", 1, &four);
         lp->index_error->dtype = DT_I64;
+    }
+    Release rel = {.ntensors = p->ntensors};
+    if (release && (rel.last = malloc(sizeof *rel.last * (size_t)(p->ntensors + 1)))) {
+        for (int i = 0; i < p->ntensors; i++)
+            rel.last[i] = -1;
+        for (rel.stage = 0; rel.stage < p->ntensors; rel.stage++)
+            if (p->tensors[rel.stage]->kind != TK_INPUT && materialized[rel.stage])
+                ir_expr_visit(bodies[rel.stage], last_reader, &rel);
     }
     for (int i = 0; i < p->ntensors; i++) {
         Tensor *t = p->tensors[i];
@@ -659,6 +705,10 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
             Kernel *k = lower_tensor(&l, t, bodies[i], &one, name, NULL);
             ir_loop_program_add_variant(lp, &one, 1, &k, 0, NULL);
         }
+        if (rel.last)
+            release_read(p, lp, &rel, i);
     }
+    free(rel.last);
+    free(rel.use);
     return lp;
 }

@@ -147,7 +147,7 @@ LoopProgram *pass_run_pipeline_sched(TeProgram *p, const StageSchedule *sched,
         return NULL;
     if (!step(&r, "inline"))
         goto done;
-    r.lp = pass_lower(p, bodies, materialized, chosen, ti);
+    r.lp = pass_lower(p, bodies, materialized, chosen, ti, r.o->release_consts);
     r.lp->gpu = ti->kind == PT_GPU;
     if (!step(&r, "lower"))
         goto done;

@@ -502,6 +502,10 @@ int ir_te_bind_const(TeProgram *p, const char *name, const void *data, size_t by
  * lowered or interpreted again (pass_run_pipeline and ir_interp refuse,
  * through ir_te_consts_whole); code compiled from lp runs as before. */
 int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp);
+/* The same for one constant t of p, whose elements the caller knows no
+ * kernel will read (pass_lower's early release); the bytes given back (0:
+ * not a constant, already given back, or not held alone). */
+int64_t ir_te_release_const(TeProgram *p, Tensor *t);
 /* Whether p still holds every constant's elements; false and err (naming
  * p) after ir_te_release_unread_consts gave some back, or for a NULL p. */
 bool ir_te_consts_whole(const TeProgram *p, char *err, size_t errlen);

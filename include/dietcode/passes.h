@@ -155,9 +155,12 @@ bool pass_parse_microkernel(const char *s, MicroKernel *mk, int *nspatial);
 /* passes/lower.c */
 /* sched[t->id] for every computed, materialised tensor: at least one
  * variant, each one kernel, or two and a scratch buffer when it splits its
- * reduction or packs a panel operand. */
+ * reduction or packs a panel operand. release: p's last compile; each
+ * constant that only packed panels read is given back
+ * (ir_te_release_const) once the last stage reading it is lowered, so
+ * the weights and their panels are not all held at once. */
 LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
-                        const StageSchedule *sched, const TargetInfo *ti);
+                        const StageSchedule *sched, const TargetInfo *ti, bool release);
 
 /* passes/tile.c */
 void pass_tile(LoopProgram *lp, const TargetInfo *ti);
@@ -206,6 +209,10 @@ typedef struct PipelineOpts {
     bool verify_each;
     bool time_passes;
     FILE *dump;              /* where dumps and timings go (stderr if NULL) */
+    /* p's last compile: the constants only packed panels read are given
+     * back while lowering (pass_lower's release); p is not lowered or
+     * interpreted again (ir_te_consts_whole) */
+    bool release_consts;
 } PipelineOpts;
 
 /* The names of the passes in order, NULL-terminated (for option checking). */

@@ -393,18 +393,23 @@ static void test_const_limit(void **state)
 
 /* p lowered for the CPU, tensor `out`'s micro-kernel mk, the others the
  * default; a failure fails the test. */
-static LoopProgram *lower_with(TeProgram *p, int out, const char *mk)
+static LoopProgram *lower_opts(TeProgram *p, int out, const char *mk, const PipelineOpts *o)
 {
     char err[512];
     MicroKernel *mks = calloc((size_t)p->ntensors, sizeof *mks);
     if (!mks || !pass_parse_microkernel(mk, &mks[out], NULL))
         fail_msg("bad micro-kernel %s", mk);
     TargetInfo ti = pass_target_info(PT_CPU);
-    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, NULL, err, sizeof err);
+    LoopProgram *lp = pass_run_pipeline(p, mks, &ti, o, err, sizeof err);
     free(mks);
     if (!lp)
         fail_msg("%s", err);
     return lp;
+}
+
+static LoopProgram *lower_with(TeProgram *p, int out, const char *mk)
+{
+    return lower_opts(p, out, mk, NULL);
 }
 
 /* ir_te_bind_const: an input of fixed extents becomes a constant read
@@ -489,10 +494,11 @@ static void test_arena_release(void **state)
  * constant that only its panels (packed when compiling) read go back; the
  * JIT compiled afterwards computes what the reference computed before; the
  * program is then refused for lowering and interpreting. A constant a
- * kernel reads (b) stays, and so does one the caller bound. */
-static void test_release_consts(void **state)
+ * kernel reads (b) stays, and so does one the caller bound. during: the
+ * same given back by the lowering itself (PipelineOpts.release_consts),
+ * as soon as W's stage is lowered. */
+static void release_consts(bool during)
 {
-    (void)state;
     enum { N = 96, K = 200 };
     char err[512] = "";
     TeProgram *p = ir_te_new("release");
@@ -528,12 +534,14 @@ static void test_release_consts(void **state)
         assert_int_equal(ir_interp(p, &sizes[s], bufs, err, sizeof err), 0);
     }
     const char *mk = "threads [3, 2] tile [6, 16] rchunk 40 unroll 1 vec 16 staged packed";
-    LoopProgram *lp = lower_with(p, 3, mk);
-    assert_int_equal(ir_te_release_unread_consts(p, lp), (int64_t)sizeof(float) * N * K);
+    LoopProgram *lp = lower_opts(p, 3, mk, &(PipelineOpts){.release_consts = during});
+    assert_int_equal(p->consts_released, during);
+    assert_int_equal(ir_te_release_unread_consts(p, lp), during ? 0 : (int64_t)sizeof(float) * N * K);
     assert_true(p->consts_released);
     assert_non_null(W->data); /* still a constant */
     assert_true(memcmp(b->data, bias, sizeof bias) == 0);
     assert_int_equal(ir_te_release_unread_consts(p, lp), 0); /* once */
+    assert_int_equal(ir_te_release_const(p, W), 0);
     TargetInfo ti = pass_target_info(PT_CPU);
     assert_null(pass_run_pipeline(p, NULL, &ti, NULL, err, sizeof err));
     assert_non_null(strstr(err, "release: its unread constants were released"));
@@ -566,11 +574,18 @@ static void test_release_consts(void **state)
                      &u) != 0)
         fail_msg("bound.tex does not compile");
     assert_int_equal(ir_te_bind_const(u.prog, "W", w, sizeof(float) * N * K, NULL, err, sizeof err), 0);
-    lp = lower_with(u.prog, 2, mk);
+    lp = lower_opts(u.prog, 2, mk, &(PipelineOpts){.release_consts = during});
     assert_int_equal(ir_te_release_unread_consts(u.prog, lp), 0);
     assert_false(u.prog->consts_released);
     fe_unload(&u);
     free(w);
+}
+
+static void test_release_consts(void **state)
+{
+    (void)state;
+    release_consts(false);
+    release_consts(true);
 }
 
 /* Both AOT objects build with the table compiled in. */

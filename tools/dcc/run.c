@@ -232,9 +232,14 @@ int cmd_run(int argc, char **argv)
     float **bufs = make_buffers(p, dims, &o);
 
     Exec x = {.p = p};
+    /* the CPU without --check compiles p for the last time: the weights
+     * that only their panels, packed when compiling, read go as their
+     * stages are lowered, and any other unread ones before the JIT (the
+     * calls need the compiled code alone; --check interprets p) */
+    bool last = strcmp(target, "cpu") == 0 && !check;
     if (strcmp(target, "reference") != 0) {
         CompileOpts co = {.target = gpu ? PT_GPU : PT_CPU, .gpu_arch = arch, .records = o.val[O_RECORDS],
-                          .mks = &o.named[O_MK]};
+                          .mks = &o.named[O_MK], .pipe = {.release_consts = last}};
         x.lp = lower_program(p, &co);
     }
     char err[8192];
@@ -244,10 +249,7 @@ int cmd_run(int argc, char **argv)
         if (!(x.pool = rt_pool_new(0)))
             fail("cannot start the thread pool");
     }
-    /* the weights that only their panels, packed when compiling, read go
-     * before the JIT: the calls need the compiled code alone (--check
-     * interprets p) */
-    if (strcmp(target, "cpu") == 0 && !check)
+    if (last)
         ir_te_release_unread_consts(p, x.lp);
     if (strcmp(target, "cpu") == 0 && !(x.cpu = ex_cpu_compile(x.lp, err, sizeof err)))
         ir_panic(__FILE__, __LINE__, "JIT compilation failed: %s", err);
