@@ -62,24 +62,69 @@ static void target_attrs(CgFn *g, LLVMValueRef fn)
         add_str_attr(g->cx, fn, "min-legal-vector-width", "512");
 }
 
+/* A kernel body's parameters: every dim, the buffers it uses (use), the
+ * block range; slot[j] is parameter j's index in dims or bufs. Returns
+ * how many, *nb of them buffers. */
+static int body_params(LLVMContextRef cx, const LoopProgram *lp, const unsigned char *use,
+                       LLVMTypeRef *pt, int *slot, int *nb)
+{
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(cx), ptr = LLVMPointerTypeInContext(cx, 0);
+    int nd = lp->te->ndims, np = nd;
+    for (int i = 0; i < nd; i++)
+        pt[i] = i64, slot[i] = i;
+    for (int i = 0; i < lp->nbuffers; i++)
+        if (use[i])
+            pt[np] = ptr, slot[np++] = i;
+    *nb = np - nd;
+    pt[np++] = i64;
+    pt[np++] = i64;
+    return np;
+}
+
+/* The C ABI entry sym (dims, bufs, block_begin, block_end): loads every
+ * dim and the buffers' pointers (slot, body_params') and calls body. */
+static void build_entry(LLVMModuleRef mod, const CgTarget *t, LLVMValueRef body, const int *slot,
+                        int np, const char *sym)
+{
+    LLVMContextRef cx = LLVMGetModuleContext(mod);
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(cx), ptr = LLVMPointerTypeInContext(cx, 0);
+    LLVMTypeRef abi[4] = {ptr, ptr, i64, i64};
+    LLVMValueRef fn = LLVMAddFunction(mod, sym, LLVMFunctionType(LLVMVoidTypeInContext(cx), abi, 4, 0));
+    CgFn g = {.target = t, .cx = cx};
+    target_attrs(&g, fn);
+    const char *names[4] = {"dims", "bufs", "block_begin", "block_end"};
+    for (unsigned i = 0; i < 4; i++)
+        LLVMSetValueName2(LLVMGetParam(fn, i), names[i], strlen(names[i]));
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, fn, "entry"));
+    LLVMValueRef *args = calloc((size_t)np, sizeof *args);
+    if (!args)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    int nd = np - 2; /* dims and buffers */
+    for (int j = 0; j < nd; j++) {
+        bool isdim = LLVMGetTypeKind(LLVMTypeOf(LLVMGetParam(body, (unsigned)j))) == LLVMIntegerTypeKind;
+        LLVMValueRef idx = LLVMConstInt(i64, (unsigned long long)slot[j], 0);
+        LLVMValueRef p = LLVMBuildGEP2(b, isdim ? i64 : ptr, LLVMGetParam(fn, isdim ? 0 : 1), &idx, 1, "");
+        args[j] = LLVMBuildLoad2(b, isdim ? i64 : ptr, p, "");
+        LLVMSetAlignment(args[j], 8);
+    }
+    args[np - 2] = LLVMGetParam(fn, 2);
+    args[np - 1] = LLVMGetParam(fn, 3);
+    LLVMBuildCall2(b, LLVMGlobalGetValueType(body), body, args, (unsigned)np, "");
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    free(args);
+}
+
 static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
 {
     const TeProgram *te = g->lp->te;
-    /* the body's parameters: every dim, the buffers the kernel uses, the
-     * block range; slot[j] is parameter j's index in dims or bufs */
-    int nd = te->ndims, nt = g->lp->nbuffers, np = nd;
+    int nd = te->ndims, nt = g->lp->nbuffers, nb;
     LLVMTypeRef *pt = calloc((size_t)(nd + nt) + 2, sizeof *pt);
     int *slot = calloc((size_t)(nd + nt) + 2, sizeof *slot);
     if (!pt || !slot)
         ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int i = 0; i < nd; i++)
-        pt[i] = g->i64, slot[i] = i;
-    for (int i = 0; i < nt; i++)
-        if (g->use[i])
-            pt[np] = g->ptr, slot[np++] = i;
-    int nb = np - nd;
-    pt[np++] = g->i64;
-    pt[np++] = g->i64;
+    int np = body_params(g->cx, g->lp, g->use, pt, slot, &nb);
     size_t n = strlen(sym);
     char *bodyname = malloc(n + 6);
     if (!bodyname)
@@ -102,31 +147,7 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     }
     LLVMSetValueName2(LLVMGetParam(body, (unsigned)np - 2), "block_begin", 11);
     LLVMSetValueName2(LLVMGetParam(body, (unsigned)np - 1), "block_end", 9);
-
-    /* the ABI entry: unpack dims and buffers, call the body */
-    LLVMTypeRef abi[4] = {g->ptr, g->ptr, g->i64, g->i64};
-    LLVMValueRef fn = LLVMAddFunction(g->mod, sym, LLVMFunctionType(g->voidt, abi, 4, 0));
-    target_attrs(g, fn);
-    const char *names[4] = {"dims", "bufs", "block_begin", "block_end"};
-    for (unsigned i = 0; i < 4; i++)
-        LLVMSetValueName2(LLVMGetParam(fn, i), names[i], strlen(names[i]));
-    LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->cx, fn, "entry"));
-    LLVMValueRef *args = calloc((size_t)np, sizeof *args);
-    if (!args)
-        ir_panic(__FILE__, __LINE__, "out of memory");
-    for (int j = 0; j < nd + nb; j++) {
-        bool isdim = j < nd;
-        LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)slot[j], 0);
-        LLVMValueRef p = LLVMBuildGEP2(g->b, isdim ? g->i64 : g->ptr, LLVMGetParam(fn, isdim ? 0 : 1),
-                                       &idx, 1, "");
-        args[j] = LLVMBuildLoad2(g->b, isdim ? g->i64 : g->ptr, p, "");
-        LLVMSetAlignment(args[j], 8);
-    }
-    args[np - 2] = LLVMGetParam(fn, 2);
-    args[np - 1] = LLVMGetParam(fn, 3);
-    LLVMBuildCall2(g->b, LLVMGlobalGetValueType(body), body, args, (unsigned)np, "");
-    LLVMBuildRetVoid(g->b);
-    free(args);
+    build_entry(g->mod, g->target, body, slot, np, sym);
 
     g->fn = body;
     g->entry = LLVMAppendBasicBlockInContext(g->cx, body, "entry");
@@ -139,6 +160,24 @@ static void cpu_kernel_begin(CgFn *g, const Kernel *k, const char *sym)
     g->block_lo = LLVMGetParam(body, (unsigned)np - 2);
     g->block_hi = LLVMGetParam(body, (unsigned)np - 1);
     (void)k;
+}
+
+void cg_cpu_entry(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp, const Kernel *k,
+                  const char *sym, LLVMValueRef body)
+{
+    int n = lp->te->ndims + lp->nbuffers + 2, nb;
+    unsigned char *use = calloc((size_t)lp->nbuffers + 1, 1);
+    LLVMTypeRef *pt = calloc((size_t)n, sizeof *pt);
+    int *slot = calloc((size_t)n, sizeof *slot);
+    if (!use || !pt || !slot)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    cg_kernel_uses(lp, k, use, NULL);
+    int np = body_params(LLVMGetModuleContext(mod), lp, use, pt, slot, &nb);
+    IR_ASSERT((unsigned)np == LLVMCountParams(body));
+    build_entry(mod, t, body, slot, np, sym);
+    free(use);
+    free(pt);
+    free(slot);
 }
 
 static void cpu_kernel_end(CgFn *g) { LLVMBuildRetVoid(g->b); }

@@ -440,12 +440,44 @@ static const LoopProgram *lowering_of(const LoopProgram *lp, const CgHostOpts *o
     return o->isa_lps && o->isa_lps[i] ? o->isa_lps[i] : lp;
 }
 
+/* Kernel k of g as function ksym of m: on the CPU, built first in a module
+ * of its own, and where its body is one kept (codegen/dedupe.c) only its
+ * entry, calling that body. */
+static void emit_kernel(CgModule *m, const CgTarget *t, const LoopProgram *g, const Kernel *k,
+                        const char *ksym, CgBodies *bodies)
+{
+    if (strcmp(t->name, "cpu") != 0) {
+        cg_emit_kernel(m->mod, t, g, k, ksym);
+        return;
+    }
+    size_t blen = strlen(ksym) + 6;
+    char *bname = xcalloc(blen, 1);
+    snprintf(bname, blen, "%s.body", ksym);
+    LLVMModuleRef own = LLVMModuleCreateWithNameInContext("dc.kernel", m->cx);
+    cg_emit_kernel(own, t, g, k, ksym);
+    LLVMValueRef fn = LLVMGetNamedFunction(own, bname);
+    IR_ASSERT(fn);
+    char *key = NULL;
+    LLVMValueRef twin = cg_bodies_find(bodies, fn, &key);
+    LLVMDisposeModule(own);
+    if (twin) {
+        cg_cpu_entry(m->mod, t, g, k, ksym, twin);
+    } else {
+        cg_emit_kernel(m->mod, t, g, k, ksym);
+        if (key)
+            cg_bodies_keep(bodies, key, LLVMGetNamedFunction(m->mod, bname));
+    }
+    free(bname);
+}
+
 /* The kernels of g's lowering for each of its instruction sets (kfn:
- * isa-major), internal to the module. */
+ * isa-major), internal to the module; bodies alike are one
+ * (codegen/dedupe.c). */
 static void isa_kernels(CgModule *m, const LoopProgram *g, const CgHostOpts *go, const char *sym,
                         LLVMValueRef *kfn)
 {
     int nk = g->nkernels;
+    CgBodies *bodies = cg_bodies_new();
     for (int s = 0; s < go->nisas; s++)
         for (int i = 0; i < nk; i++) {
             const Kernel *k = g->kernels[i];
@@ -454,12 +486,13 @@ static void isa_kernels(CgModule *m, const LoopProgram *g, const CgHostOpts *go,
             snprintf(name, len, "%s__%s__%s", sym, k->name, go->isas[s]->arch);
             char *ksym = cg_symbol(NULL, name);
             free(name);
-            cg_emit_kernel(m->mod, go->isas[s], g, k, ksym);
+            emit_kernel(m, go->isas[s], g, k, ksym, bodies);
             kfn[s * nk + i] = LLVMGetNamedFunction(m->mod, ksym);
             IR_ASSERT(kfn[s * nk + i]);
             LLVMSetLinkage(kfn[s * nk + i], LLVMInternalLinkage);
             free(ksym);
         }
+    cg_bodies_free(bodies);
 }
 
 CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen)

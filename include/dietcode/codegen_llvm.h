@@ -111,12 +111,32 @@ LLVMTargetMachineRef cg_target_machine(const CgTarget *t, char *err, size_t errl
  * them on the host (tests/unit/test_nvptx.c). */
 LLVMValueRef cg_nvptx_approx_math(CgFn *g, CgMath f, LLVMValueRef a, LLVMValueRef b);
 
+/* ---- codegen/dedupe.c: kernel bodies that are one function ---- */
+
+typedef struct CgBodies CgBodies;
+CgBodies *cg_bodies_new(void);
+/* The body kept that is the same function as fn (a kernel's body, NAME.body,
+ * best built in a module of its own) but for the names it defines; NULL
+ * when none is, *key then fn's comparison key (malloc'd; NULL: fn cannot
+ * be compared) for cg_bodies_keep. */
+LLVMValueRef cg_bodies_find(CgBodies *b, LLVMValueRef fn, char **key);
+/* Keeps body (the one cg_bodies_find gave key for, as built where it is
+ * called) under key, which it takes. */
+void cg_bodies_keep(CgBodies *b, char *key, LLVMValueRef body);
+void cg_bodies_free(CgBodies *b);
+
 /* ---- codegen/llvm.c: loop IR -> LLVM IR ---- */
 
 /* Adds kernel k of lp to module mod as function sym, for target t. Expects
  * no EX_REDUCE and, on targets without barriers, no ST_BARRIER. */
 void cg_emit_kernel(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp,
                     const Kernel *k, const char *sym);
+
+/* codegen/cpu.c: the C ABI entry sym of kernel k of lp alone, calling body,
+ * a body built for a kernel that uses the same number of buffers (its
+ * twin in another layer: codegen/dedupe.c). */
+void cg_cpu_entry(LLVMModuleRef mod, const CgTarget *t, const LoopProgram *lp, const Kernel *k,
+                  const char *sym, LLVMValueRef body);
 
 /* Helpers for hooks. */
 LLVMValueRef cg_intrinsic(CgFn *g, const char *name, LLVMTypeRef *overloads, int nover,
