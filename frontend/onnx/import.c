@@ -470,9 +470,27 @@ static Var **axes_of(Imp *I, int rank, Expr *const *shape)
     return ax;
 }
 
+/* Whether two extents are equal for every value of the dims: the same
+ * expression once simplified (ir_simplify's canonical polynomials make
+ * s + s and 2 * s, b * s and s * b, (b * s * 768) / 768 and b * s one),
+ * or a difference that simplifies to 0. */
+static bool same_extent(Imp *I, Expr *a, Expr *b)
+{
+    a = ir_simplify(I->c, a);
+    b = ir_simplify(I->c, b);
+    int64_t d;
+    return a == b || (ir_is_const(ir_simplify(I->c, ir_binop(I->c, EX_SUB, a, b)), &d) && d == 0);
+}
+
+/* An extent as text, for messages. */
+static const char *ext_str(Imp *I, Expr *e)
+{
+    return ir_expr_str(I->u->arena, ir_simplify(I->c, e));
+}
+
 /* The broadcast shape of n values (numpy's rule): extents equal, or 1. An
- * extent that may be 1 is never stretched: symbolic extents must be the
- * same expression. */
+ * extent that may be 1 is never stretched: only the constant 1 is, and
+ * other extents must be proven equal. */
 static bool broadcast(Imp *I, Val *const *v, int n, int *rank, Expr **shape)
 {
     int r = 0;
@@ -487,14 +505,14 @@ static bool broadcast(Imp *I, Val *const *v, int n, int *rank, Expr **shape)
             Expr *x = ir_simplify(I->c, v[i]->shape[k]);
             if (!e || is_one(e))
                 e = x;
-            else if (!is_one(x) && x != e) {
+            else if (!is_one(x) && !same_extent(I, x, e)) {
                 int64_t a, b;
                 if (ir_is_const(x, &a) && ir_is_const(e, &b))
                     fail(I, "inputs do not broadcast: extents %lld and %lld on axis %d",
                          (long long)a, (long long)b, d);
                 else
-                    fail(I, "inputs do not broadcast: extents that are not proven equal on "
-                            "axis %d", d);
+                    fail(I, "inputs do not broadcast: extents %s and %s on axis %d are not "
+                            "proven equal", ext_str(I, e), ext_str(I, x), d);
                 return false;
             }
         }
@@ -895,8 +913,9 @@ static bool op_matmul(Imp *I)
         B.rank = 2;
     }
     Expr *K = ir_simplify(I->c, A.shape[A.rank - 1]);
-    if (K != ir_simplify(I->c, B.shape[B.rank - 2])) {
-        fail(I, "the operands' inner extents are not proven equal");
+    if (!same_extent(I, K, B.shape[B.rank - 2])) {
+        fail(I, "the operands' inner extents %s and %s are not proven equal", ext_str(I, K),
+             ext_str(I, B.shape[B.rank - 2]));
         return false;
     }
     /* the batch axes broadcast */
@@ -979,8 +998,9 @@ static bool op_gemm(Imp *I)
     double alpha = attr_float(I->node, "alpha", 1.0), beta = attr_float(I->node, "beta", 1.0);
     Expr *M = a->shape[ta ? 1 : 0], *K = ir_simplify(I->c, a->shape[ta ? 0 : 1]);
     Expr *N = b->shape[tb ? 0 : 1];
-    if (K != ir_simplify(I->c, b->shape[tb ? 1 : 0])) {
-        fail(I, "the operands' inner extents are not proven equal");
+    if (!same_extent(I, K, b->shape[tb ? 1 : 0])) {
+        fail(I, "the operands' inner extents %s and %s are not proven equal", ext_str(I, K),
+             ext_str(I, b->shape[tb ? 1 : 0]));
         return false;
     }
     Expr *shape[2] = {M, N};
@@ -1280,20 +1300,21 @@ static Expr *exact_quotient(Imp *I, Expr *const *num, int nn, Expr *const *den, 
 /* x viewed with another shape of as many elements (row-major). */
 static bool view(Imp *I, Val *x, int rank, Expr **shape)
 {
-    if (ir_simplify(I->c, numel_of(I, rank, shape)) != numel_of(I, x->rank, x->shape)) {
+    Expr *to = numel_of(I, rank, shape), *from = numel_of(I, x->rank, x->shape);
+    if (!same_extent(I, to, from)) {
         int64_t a, b;
-        if (ir_is_const(numel_of(I, rank, shape), &a) && ir_is_const(numel_of(I, x->rank, x->shape), &b))
+        if (ir_is_const(to, &a) && ir_is_const(from, &b))
             fail(I, "the new shape has %lld elements, the input %lld", (long long)a, (long long)b);
         else
-            fail(I, "the new shape's element count is not proven equal to the input's");
+            fail(I, "the new shape's element count %s is not proven equal to the input's, %s",
+                 ext_str(I, to), ext_str(I, from));
         return false;
     }
     Var **ax = axes_of(I, rank, shape);
     /* leading axes of the same extents map one to one (BERT's [b, s, 768]
      * to [b, s, 12, 64]); the rest through the flat position */
     int lead = 0;
-    while (lead < rank - 1 && lead < x->rank - 1 &&
-           ir_simplify(I->c, shape[lead]) == ir_simplify(I->c, x->shape[lead]))
+    while (lead < rank - 1 && lead < x->rank - 1 && same_extent(I, shape[lead], x->shape[lead]))
         lead++;
     Expr *f = ir_flat_index(I->c, rank - lead, shape + lead, ax + lead), *idx[MAXR];
     Expr *inner = ir_int(I->c, 1);
@@ -1449,8 +1470,9 @@ static bool op_concat(Imp *I)
             return false;
         }
         for (int d = 0; d < r; d++)
-            if (d != a && ir_simplify(I->c, v[i]->shape[d]) != ir_simplify(I->c, v[0]->shape[d])) {
-                fail(I, "input %d's extent on axis %d is not proven equal to the first's", i, d);
+            if (d != a && !same_extent(I, v[i]->shape[d], v[0]->shape[d])) {
+                fail(I, "input %d's extent %s on axis %d is not proven equal to the first's, %s", i,
+                     ext_str(I, v[i]->shape[d]), d, ext_str(I, v[0]->shape[d]));
                 return false;
             }
         total = ir_binop(I->c, EX_ADD, total, v[i]->shape[a]);
@@ -1536,7 +1558,7 @@ static bool op_layernorm(Imp *I)
         return false;
     bool fits = br == r && sc->dt == DT_F32 && (!b || b->dt == DT_F32);
     for (int d = 0; fits && d < r; d++)
-        fits = bs[d] == ir_simplify(I->c, x->shape[d]);
+        fits = same_extent(I, bs[d], x->shape[d]);
     if (!fits) {
         fail(I, "scale and bias must be f32 and broadcast to the input's shape");
         return false;
@@ -2193,8 +2215,9 @@ static bool op_gather_nd(Imp *I)
         return false;
     }
     for (int d = 0; d < b; d++)
-        if (ir_simplify(I->c, x->shape[d]) != ir_simplify(I->c, ix->shape[d])) {
-            fail(I, "batch axis %d of data and indices is not proven equal", d);
+        if (!same_extent(I, x->shape[d], ix->shape[d])) {
+            fail(I, "batch axis %d of data and indices (%s and %s) is not proven equal", d,
+                 ext_str(I, x->shape[d]), ext_str(I, ix->shape[d]));
             return false;
         }
     int r = q - 1 + x->rank - (int)(b + k);
@@ -2240,7 +2263,7 @@ static bool op_batchnorm(Imp *I)
     }
     for (int i = 1; i < 5; i++)
         if (v[i]->rank != 1 || v[i]->dt != DT_F32 ||
-            ir_simplify(I->c, v[i]->shape[0]) != ir_simplify(I->c, x->shape[1])) {
+            !same_extent(I, v[i]->shape[0], x->shape[1])) {
             fail(I, "scale, B, mean and var must be vectors over the channels");
             return false;
         }

@@ -69,6 +69,15 @@ case $out in
 *"v[i0: batch, i1: sequence, i2: 2, i3: 4] = x[i0, i1, i2 * 4 + i3]"*) ok "the head split reads x plainly" ;;
 *) bad "the head split: $out" ;;
 esac
+# extents that are different expressions of the dims, proven equal
+for bs in "1 2" "3 7" "4 16" "5 23"; do
+    set -- $bs
+    checked "equal batch=$1 sequence=$2" \
+        "y matches the reference*z matches the reference*w matches the reference*h matches the reference" \
+        "cpu emu" "$tmp/equal.onnx" --dims batch=1..4,sequence=2..16 --set "batch=$1" --set "sequence=$2"
+done
+expect unequal 1 "node 0 ('add', Add): inputs do not broadcast: extents n and m on axis 1 are not proven equal" \
+    "$tmp/unequal.onnx" --dims batch=1..4,n=1..4,m=1..4
 # position ids from Range over the sequence dim: in range every size
 # checks; past the position table (8 rows) the call fails naming it
 for s in 1 5 8; do
@@ -192,6 +201,7 @@ roundtrip heads batch=1..4,sequence=1..64 "--set batch=3 --set sequence=17"
 roundtrip positions batch=1..2,sequence=1..8 "--set batch=2 --set sequence=8"
 roundtrip where T=1..8 "--set T=1" "--set T=8"
 roundtrip func batch=1..8 "--set batch=3"
+roundtrip equal batch=1..4,sequence=2..16 "--set batch=3 --set sequence=7"
 # the exports of BERT and GPT-2 (two layers), token ids 3, mask 1, token types 0
 for bs in "1 1" "2 16"; do
     set -- $bs
