@@ -21,13 +21,14 @@ static int prec(ExprKind k)
 
 static void print_float(FILE *out, double v)
 {
-    /* the language has no literal for them: IEEE division spells them */
+    /* the language has no literal for them: IEEE division spells them
+     * (parenthesised as a division, so that they print as they read back) */
     if (isinf(v)) {
-        fputs(v < 0 ? "(-1.0 / 0.0)" : "(1.0 / 0.0)", out);
+        fputs(v < 0 ? "-1.0 / 0.0" : "1.0 / 0.0", out);
         return;
     }
     if (isnan(v)) {
-        fputs("(0.0 / 0.0)", out);
+        fputs("0.0 / 0.0", out);
         return;
     }
     char buf[64];
@@ -54,9 +55,10 @@ static void print_args(FILE *out, Expr *const *args, int n)
 
 static void print_prec(FILE *out, const Expr *e, int min_prec)
 {
-    int p = prec(e->kind);
+    bool division = e->kind == EX_FLOAT && !isfinite(e->fval); /* inf, NaN: 1.0 / 0.0 */
+    int p = division ? prec(EX_DIV) : prec(e->kind);
     bool paren = p < min_prec || (e->kind == EX_INT && e->ival < 0 && min_prec > 4) ||
-                 (e->kind == EX_FLOAT && e->fval < 0 && min_prec > 4);
+                 (e->kind == EX_FLOAT && e->fval < 0 && !division && min_prec > 4);
     if (paren)
         fputc('(', out);
     switch (e->kind) {

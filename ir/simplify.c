@@ -213,7 +213,21 @@ static Expr *poly_expr(ExprCtx *c, Poly *p)
     return sum;
 }
 
-/* floor(p / c) or p mod c for a constant c > 0. */
+static int64_t gcd(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a < 0 ? -a : a;
+}
+
+/* floor(p / c) or p mod c for a constant c > 0. The terms c divides
+ * leave the division; a factor g that c shares with every term and the
+ * constant of what remains, r, is taken out of both: floor(r / c) is
+ * floor((r / g) / (c / g)) and r mod c is (r / g) mod (c / g) * g, so
+ * that s * 6 / 4 and s * 3 / 2 are one expression. */
 static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_mod)
 {
     Poly p, q = {0}, r = {0};
@@ -229,6 +243,15 @@ static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_m
             poly_add_term(&r, &t);
         }
     }
+    int64_t g = r.n > 0 ? gcd(d, r.k) : 1;
+    for (int i = 0; i < r.n && g > 1; i++)
+        g = gcd(g, r.t[i].coeff);
+    if (g > 1) {
+        for (int i = 0; i < r.n; i++)
+            r.t[i].coeff /= g;
+        r.k /= g;
+        d /= g;
+    }
     Expr *re = poly_expr(c, &r);
     Interval iv = ir_interval(c, re, RANGE_OPEN);
     int64_t m = 0, md = 0;
@@ -239,19 +262,24 @@ static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_m
         fixed = !__builtin_mul_overflow(m, d, &md);
     }
     if (is_mod) {
+        Expr *rm;
         if (fixed)
-            return ir_simplify(c, ir_binop(c, EX_SUB, re, ir_int(c, md)));
-        if (r.n == p.n && r.k == p.k)
+            rm = ir_binop(c, EX_SUB, re, ir_int(c, md));
+        else if (r.n == p.n && r.k == p.k && g == 1)
             return orig->op.a == a ? orig : ir_binop(c, EX_MOD, a, orig->op.b);
-        return ir_binop(c, EX_MOD, re, ir_int(c, d));
+        else
+            rm = ir_binop(c, EX_MOD, re, ir_int(c, d));
+        if (g > 1)
+            rm = ir_binop(c, EX_MUL, rm, ir_int(c, g));
+        return fixed || g > 1 ? ir_simplify(c, rm) : rm;
     }
     Expr *rest = fixed ? ir_int(c, m) : ir_binop(c, EX_DIV, re, ir_int(c, d));
-    if (!fixed && r.n == p.n && r.k == p.k && q.n == 0 && q.k == 0)
+    if (!fixed && r.n == p.n && r.k == p.k && q.n == 0 && q.k == 0 && g == 1)
         return orig->op.a == a ? orig : ir_binop(c, EX_DIV, a, orig->op.b);
     Poly qr;
     poly_of(&qr, rest);
     if (!poly_add(&q, &qr, 1))
-        return ir_binop(c, EX_DIV, a, ir_int(c, d));
+        return ir_binop(c, EX_DIV, a, ir_int(c, d * g));
     return poly_expr(c, &q);
 }
 

@@ -89,8 +89,23 @@ static void fail(Imp *I, const char *fmt, ...)
 
 /* ---- names ---- */
 
+/* Whether name is one the importer gives its axes (i0, k, k0, c, q0, r2,
+ * j), which a tensor's would shadow in a .tex program. */
+static bool axis_name(const char *name)
+{
+    if (!name[0] || !strchr("ijkcqr", name[0]))
+        return false;
+    if (!name[1])
+        return name[0] != 'i' && name[0] != 'q' && name[0] != 'r';
+    for (const char *p = name + 1; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    return name[0] != 'j' && name[0] != 'c';
+}
+
 /* ONNX's name as an identifier of the program: letters, digits and _
- * (others become _), not starting with a digit or _, unique. */
+ * (others become _), not starting with a digit or _, unique, and neither
+ * a name the language reserves nor an axis's. */
 static const char *ident(Imp *I, const char *onnx, const char *fallback)
 {
     char buf[96];
@@ -113,7 +128,7 @@ static const char *ident(Imp *I, const char *onnx, const char *fallback)
     char name[112];
     snprintf(name, sizeof name, "%s", buf);
     for (int k = 2; ir_te_find_tensor(I->p, name) || ir_te_find_dim(I->p, name) ||
-                    fe_reserved_name(name); k++)
+                    fe_reserved_name(name) || axis_name(name); k++)
         snprintf(name, sizeof name, "%s_%d", buf, k);
     return ir_arena_strdup(I->u->arena, name);
 }
@@ -480,9 +495,27 @@ static Var **axes_of(Imp *I, int rank, Expr *const *shape)
     return ax;
 }
 
+/* Whether two extents are equal for every value of the dims: the same
+ * expression once simplified (ir_simplify's canonical polynomials make
+ * s + s and 2 * s, b * s and s * b, (b * s * 768) / 768 and b * s one),
+ * or a difference that simplifies to 0. */
+static bool same_extent(Imp *I, Expr *a, Expr *b)
+{
+    a = ir_simplify(I->c, a);
+    b = ir_simplify(I->c, b);
+    int64_t d;
+    return a == b || (ir_is_const(ir_simplify(I->c, ir_binop(I->c, EX_SUB, a, b)), &d) && d == 0);
+}
+
+/* An extent as text, for messages. */
+static const char *ext_str(Imp *I, Expr *e)
+{
+    return ir_expr_str(I->u->arena, ir_simplify(I->c, e));
+}
+
 /* The broadcast shape of n values (numpy's rule): extents equal, or 1. An
- * extent that may be 1 is never stretched: symbolic extents must be the
- * same expression. */
+ * extent that may be 1 is never stretched: only the constant 1 is, and
+ * other extents must be proven equal. */
 static bool broadcast(Imp *I, Val *const *v, int n, int *rank, Expr **shape)
 {
     int r = 0;
@@ -497,14 +530,14 @@ static bool broadcast(Imp *I, Val *const *v, int n, int *rank, Expr **shape)
             Expr *x = ir_simplify(I->c, v[i]->shape[k]);
             if (!e || is_one(e))
                 e = x;
-            else if (!is_one(x) && x != e) {
+            else if (!is_one(x) && !same_extent(I, x, e)) {
                 int64_t a, b;
                 if (ir_is_const(x, &a) && ir_is_const(e, &b))
                     fail(I, "inputs do not broadcast: extents %lld and %lld on axis %d",
                          (long long)a, (long long)b, d);
                 else
-                    fail(I, "inputs do not broadcast: extents that are not proven equal on "
-                            "axis %d", d);
+                    fail(I, "inputs do not broadcast: extents %s and %s on axis %d are not "
+                            "proven equal", ext_str(I, e), ext_str(I, x), d);
                 return false;
             }
         }
@@ -905,8 +938,9 @@ static bool op_matmul(Imp *I)
         B.rank = 2;
     }
     Expr *K = ir_simplify(I->c, A.shape[A.rank - 1]);
-    if (K != ir_simplify(I->c, B.shape[B.rank - 2])) {
-        fail(I, "the operands' inner extents are not proven equal");
+    if (!same_extent(I, K, B.shape[B.rank - 2])) {
+        fail(I, "the operands' inner extents %s and %s are not proven equal", ext_str(I, K),
+             ext_str(I, B.shape[B.rank - 2]));
         return false;
     }
     /* the batch axes broadcast */
@@ -989,8 +1023,9 @@ static bool op_gemm(Imp *I)
     double alpha = attr_float(I->node, "alpha", 1.0), beta = attr_float(I->node, "beta", 1.0);
     Expr *M = a->shape[ta ? 1 : 0], *K = ir_simplify(I->c, a->shape[ta ? 0 : 1]);
     Expr *N = b->shape[tb ? 0 : 1];
-    if (K != ir_simplify(I->c, b->shape[tb ? 1 : 0])) {
-        fail(I, "the operands' inner extents are not proven equal");
+    if (!same_extent(I, K, b->shape[tb ? 1 : 0])) {
+        fail(I, "the operands' inner extents %s and %s are not proven equal", ext_str(I, K),
+             ext_str(I, b->shape[tb ? 1 : 0]));
         return false;
     }
     Expr *shape[2] = {M, N};
@@ -1290,20 +1325,21 @@ static Expr *exact_quotient(Imp *I, Expr *const *num, int nn, Expr *const *den, 
 /* x viewed with another shape of as many elements (row-major). */
 static bool view(Imp *I, Val *x, int rank, Expr **shape)
 {
-    if (ir_simplify(I->c, numel_of(I, rank, shape)) != numel_of(I, x->rank, x->shape)) {
+    Expr *to = numel_of(I, rank, shape), *from = numel_of(I, x->rank, x->shape);
+    if (!same_extent(I, to, from)) {
         int64_t a, b;
-        if (ir_is_const(numel_of(I, rank, shape), &a) && ir_is_const(numel_of(I, x->rank, x->shape), &b))
+        if (ir_is_const(to, &a) && ir_is_const(from, &b))
             fail(I, "the new shape has %lld elements, the input %lld", (long long)a, (long long)b);
         else
-            fail(I, "the new shape's element count is not proven equal to the input's");
+            fail(I, "the new shape's element count %s is not proven equal to the input's, %s",
+                 ext_str(I, to), ext_str(I, from));
         return false;
     }
     Var **ax = axes_of(I, rank, shape);
     /* leading axes of the same extents map one to one (BERT's [b, s, 768]
      * to [b, s, 12, 64]); the rest through the flat position */
     int lead = 0;
-    while (lead < rank - 1 && lead < x->rank - 1 &&
-           ir_simplify(I->c, shape[lead]) == ir_simplify(I->c, x->shape[lead]))
+    while (lead < rank - 1 && lead < x->rank - 1 && same_extent(I, shape[lead], x->shape[lead]))
         lead++;
     Expr *f = ir_flat_index(I->c, rank - lead, shape + lead, ax + lead), *idx[MAXR];
     Expr *inner = ir_int(I->c, 1);
@@ -1459,8 +1495,9 @@ static bool op_concat(Imp *I)
             return false;
         }
         for (int d = 0; d < r; d++)
-            if (d != a && ir_simplify(I->c, v[i]->shape[d]) != ir_simplify(I->c, v[0]->shape[d])) {
-                fail(I, "input %d's extent on axis %d is not proven equal to the first's", i, d);
+            if (d != a && !same_extent(I, v[i]->shape[d], v[0]->shape[d])) {
+                fail(I, "input %d's extent %s on axis %d is not proven equal to the first's, %s", i,
+                     ext_str(I, v[i]->shape[d]), d, ext_str(I, v[0]->shape[d]));
                 return false;
             }
         total = ir_binop(I->c, EX_ADD, total, v[i]->shape[a]);
@@ -1546,7 +1583,7 @@ static bool op_layernorm(Imp *I)
         return false;
     bool fits = br == r && sc->dt == DT_F32 && (!b || b->dt == DT_F32);
     for (int d = 0; fits && d < r; d++)
-        fits = bs[d] == ir_simplify(I->c, x->shape[d]);
+        fits = same_extent(I, bs[d], x->shape[d]);
     if (!fits) {
         fail(I, "scale and bias must be f32 and broadcast to the input's shape");
         return false;
@@ -2203,8 +2240,9 @@ static bool op_gather_nd(Imp *I)
         return false;
     }
     for (int d = 0; d < b; d++)
-        if (ir_simplify(I->c, x->shape[d]) != ir_simplify(I->c, ix->shape[d])) {
-            fail(I, "batch axis %d of data and indices is not proven equal", d);
+        if (!same_extent(I, x->shape[d], ix->shape[d])) {
+            fail(I, "batch axis %d of data and indices (%s and %s) is not proven equal", d,
+                 ext_str(I, x->shape[d]), ext_str(I, ix->shape[d]));
             return false;
         }
     int r = q - 1 + x->rank - (int)(b + k);
@@ -2250,7 +2288,7 @@ static bool op_batchnorm(Imp *I)
     }
     for (int i = 1; i < 5; i++)
         if (v[i]->rank != 1 || v[i]->dt != DT_F32 ||
-            ir_simplify(I->c, v[i]->shape[0]) != ir_simplify(I->c, x->shape[1])) {
+            !same_extent(I, v[i]->shape[0], x->shape[1])) {
             fail(I, "scale, B, mean and var must be vectors over the channels");
             return false;
         }
@@ -2289,12 +2327,16 @@ static bool op_mod(Imp *I)
     return define(I, 0, v[0]->dt, r, ax, e) != NULL;
 }
 
-/* The window geometry of Conv and the pools over the spatial axes 2..: 
- * kernel extents, strides, dilations, the leading padding and the output
- * extents (auto_pad, pads, ceil_mode as ONNX defines them). */
+/* The window geometry of Conv and the pools over the spatial axes 2..:
+ * kernel extents, strides, dilations, and, as expressions over the dims
+ * (numbers where the input's extents are), the input's extents, the
+ * leading and trailing padding and the output extents (auto_pad, pads,
+ * ceil_mode as ONNX defines them). */
 typedef struct Window {
     int nsp;
-    int64_t in[MAXR], k[MAXR], stride[MAXR], dil[MAXR], pad[MAXR], out[MAXR];
+    int64_t k[MAXR], stride[MAXR], dil[MAXR];
+    Expr *in[MAXR], *pad[MAXR], *pad_end[MAXR], *out[MAXR];
+    bool past_end; /* ceil_mode: the last window may reach past the trailing padding */
 } Window;
 
 static bool ints_attr(Imp *I, const char *name, int n, int64_t *out, int64_t def)
@@ -2313,9 +2355,32 @@ static bool ints_attr(Imp *I, const char *name, int n, int64_t *out, int64_t def
     return true;
 }
 
+static Expr *num(Imp *I, int64_t v) { return ir_int(I->c, v); }
+static Expr *plus(Imp *I, Expr *a, int64_t v) { return ir_binop(I->c, EX_ADD, a, num(I, v)); }
+
+/* The output extent of ceil_mode on an axis of in elements, lead and end
+ * padding, a window spanning span elements and stride s: ceil(room / s) + 1
+ * windows, room = in + lead + end - span >= 0, less the last where it
+ * would start at or past in + lead (ONNX's rule). Written with floor
+ * divisions only, so that it is an extent: with t = span - end, the last
+ * window is dropped exactly when no multiple of s lies in in + lead - t ..
+ * in + lead - 1, which never happens for t >= s, always for t <= 0, and
+ * for 0 < t < s leaves (in + lead - 1) / s + 1 windows. */
+static Expr *ceil_windows(Imp *I, Expr *in, int64_t lead, int64_t end, int64_t span, int64_t s)
+{
+    Expr *room = plus(I, in, lead + end - span);
+    int64_t t = span - end;
+    if (t >= s)
+        return plus(I, ir_binop(I->c, EX_DIV, plus(I, room, s - 1), num(I, s)), 1);
+    if (t >= 1)
+        return plus(I, ir_binop(I->c, EX_DIV, plus(I, in, lead - 1), num(I, s)), 1);
+    return ir_binop(I->c, EX_DIV, plus(I, room, s - 1), num(I, s));
+}
+
 static bool window(Imp *I, Val *x, const int64_t *kernel, Window *w)
 {
     w->nsp = x->rank - 2;
+    w->past_end = false;
     if (w->nsp < 1 || w->nsp > MAXR - 2) {
         fail(I, "an input of rank %d", x->rank);
         return false;
@@ -2333,33 +2398,50 @@ static bool window(Imp *I, Val *x, const int64_t *kernel, Window *w)
     bool ceil_mode = attr_int(I->node, "ceil_mode", 0);
     for (int i = 0; i < w->nsp; i++) {
         w->k[i] = kernel[i];
-        if (!ir_is_const(ir_simplify(I->c, x->shape[2 + i]), &w->in[i])) {
-            fail(I, "a spatial extent over the dims is not supported yet");
-            return false;
-        }
-        if (w->stride[i] < 1 || w->dil[i] < 1 || w->k[i] < 1) {
+        Expr *in = w->in[i] = ir_simplify(I->c, x->shape[2 + i]);
+        int64_t s = w->stride[i];
+        if (s < 1 || w->dil[i] < 1 || w->k[i] < 1) {
             fail(I, "strides, dilations and kernel extents must be positive");
             return false;
         }
         int64_t span = w->dil[i] * (w->k[i] - 1) + 1;
         if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
-            w->out[i] = (w->in[i] + w->stride[i] - 1) / w->stride[i];
-            int64_t total = (w->out[i] - 1) * w->stride[i] + span - w->in[i];
-            total = total < 0 ? 0 : total;
-            w->pad[i] = mode[5] == 'U' ? total / 2 : total - total / 2;
+            /* ceil(in / s) windows; the padding they need, (out - 1) * s +
+             * span - in, is span - 1 - (in - 1) % s, or 0 */
+            w->out[i] = ir_simplify(I->c, ir_binop(I->c, EX_DIV, plus(I, in, s - 1), num(I, s)));
+            Expr *m = ir_binop(I->c, EX_MOD, plus(I, in, -1), num(I, s));
+            Expr *total = ir_binop(I->c, EX_MAX, num(I, 0),
+                                   ir_binop(I->c, EX_SUB, num(I, span - 1), m));
+            Expr *lead = ir_binop(I->c, EX_DIV, mode[5] == 'U' ? total : plus(I, total, 1),
+                                  num(I, 2));
+            w->pad[i] = ir_simplify(I->c, lead);
+            w->pad_end[i] = ir_simplify(I->c, ir_binop(I->c, EX_SUB, total, lead));
             continue;
         }
         if (strcmp(mode, "VALID") == 0)
             pads[i] = pads[i + w->nsp] = 0;
-        w->pad[i] = pads[i];
-        int64_t room = w->in[i] + pads[i] + pads[i + w->nsp] - span;
-        if (room < 0) {
-            fail(I, "the window is larger than the padded input on spatial axis %d", i);
+        int64_t lead = pads[i], end = pads[i + w->nsp];
+        w->pad[i] = num(I, lead);
+        w->pad_end[i] = num(I, end);
+        Expr *room = ir_simplify(I->c, plus(I, in, lead + end - span));
+        if (!proven_nonneg(I, room)) {
+            int64_t n;
+            fail(I, "the window (%lld elements) is larger than the padded input (%s) on spatial "
+                    "axis %d%s", (long long)span, ext_str(I, plus(I, in, lead + end)), i,
+                 ir_is_const(in, &n) ? ""
+                                     : " at some sizes in the declared ranges (narrow them with --dims)");
             return false;
         }
-        w->out[i] = (ceil_mode ? (room + w->stride[i] - 1) / w->stride[i] : room / w->stride[i]) + 1;
-        if (ceil_mode && (w->out[i] - 1) * w->stride[i] >= w->in[i] + pads[i])
-            w->out[i]--; /* the last window must start inside the input or its leading padding */
+        if (!ceil_mode) {
+            w->out[i] = ir_simplify(I->c, plus(I, ir_binop(I->c, EX_DIV, room, num(I, s)), 1));
+            continue;
+        }
+        w->out[i] = ir_simplify(I->c, ceil_windows(I, in, lead, end, span, s));
+        /* the last window reaches past the trailing padding where its end,
+         * (out - 1) * s + span, may exceed in + lead + end */
+        Expr *last = ir_binop(I->c, EX_MUL, plus(I, w->out[i], -1), num(I, s));
+        w->past_end |= !ir_prove_nonneg(I->c, ir_simplify(I->c, ir_binop(I->c, EX_SUB, room, last)),
+                                        RANGE_OPEN);
     }
     return true;
 }
@@ -2368,9 +2450,9 @@ static bool window(Imp *I, Val *x, const int64_t *kernel, Window *w)
  * spatial axis i. */
 static Expr *win_at(Imp *I, const Window *w, int i, Var *o, Var *k)
 {
-    Expr *e = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, ir_varref(I->c, o), ir_int(I->c, w->stride[i])),
-                       ir_binop(I->c, EX_MUL, ir_varref(I->c, k), ir_int(I->c, w->dil[i])));
-    return ir_simplify(I->c, ir_binop(I->c, EX_SUB, e, ir_int(I->c, w->pad[i])));
+    Expr *e = ir_binop(I->c, EX_ADD, ir_binop(I->c, EX_MUL, ir_varref(I->c, o), num(I, w->stride[i])),
+                       ir_binop(I->c, EX_MUL, ir_varref(I->c, k), num(I, w->dil[i])));
+    return ir_simplify(I->c, ir_binop(I->c, EX_SUB, e, w->pad[i]));
 }
 
 /* Conv(x, w, B): out[n, m, o...] = sum[c, k...](x?[n, group's c, o * s + k * d - pad]
@@ -2404,7 +2486,7 @@ static bool op_conv(Imp *I)
     shape[0] = x->shape[0];
     shape[1] = ir_int(I->c, M);
     for (int i = 0; i < w.nsp; i++)
-        shape[2 + i] = ir_int(I->c, w.out[i]);
+        shape[2 + i] = w.out[i];
     Var **ax = axes_of(I, r, shape);
     Var *red[MAXR];
     red[0] = ir_var(I->c, "c", VK_AXIS, ir_int(I->c, Cg));
@@ -2436,9 +2518,29 @@ static bool op_conv(Imp *I)
     return define(I, 0, DT_F32, r, ax, e) != NULL;
 }
 
+/* Whether the input coordinates at (one per spatial axis) lie inside x,
+ * or with padded inside the padded input (from -lead to the extent plus
+ * the trailing padding). */
+static Expr *within(Imp *I, const Window *w, Expr *const *at, bool padded)
+{
+    Expr *all = NULL;
+    for (int i = 0; i < w->nsp; i++) {
+        Expr *lo = num(I, 0), *hi = w->in[i];
+        if (padded) {
+            lo = ir_simplify(I->c, ir_unop(I->c, EX_NEG, w->pad[i]));
+            hi = ir_simplify(I->c, ir_binop(I->c, EX_ADD, hi, w->pad_end[i]));
+        }
+        Expr *in = ir_binop(I->c, EX_AND, ir_binop(I->c, EX_LE, lo, at[i]),
+                            ir_binop(I->c, EX_LT, at[i], hi));
+        all = all ? ir_binop(I->c, EX_AND, all, in) : in;
+    }
+    return all;
+}
+
 /* MaxPool and AveragePool (one output): the window's max (padding never
- * wins) or mean (count_include_pad: over the whole window, else over the
- * elements inside x). */
+ * wins) or mean: over the elements inside x, or with count_include_pad
+ * over the whole window, less what of the last one (ceil_mode) reaches
+ * past the padding, as ONNX Runtime and ONNX's reference count. */
 static bool op_pool(Imp *I, bool max)
 {
     Val *x = input(I, 0);
@@ -2458,41 +2560,39 @@ static bool op_pool(Imp *I, bool max)
     shape[0] = x->shape[0];
     shape[1] = x->shape[1];
     for (int i = 0; i < w.nsp; i++)
-        shape[2 + i] = ir_int(I->c, w.out[i]);
+        shape[2 + i] = w.out[i];
     Var **ax = axes_of(I, r, shape);
     Var *red[MAXR];
-    Expr *xi[MAXR], *inside = NULL, *count = ir_int(I->c, 1);
+    Expr *xi[MAXR], *count = num(I, 1);
     xi[0] = ir_varref(I->c, ax[0]);
     xi[1] = ir_varref(I->c, ax[1]);
     for (int i = 0; i < w.nsp; i++) {
         char nm[16];
         snprintf(nm, sizeof nm, "k%d", i);
-        red[i] = ir_var(I->c, nm, VK_AXIS, ir_int(I->c, w.k[i]));
+        red[i] = ir_var(I->c, nm, VK_AXIS, num(I, w.k[i]));
         xi[2 + i] = win_at(I, &w, i, ax[2 + i], red[i]);
-        Expr *in = ir_binop(I->c, EX_AND, ir_binop(I->c, EX_LE, ir_int(I->c, 0), xi[2 + i]),
-                            ir_binop(I->c, EX_LT, xi[2 + i], ir_int(I->c, w.in[i])));
-        inside = inside ? ir_binop(I->c, EX_AND, inside, in) : in;
-        count = ir_binop(I->c, EX_MUL, count, ir_int(I->c, w.k[i]));
+        count = ir_binop(I->c, EX_MUL, count, num(I, w.k[i]));
     }
     Expr *v = ir_load(I->c, x->t, r, xi, true);
     Expr *e;
     if (max) {
-        e = ir_reduce(I->c, RD_MAX, w.nsp, red, ir_select(I->c, inside, v, fl(I, -INFINITY)));
+        e = ir_reduce(I->c, RD_MAX, w.nsp, red, ir_select(I->c, within(I, &w, xi + 2, false), v,
+                                                           fl(I, -INFINITY)));
     } else {
         e = ir_reduce(I->c, RD_SUM, w.nsp, red, v);
         Expr *n = ir_cast(I->c, DT_F32, ir_simplify(I->c, count));
-        if (!attr_int(I->node, "count_include_pad", 0)) { /* the count inside x: its own axes */
+        bool pads = attr_int(I->node, "count_include_pad", 0);
+        if (!pads || w.past_end) { /* the count inside: over axes of its own */
             Var *red2[MAXR];
-            Expr *from[MAXR];
+            Expr *at[MAXR];
             for (int i = 0; i < w.nsp; i++) {
                 char nm[16];
                 snprintf(nm, sizeof nm, "q%d", i);
-                red2[i] = ir_var(I->c, nm, VK_AXIS, ir_int(I->c, w.k[i]));
-                from[i] = ir_varref(I->c, red2[i]);
+                red2[i] = ir_var(I->c, nm, VK_AXIS, num(I, w.k[i]));
+                at[i] = win_at(I, &w, i, ax[2 + i], red2[i]);
             }
-            Expr *inside2 = ir_subst_many(I->c, inside, w.nsp, red, from);
-            n = ir_cast(I->c, DT_F32, ir_reduce(I->c, RD_SUM, w.nsp, red2,
-                                               ir_select(I->c, inside2, ir_int(I->c, 1), ir_int(I->c, 0))));
+            Expr *one = ir_select(I->c, within(I, &w, at, pads), num(I, 1), num(I, 0));
+            n = ir_cast(I->c, DT_F32, ir_reduce(I->c, RD_SUM, w.nsp, red2, one));
         }
         e = ir_binop(I->c, EX_DIV, e, n);
     }

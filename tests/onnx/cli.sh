@@ -69,6 +69,30 @@ case $out in
 *"v[i0: batch, i1: sequence, i2: 2, i3: 4] = x[i0, i1, i2 * 4 + i3]"*) ok "the head split reads x plainly" ;;
 *) bad "the head split: $out" ;;
 esac
+# a CNN over images of dynamic height and width: Conv, pooling and their
+# padding over the dims, at the range's ends, ragged sizes and above it
+for hw in "8 8" "9 13" "17 31" "40 40" "41 57"; do
+    set -- $hw
+    checked "cnn height=$1 width=$2" \
+        "y matches the reference*z matches the reference*g matches the reference" "cpu emu" \
+        "$tmp/cnn.onnx" --dims height=8..40,width=8..40 --set "height=$1" --set "width=$2"
+done
+expect cnn_small 1 "node 2 ('conv2', Conv): the window (3 elements) is larger than the padded input ((height + 1) / 2) on spatial axis 0 at some sizes in the declared ranges" \
+    "$tmp/cnn.onnx" --dims height=4..40,width=8..40
+# ceil_mode's last window and SAME's padding by the length mod the stride
+for h in 5 6 7 8 9 20 23; do
+    checked "pool1d height=$h" "a matches*b matches*c_2 matches*d matches*e matches the reference" \
+        "cpu emu" "$tmp/pool1d.onnx" --dims height=5..20 --set "height=$h"
+done
+# extents that are different expressions of the dims, proven equal
+for bs in "1 2" "3 7" "4 16" "5 23"; do
+    set -- $bs
+    checked "equal batch=$1 sequence=$2" \
+        "y matches the reference*z matches the reference*w matches the reference*h matches the reference" \
+        "cpu emu" "$tmp/equal.onnx" --dims batch=1..4,sequence=2..16 --set "batch=$1" --set "sequence=$2"
+done
+expect unequal 1 "node 0 ('add', Add): inputs do not broadcast: extents n and m on axis 1 are not proven equal" \
+    "$tmp/unequal.onnx" --dims batch=1..4,n=1..4,m=1..4
 # position ids from Range over the sequence dim: in range every size
 # checks; past the position table (8 rows) the call fails naming it
 for s in 1 5 8; do
@@ -192,6 +216,9 @@ roundtrip heads batch=1..4,sequence=1..64 "--set batch=3 --set sequence=17"
 roundtrip positions batch=1..2,sequence=1..8 "--set batch=2 --set sequence=8"
 roundtrip where T=1..8 "--set T=1" "--set T=8"
 roundtrip func batch=1..8 "--set batch=3"
+roundtrip cnn height=8..40,width=8..40 "--set height=9 --set width=13" "--set height=41 --set width=57"
+roundtrip equal batch=1..4,sequence=2..16 "--set batch=3 --set sequence=7"
+roundtrip pool1d height=5..20 "--set height=7" "--set height=23"
 # the exports of BERT and GPT-2 (two layers), token ids 3, mask 1, token types 0
 for bs in "1 1" "2 16"; do
     set -- $bs

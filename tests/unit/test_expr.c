@@ -110,6 +110,22 @@ static void test_div_mod(void **state)
                 assert_int_equal(ir_eval_at(S(orig), 2, vars, vals), want);
             }
         }
+    /* a factor the divisor shares with every term and the constant is
+     * taken out of both: T * 6 / 4 is T * 3 / 2 (an extent proven equal to
+     * another), (T * 6 + x * 2 + 2) % 4 is (T * 3 + x + 1) % 2 * 2 */
+    assert_ptr_equal(S(DIV(MUL(V(f->T), C(6)), C(4))), S(DIV(MUL(V(f->T), C(3)), C(2))));
+    assert_ptr_equal(S(DIV(MUL(V(f->T), C(2)), C(4))), S(DIV(V(f->T), C(2))));
+    for (int64_t T = 1; T <= 9; T++)
+        for (int64_t xv = 0; xv < 64; xv++) {
+            Var *vars[2] = {f->T, x};
+            int64_t vals[2] = {T, xv};
+            Expr *num = ADD(ADD(MUL(V(f->T), C(6)), MUL(xs, C(2))), C(2));
+            for (int m = 0; m < 2; m++) {
+                Expr *orig = ir_binop(f->c, m ? EX_MOD : EX_DIV, num, C(4));
+                int64_t want = ir_sem_int(m ? EX_MOD : EX_DIV, T * 6 + (xv - 32) * 2 + 2, 4);
+                assert_int_equal(ir_eval_at(S(orig), 2, vars, vals), want);
+            }
+        }
     /* a divisor that may be 0 (x / 0 is 0) is left alone */
     Var *z = ir_var(f->c, "z", VK_LOOP, C(4));
     assert_int_equal(S(DIV(V(x), MUL(V(z), C(8))))->kind, EX_DIV);
