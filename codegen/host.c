@@ -440,13 +440,39 @@ static const LoopProgram *lowering_of(const LoopProgram *lp, const CgHostOpts *o
     return o->isa_lps && o->isa_lps[i] ? o->isa_lps[i] : lp;
 }
 
-/* Kernel k of g as function ksym of m: on the CPU, built first in a module
- * of its own, and where its body is one kept (codegen/dedupe.c) only its
- * entry, calling that body. */
-static void emit_kernel(CgModule *m, const CgTarget *t, const LoopProgram *g, const Kernel *k,
-                        const char *ksym, CgBodies *bodies)
+/* What kernels that may be twins (one body, other buffers) share: their
+ * threads, rank and micro-kernel, as text (malloc'd). */
+static char *twin_class(const Kernel *k)
 {
-    if (strcmp(t->name, "cpu") != 0) {
+    char *s = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&s, &len);
+    if (!f)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    fprintf(f, "%d %d ", k->nthreads, k->domain->rank);
+    ir_print_microkernel(f, &k->mk, k->domain->rank);
+    fclose(f);
+    return s;
+}
+
+/* Whether kernel i of g may have a twin among g's kernels: another of its
+ * class. A tuning candidate's one or two kernels have none, and are not
+ * built twice. */
+static bool may_have_twin(const LoopProgram *g, int i, char **cls)
+{
+    for (int j = 0; j < g->nkernels; j++)
+        if (j != i && strcmp(cls[i], cls[j]) == 0)
+            return true;
+    return false;
+}
+
+/* Kernel k of g as function ksym of m: on the CPU, where it may have a
+ * twin, built first in a module of its own, and where its body is one
+ * kept (codegen/dedupe.c) only its entry, calling that body. */
+static void emit_kernel(CgModule *m, const CgTarget *t, const LoopProgram *g, const Kernel *k,
+                        const char *ksym, CgBodies *bodies, bool twin_maybe)
+{
+    if (strcmp(t->name, "cpu") != 0 || !twin_maybe) {
         cg_emit_kernel(m->mod, t, g, k, ksym);
         return;
     }
@@ -478,6 +504,12 @@ static void isa_kernels(CgModule *m, const LoopProgram *g, const CgHostOpts *go,
 {
     int nk = g->nkernels;
     CgBodies *bodies = cg_bodies_new();
+    char **cls = xcalloc((size_t)nk + 1, sizeof *cls);
+    bool *twins = xcalloc((size_t)nk + 1, sizeof *twins);
+    for (int i = 0; i < nk; i++)
+        cls[i] = twin_class(g->kernels[i]);
+    for (int i = 0; i < nk; i++)
+        twins[i] = may_have_twin(g, i, cls);
     for (int s = 0; s < go->nisas; s++)
         for (int i = 0; i < nk; i++) {
             const Kernel *k = g->kernels[i];
@@ -486,13 +518,17 @@ static void isa_kernels(CgModule *m, const LoopProgram *g, const CgHostOpts *go,
             snprintf(name, len, "%s__%s__%s", sym, k->name, go->isas[s]->arch);
             char *ksym = cg_symbol(NULL, name);
             free(name);
-            emit_kernel(m, go->isas[s], g, k, ksym, bodies);
+            emit_kernel(m, go->isas[s], g, k, ksym, bodies, twins[i]);
             kfn[s * nk + i] = LLVMGetNamedFunction(m->mod, ksym);
             IR_ASSERT(kfn[s * nk + i]);
             LLVMSetLinkage(kfn[s * nk + i], LLVMInternalLinkage);
             free(ksym);
         }
     cg_bodies_free(bodies);
+    for (int i = 0; i < nk; i++)
+        free(cls[i]);
+    free(cls);
+    free(twins);
 }
 
 CgModule *cg_host_module(const LoopProgram *lp, const CgHostOpts *o, char *err, size_t errlen)

@@ -13,14 +13,16 @@
  *
  * A model the importer refuses is skipped, grouped by reason ("unsupported
  * operator Resize: 23"), or with --must-import a failure; one that imports
- * and then fails to compile, run or match is a failure. Ends with "N
- * passed, N failed, N skipped". A model with symbolic dims (the exports of
+ * and then fails to compile, run or match is a failure. Ends with the
+ * tests passed by operator (a test counts for each op_type its graph
+ * holds: a node test, for its one) and "N passed, N failed, N skipped". A model with symbolic dims (the exports of
  * scripts/make-onnx-tests.py) takes their ranges from --dims and, in each
  * data set, their sizes from the inputs' shapes.
  */
 #include "dietcode/exec.h"
 #include "dietcode/onnx.h"
 #include "dietcode/passes.h"
+#include "onnx.pb-c.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -56,6 +58,46 @@ static void skip(const char *why)
         snprintf(reasons[nreasons].text, sizeof reasons[nreasons].text, "%s", why);
         reasons[nreasons++].count = 1;
     }
+}
+
+/* Tests passed, by operator. */
+static Reason ops[MAX_REASONS];
+static int nops;
+
+static void count_op(const char *op)
+{
+    for (int i = 0; i < nops; i++)
+        if (strcmp(ops[i].text, op) == 0) {
+            ops[i].count++;
+            return;
+        }
+    if (nops < MAX_REASONS) {
+        snprintf(ops[nops].text, sizeof ops[nops].text, "%s", op);
+        ops[nops++].count = 1;
+    }
+}
+
+/* Each op_type of the graph of path's model once. */
+static void count_ops(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len)) &&
+        fread(buf, 1, (size_t)len, f) == (size_t)len) {
+        Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, (size_t)len, buf);
+        for (size_t i = 0; m && m->graph && i < m->graph->n_node; i++) {
+            bool seen = false;
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = strcmp(m->graph->node[j]->op_type, m->graph->node[i]->op_type) == 0;
+            if (!seen && m->graph->node[i]->op_type)
+                count_op(m->graph->node[i]->op_type);
+        }
+        onnx__model_proto__free_unpacked(m, NULL);
+    }
+    free(buf);
+    if (f)
+        fclose(f);
 }
 
 /* A diagnostic as a reason: the node's prefix dropped, an unsupported
@@ -323,6 +365,8 @@ static int run_test(const char *dir, const char *name, bool emu, bool verbose)
         printf("FAIL %s (%s): %s\n", name, emu ? "emu" : "cpu", err);
     else if (verbose)
         printf("ok %s (%s)\n", name, emu ? "emu" : "cpu");
+    if (result > 0)
+        count_ops(path);
     if (emu)
         ex_emu_destroy(exe);
     else
@@ -342,6 +386,11 @@ static int cmp_reason(const void *a, const void *b)
 {
     const Reason *x = a, *y = b;
     return x->count != y->count ? y->count - x->count : strcmp(x->text, y->text);
+}
+
+static int cmp_op(const void *a, const void *b)
+{
+    return strcmp(((const Reason *)a)->text, ((const Reason *)b)->text);
 }
 
 int main(int argc, char **argv)
@@ -415,6 +464,10 @@ int main(int argc, char **argv)
     printf("skipped, by reason:\n");
     for (int i = 0; i < nreasons; i++)
         printf("  %s: %d\n", reasons[i].text, reasons[i].count);
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    qsort(ops, (size_t)nops, sizeof *ops, cmp_op);
+    printf("passed, by operator (each test for every op in its graph):\n");
+    for (int i = 0; i < nops; i++)
+        printf("%s%s %d", i % 8 ? ", " : i ? "\n  " : "  ", ops[i].text, ops[i].count);
+    printf("\n%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }
