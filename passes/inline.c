@@ -152,15 +152,37 @@ bool pass_fuse_choosable(const Tensor *t)
     return t->kind == TK_TEMP && !pass_stage_has_reduction(t->body);
 }
 
+static void find_check(Expr *e, void *ud)
+{
+    if (e->kind == EX_CHECK)
+        *(bool *)ud = true;
+}
+
+/* gathered[u]: some load reads u at an index read from a tensor (one
+ * holding a checked index, EX_CHECK). */
+static void mark_gathered(Expr *e, void *ud)
+{
+    bool *gathered = ud;
+    for (int i = 0; e->kind == EX_LOAD && i < e->load.n && !gathered[e->load.t->id]; i++)
+        ir_expr_visit(e->load.idx[i], find_check, &gathered[e->load.t->id]);
+}
+
 /* materialized[] by cost, or by a tensor's Fuse where it is decided,
- * readers first; ratio (optional) as pass_fuse_ratios. */
+ * readers first; ratio (optional) as pass_fuse_ratios. A tensor a gather
+ * reads is materialised whatever its Fuse: inlined, its checked index
+ * would become an operand of its body, no access's any more, and an index
+ * error could not name the table (codegen's error record). */
 static void decide(const TeProgram *p, bool *materialized, double *ratio)
 {
     int n = p->ntensors;
     double *reads = calloc((size_t)n + 1, sizeof *reads);
     int64_t *dims = calloc((size_t)p->ndims + 1, sizeof *dims);
-    if (!reads || !dims)
+    bool *gathered = calloc((size_t)n + 1, sizeof *gathered);
+    if (!reads || !dims || !gathered)
         ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < n; i++)
+        if (p->tensors[i]->body)
+            ir_expr_visit(p->tensors[i]->body, mark_gathered, gathered);
     for (int i = 0; i < p->ndims; i++)
         dims[i] = p->dims[i]->hi;
     for (int i = n - 1; i >= 0; i--) {
@@ -172,8 +194,10 @@ static void decide(const TeProgram *p, bool *materialized, double *ratio)
             continue;
         }
         double size = numel_at(t, dims);
-        if (!pass_fuse_choosable(t)) {
+        if (!pass_fuse_choosable(t) || gathered[i]) {
             materialized[i] = true;
+            if (ratio && gathered[i])
+                ratio[i] = INFINITY; /* not a close call */
         } else {
             double w = work(t->body), r = reads[i];
             double inlined = r * w, mat = size * (w + 1 + FUSE_SLACK) + r;
@@ -185,6 +209,7 @@ static void decide(const TeProgram *p, bool *materialized, double *ratio)
     }
     free(reads);
     free(dims);
+    free(gathered);
 }
 
 void pass_fuse_ratios(const TeProgram *p, double *ratio)
