@@ -15,6 +15,7 @@
  * module and kept. Bodies whose text quotes anything (a name or a string
  * that would need a real lexer) are not compared. */
 #include "dietcode/codegen_llvm.h"
+#include "dietcode/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,14 +55,6 @@ static bool name_char(char c)
            c == '$' || c == '.' || c == '_';
 }
 
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 /* The names a body defines, each with its number once met in the
  * renaming (-1 before): open addressing, the table at most half full. */
 typedef struct Name {
@@ -91,7 +84,7 @@ static Name *find(Names *nm, const char *s, size_t len, bool add)
     }
     if (!nm->cap)
         return NULL;
-    for (size_t i = hash_bytes(s, len) & (nm->cap - 1);; i = (i + 1) & (nm->cap - 1)) {
+    for (size_t i = dc_fnv1a(DC_FNV_OFFSET, s, len) & (nm->cap - 1);; i = (i + 1) & (nm->cap - 1)) {
         Name *x = &nm->slot[i];
         if (x->s && x->len == len && memcmp(x->s, s, len) == 0)
             return x;
@@ -187,7 +180,7 @@ LLVMValueRef cg_bodies_find(CgBodies *b, LLVMValueRef fn, char **key)
     LLVMDisposeMessage(text);
     if (!*key)
         return NULL;
-    uint64_t h = hash_bytes(*key, strlen(*key));
+    uint64_t h = dc_fnv1a_str(*key);
     for (int i = 0; i < b->n; i++)
         if (b->kept[i].hash == h && strcmp(b->kept[i].text, *key) == 0) {
             free(*key);
@@ -205,5 +198,5 @@ void cg_bodies_keep(CgBodies *b, char *key, LLVMValueRef fn)
         if (!b->kept)
             ir_panic(__FILE__, __LINE__, "out of memory");
     }
-    b->kept[b->n++] = (Kept){hash_bytes(key, strlen(key)), key, fn};
+    b->kept[b->n++] = (Kept){dc_fnv1a_str(key), key, fn};
 }
