@@ -152,19 +152,13 @@ bool pass_fuse_choosable(const Tensor *t)
     return t->kind == TK_TEMP && !pass_stage_has_reduction(t->body);
 }
 
-static void find_check(Expr *e, void *ud)
-{
-    if (e->kind == EX_CHECK)
-        *(bool *)ud = true;
-}
-
 /* gathered[u]: some load reads u at an index read from a tensor (one
  * holding a checked index, EX_CHECK). */
 static void mark_gathered(Expr *e, void *ud)
 {
     bool *gathered = ud;
     for (int i = 0; e->kind == EX_LOAD && i < e->load.n && !gathered[e->load.t->id]; i++)
-        ir_expr_visit(e->load.idx[i], find_check, &gathered[e->load.t->id]);
+        gathered[e->load.t->id] = pass_has_check(e->load.idx[i]);
 }
 
 /* materialized[] by cost, or by a tensor's Fuse where it is decided,
@@ -307,6 +301,19 @@ bool pass_stage_has_reduction(const Expr *body)
 {
     bool found = false;
     ir_expr_visit((Expr *)body, find_reduce, &found);
+    return found;
+}
+
+static void find_check(Expr *e, void *ud)
+{
+    if (e->kind == EX_CHECK)
+        *(bool *)ud = true;
+}
+
+bool pass_has_check(const Expr *e)
+{
+    bool found = false;
+    ir_expr_visit((Expr *)e, find_check, &found);
     return found;
 }
 

@@ -610,12 +610,6 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     return true;
 }
 
-static void has_check(Expr *e, void *ud)
-{
-    if (e->kind == EX_CHECK)
-        *(bool *)ud = true;
-}
-
 /* pass_lower's early release: for each constant, the last stage whose
  * body reads it (by tensor id), and how the kernels lowered so far use
  * each buffer. */
@@ -663,7 +657,7 @@ LoopProgram *pass_lower(TeProgram *p, Expr **bodies, const bool *materialized,
     bool checks = false;
     for (int i = 0; i < p->ntensors; i++)
         if (p->tensors[i]->kind != TK_INPUT && materialized[i])
-            ir_expr_visit(bodies[i], has_check, &checks);
+            checks = checks || pass_has_check(bodies[i]);
     if (checks) { /* the gathers' error record */
         Expr *four = ir_int(p->ctx, 4);
         lp->index_error = ir_loop_program_add_scratch(lp, "index_error", 1, &four);

@@ -81,6 +81,8 @@ bool pass_parse_fuse(const char *text, Fuse *out);
 MicroKernel pass_unit_microkernel(void);
 /* The number of spatial axes and the fused reduction extent of a stage. */
 bool pass_stage_has_reduction(const Expr *body);
+/* Whether e holds a checked index (EX_CHECK: a gather's). */
+bool pass_has_check(const Expr *e);
 MicroKernel pass_default_microkernel(const TeProgram *p, const Tensor *t, const Expr *body,
                                      const TargetInfo *ti);
 /* The schedule of a stage without tuning records: the default
