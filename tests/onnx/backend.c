@@ -44,38 +44,25 @@ typedef struct Reason {
     int count;
 } Reason;
 
-static Reason reasons[MAX_REASONS];
-static int nreasons;
+/* Skipped tests by reason; passed tests by operator. */
+static Reason reasons[MAX_REASONS], ops[MAX_REASONS];
+static int nreasons, nops;
 
-static void skip(const char *why)
+/* One more of text in the table tab of *n entries. */
+static void tally(Reason *tab, int *n, const char *text)
 {
-    for (int i = 0; i < nreasons; i++)
-        if (strcmp(reasons[i].text, why) == 0) {
-            reasons[i].count++;
+    for (int i = 0; i < *n; i++)
+        if (strcmp(tab[i].text, text) == 0) {
+            tab[i].count++;
             return;
         }
-    if (nreasons < MAX_REASONS) {
-        snprintf(reasons[nreasons].text, sizeof reasons[nreasons].text, "%s", why);
-        reasons[nreasons++].count = 1;
+    if (*n < MAX_REASONS) {
+        snprintf(tab[*n].text, sizeof tab[*n].text, "%s", text);
+        tab[(*n)++].count = 1;
     }
 }
 
-/* Tests passed, by operator. */
-static Reason ops[MAX_REASONS];
-static int nops;
-
-static void count_op(const char *op)
-{
-    for (int i = 0; i < nops; i++)
-        if (strcmp(ops[i].text, op) == 0) {
-            ops[i].count++;
-            return;
-        }
-    if (nops < MAX_REASONS) {
-        snprintf(ops[nops].text, sizeof ops[nops].text, "%s", op);
-        ops[nops++].count = 1;
-    }
-}
+static void skip(const char *why) { tally(reasons, &nreasons, why); }
 
 /* Each op_type of the graph of path's model once. */
 static void count_ops(const char *path)
@@ -91,7 +78,7 @@ static void count_ops(const char *path)
             for (size_t j = 0; j < i && !seen; j++)
                 seen = strcmp(m->graph->node[j]->op_type, m->graph->node[i]->op_type) == 0;
             if (!seen && m->graph->node[i]->op_type)
-                count_op(m->graph->node[i]->op_type);
+                tally(ops, &nops, m->graph->node[i]->op_type);
         }
         onnx__model_proto__free_unpacked(m, NULL);
     }
