@@ -57,10 +57,9 @@ enum { SELECT_SURPRISES = 3 };
 /* an intermediate whose inlining the cost model puts within this factor
  * of materialising it, either way, is tuned both ways; the other way wins
  * when its stages are faster by more than the factor SRCH_FUSE_MARGIN (a tie
- * stays with the model's choice, whatever the noise) */
+ * stays with the model's choice, whatever the noise); of those, at most
+ * srch_fuse_contests are, the ones whose other way changes the most time */
 #define FUSE_CONTEST 4.0
-/* and of those, at most SRCH_FUSE_CONTESTS (SrchTuneOpts.contests) are:
- * the ones whose other way changes the most time */
 /* before the tree is written, the kernel it picks at each shape point and
  * the next best known there, when within CHECK_CLOSE of it, are measured
  * again in turns (SELECT_TURNS of two runs) and the tree fitted again, up
@@ -1552,6 +1551,26 @@ static int class_of(const TeProgram *p, char *const *cls, const bool *taken, con
     return n;
 }
 
+/* Whether the cost model's ratio for an intermediate (pass_fuse_ratios)
+ * makes it a close call, one to tune both ways. */
+static bool close_call(double ratio)
+{
+    return !(ratio < 1 / FUSE_CONTEST || ratio > FUSE_CONTEST);
+}
+
+/* Whether stages taking changed ms of a fusion's total cannot make the
+ * other way win by SRCH_FUSE_MARGIN (it cannot be faster than the stages
+ * it keeps). */
+static bool too_small(double changed, double total)
+{
+    return changed * SRCH_FUSE_MARGIN <= total * (SRCH_FUSE_MARGIN - 1);
+}
+
+int srch_fuse_contests(const SrchTuneOpts *o)
+{
+    return !o || !o->contests ? SRCH_FUSE_CONTESTS : o->contests < 0 ? 0 : o->contests;
+}
+
 /* Which close choices search_fusion contests (want[i]): ranked by the
  * time of the stages the other way would change, the first `most` of
  * them, and none whose stages take too little of the time to win. Each
@@ -1560,7 +1579,7 @@ static void pick_contests(Tuner *tu, const Config *best, char *const *cls, const
                           int most, bool *want)
 {
     TeProgram *p = tu->p;
-    int nt = p->ntensors, n = 0;
+    int nt = p->ntensors;
     double *ratio = malloc(sizeof *ratio * (size_t)(nt + 1)), *gain = calloc((size_t)nt + 1, sizeof *gain);
     bool *taken = malloc((size_t)nt + 1), *in = calloc((size_t)nt + 1, sizeof *in);
     Fuse *had = malloc(sizeof *had * (size_t)(nt + 1)); /* restored after each try */
@@ -1571,8 +1590,7 @@ static void pick_contests(Tuner *tu, const Config *best, char *const *cls, const
     double a = config_ms(tu, best);
     for (int i = nt - 1; i >= 0; i--) {
         want[i] = false;
-        if (taken[i] || !pass_fuse_choosable(p->tensors[i]) || ratio[i] < 1 / FUSE_CONTEST ||
-            ratio[i] > FUSE_CONTEST)
+        if (taken[i] || !pass_fuse_choosable(p->tensors[i]) || !close_call(ratio[i]))
             continue;
         class_of(p, cls, taken, best, i, in);
         in[i] = true;
@@ -1586,16 +1604,16 @@ static void pick_contests(Tuner *tu, const Config *best, char *const *cls, const
         for (int k = 0; k < nt; k++)
             p->tensors[k]->fuse = had[k];
         config_free(&alt);
-        if (gain[i] * SRCH_FUSE_MARGIN > a * (SRCH_FUSE_MARGIN - 1))
-            n++;
-        else
+        if (too_small(gain[i], a))
             gain[i] = 0;
     }
-    for (int k = 0; k < most && k < n; k++) {
-        int top = -1;
+    for (int k = 0; k < most; k++) {
+        int top = -1; /* an unknown time (NAN) is never picked */
         for (int i = nt - 1; i >= 0; i--)
             if (gain[i] > 0 && !want[i] && (top < 0 || gain[i] > gain[top]))
                 top = i;
+        if (top < 0)
+            break;
         want[top] = true;
     }
     free(ratio);
@@ -1635,14 +1653,13 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
     for (int i = 0; i < nt; i++)
         taken[i] = p->tensors[i]->fuse != FUSE_COST; /* fixed by the user */
     bool *want = calloc((size_t)nt + 1, sizeof *want);
-    int most = o->contests < 0 ? 0 : o->contests ? o->contests : SRCH_FUSE_CONTESTS;
-    pick_contests(tu, best, cls, taken, most, want);
+    pick_contests(tu, best, cls, taken, srch_fuse_contests(o), want);
     for (int i = nt - 1; i >= 0 && !tu->failed; i--) {
         Tensor *t = p->tensors[i];
         if (taken[i] || !pass_fuse_choosable(t))
             continue;
         pass_fuse_ratios(p, ratio); /* each choice moves its producers' */
-        if (ratio[i] < 1 / FUSE_CONTEST || ratio[i] > FUSE_CONTEST)
+        if (!close_call(ratio[i]))
             continue;
         int nlike = class_of(p, cls, taken, best, i, in);
         in[i] = true;
@@ -1653,7 +1670,7 @@ static void search_fusion(Tuner *tu, Config *best, SrchTuneResult *res)
         double a = config_ms(tu, best);
         Config alt = {0};
         alt.nst = stages_of(tu, &alt.st); /* tune_config's stages */
-        if (changed_ms(tu, best, &alt) * SRCH_FUSE_MARGIN <= a * (SRCH_FUSE_MARGIN - 1)) {
+        if (too_small(changed_ms(tu, best, &alt), a)) {
             res->nfusion_small += 1 + nlike;
             set_fuse(p, in, was);
             config_free(&alt);

@@ -779,6 +779,9 @@ int64_t *srch_shape_points_file(const TeProgram *p, const char *path, int *n, ch
  * fields are left as given (a fixed one is not searched); the choices are
  * in the result and in the records' fuse lines, which a compile applies. */
 SrchTuneResult *srch_tune(TeProgram *p, const SrchTuneOpts *o, char *err, size_t errlen);
+/* How many close fusion choices srch_tune tunes both ways at most, as o
+ * (NULL: the defaults) asks: SrchTuneOpts.contests resolved. */
+int srch_fuse_contests(const SrchTuneOpts *o);
 void srch_tune_result_free(SrchTuneResult *r);
 /* The whole program's estimated time at shape point j of r: the sum of its
  * stages' shape_ms (each stage measured alone); NAN if a stage's is unknown. */

@@ -263,7 +263,7 @@ int cmd_tune(int argc, char **argv)
         printf("fusion: %d more close choice%s left as the cost model made %s: beyond the %d "
                "contested (--contests)\n", r->nfusion_uncontested,
                r->nfusion_uncontested == 1 ? "" : "s", r->nfusion_uncontested == 1 ? "it" : "them",
-               o.contests < 0 ? 0 : o.contests ? o.contests : SRCH_FUSE_CONTESTS);
+               srch_fuse_contests(&o));
     print_estimate(l.prog, r);
     if (r->ncorrupt)
         printf("records: %d damaged line%s skipped\n", r->ncorrupt, r->ncorrupt == 1 ? "" : "s");
