@@ -32,6 +32,16 @@
  * first (reverse definition order), so a reader's evaluation count is known
  * when its producers are decided.
  *
+ * Recomputation does not nest. A tensor that computes (not a move) and has
+ * several readers, one of them an inlined tensor that is itself evaluated
+ * more than once per element, is materialised. Without this a residual
+ * stream through pre-norm layers (GPT-2: each sum read by a layer norm's
+ * three stages and by the next sum) was inlined sum after sum until the
+ * rereads outweighed a stage, every third layer or so: layer norms re-read
+ * up to 9 tensors, and the layers, each cut at a different depth, were 21
+ * workloads more to tune than identical layers. Now every other sum is
+ * written, at the same place in every layer.
+ *
  * Decided. A tensor whose Fuse is set (dcc --fuse, the tuner's search, a
  * records file's fuse line) is inlined or materialised as it says, and its
  * producers are weighed by what that makes them read; the size bound
@@ -122,29 +132,60 @@ static double numel_at(const Tensor *t, const int64_t *dims)
     return n;
 }
 
+/* The reads of the tensors decided so far, and the reader being counted:
+ * tensor id reader, recomputed when it is inlined and evaluated more than
+ * once per element. */
+typedef struct Reads {
+    double *reads;  /* per computed tensor: how often readers evaluate it */
+    bool *nested;   /* per tensor: read by a recomputed reader */
+    int *readers;   /* per tensor: how many tensors read it */
+    int *last;      /* per tensor: the last reader counted in readers */
+    const int64_t *dims;
+    int reader;
+    bool recomputed;
+} Reads;
+
 /* Adds to reads[u] how often e, evaluated evals times, reads each computed
  * tensor u. */
-static void count_reads(const Expr *e, double evals, double *reads, const int64_t *dims)
+static void count_reads(const Expr *e, double evals, Reads *r)
 {
     switch (e->kind) {
     case EX_INT: case EX_FLOAT: case EX_VAR: return;
     case EX_LOAD:
-        if (e->load.t->kind != TK_INPUT)
-            reads[e->load.t->id] += evals;
+        if (e->load.t->kind != TK_INPUT) {
+            int u = e->load.t->id;
+            r->reads[u] += evals;
+            r->nested[u] |= r->recomputed;
+            r->readers[u] += r->last[u] != r->reader;
+            r->last[u] = r->reader;
+        }
         for (int i = 0; i < e->load.n; i++)
-            count_reads(e->load.idx[i], evals, reads, dims);
+            count_reads(e->load.idx[i], evals, r);
         return;
     case EX_REDUCE:
         for (int i = 0; i < e->red.n; i++)
-            evals *= extent_at(e->red.axes[i]->extent, dims);
-        count_reads(e->red.body, evals, reads, dims);
+            evals *= extent_at(e->red.axes[i]->extent, r->dims);
+        count_reads(e->red.body, evals, r);
         return;
     default:
-        if (e->op.a) count_reads(e->op.a, evals, reads, dims);
-        if (e->op.b) count_reads(e->op.b, evals, reads, dims);
-        if (e->op.c) count_reads(e->op.c, evals, reads, dims);
+        if (e->op.a) count_reads(e->op.a, evals, r);
+        if (e->op.b) count_reads(e->op.b, evals, r);
+        if (e->op.c) count_reads(e->op.c, evals, r);
         return;
     }
+}
+
+/* Whether e computes anything in floats beyond loading (a move, a
+ * broadcast or a transpose does not). */
+static bool computes(const Expr *e)
+{
+    switch (e->kind) {
+    case EX_INT: case EX_FLOAT: case EX_VAR: case EX_LOAD: return false;
+    case EX_REDUCE: return true;
+    default: break;
+    }
+    return e->type == DT_F32 || (e->op.a && computes(e->op.a)) ||
+           (e->op.b && computes(e->op.b)) || (e->op.c && computes(e->op.c));
 }
 
 bool pass_fuse_choosable(const Tensor *t)
@@ -172,8 +213,14 @@ static void decide(const TeProgram *p, bool *materialized, double *ratio)
     double *reads = calloc((size_t)n + 1, sizeof *reads);
     int64_t *dims = calloc((size_t)p->ndims + 1, sizeof *dims);
     bool *gathered = calloc((size_t)n + 1, sizeof *gathered);
-    if (!reads || !dims || !gathered)
+    bool *nested = calloc((size_t)n + 1, sizeof *nested);
+    int *readers = calloc((size_t)n + 1, sizeof *readers);
+    int *last = malloc(((size_t)n + 1) * sizeof *last);
+    if (!reads || !dims || !gathered || !nested || !readers || !last)
         ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < n; i++)
+        last[i] = -1;
+    Reads rd = {reads, nested, readers, last, dims, -1, false};
     for (int i = 0; i < n; i++)
         if (p->tensors[i]->body)
             ir_expr_visit(p->tensors[i]->body, mark_gathered, gathered);
@@ -188,9 +235,10 @@ static void decide(const TeProgram *p, bool *materialized, double *ratio)
             continue;
         }
         double size = numel_at(t, dims);
-        if (!pass_fuse_choosable(t) || gathered[i]) {
+        bool nests = t->fuse == FUSE_COST && nested[i] && readers[i] > 1 && computes(t->body);
+        if (!pass_fuse_choosable(t) || gathered[i] || nests) {
             materialized[i] = true;
-            if (ratio && gathered[i])
+            if (ratio && (gathered[i] || nests))
                 ratio[i] = INFINITY; /* not a close call */
         } else {
             double w = work(t->body), r = reads[i];
@@ -199,11 +247,16 @@ static void decide(const TeProgram *p, bool *materialized, double *ratio)
                 ratio[i] = mat > 0 ? inlined / mat : inlined > 0 ? INFINITY : 0;
             materialized[i] = t->fuse == FUSE_COST ? inlined > mat : t->fuse == FUSE_MATERIALIZE;
         }
-        count_reads(t->body, materialized[i] ? size : reads[i], reads, dims);
+        rd.reader = i;
+        rd.recomputed = !materialized[i] && reads[i] > size;
+        count_reads(t->body, materialized[i] ? size : reads[i], &rd);
     }
     free(reads);
     free(dims);
     free(gathered);
+    free(nested);
+    free(readers);
+    free(last);
 }
 
 void pass_fuse_ratios(const TeProgram *p, double *ratio)

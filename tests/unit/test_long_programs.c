@@ -308,6 +308,50 @@ static void test_inlined_size_bound(void **state)
     free(src);
 }
 
+/* A residual stream through pre-norm layers (GPT-2's): each layer adds
+ * two sublayers' outputs to it, and each sum is read by a layer norm (its
+ * mean, its variance and the normalisation) and by the next sum. Fused by
+ * cost alone, a sum would be recomputed through every later sum until the
+ * rereads outweigh a stage (every third layer or so), so the layers would
+ * differ. Inlining does not nest recomputation: no two sums in a row are
+ * both inlined, and every layer between the first and the last is decided
+ * alike (one workload per kind of stage, not one per depth). */
+static void test_residual_stream(void **state)
+{
+    (void)state;
+    enum { LAYERS = 12 };
+    Text t = {calloc(1, 256), 0, 256};
+    add(&t, "dim T in 1..512\ninput X[T, 768] f32\ninput g[768] f32\n"
+            "input W[768, 768] f32\nR0[i: T, j: 768] = X[i, j] * 2.0\n");
+    for (int s = 1; s <= 2 * LAYERS; s++) {
+        add(&t, "M%d[i: T] = sum[j: 768](R%d[i, j]) / 768.0\n", s, s - 1);
+        add(&t, "V%d[i: T] = sum[j: 768]((R%d[i, j] - M%d[i]) * (R%d[i, j] - M%d[i])) / 768.0\n",
+            s, s - 1, s, s - 1, s);
+        add(&t, "N%d[i: T, j: 768] = (R%d[i, j] - M%d[i]) * rsqrt(V%d[i] + 1e-5) * g[j]\n", s,
+            s - 1, s, s);
+        add(&t, "D%d[i: T, n: 768] = sum[k: 768](N%d[i, k] * W[n, k])\n", s, s);
+        add(&t, "R%d[i: T, j: 768] = R%d[i, j] + D%d[i, j]\n", s, s - 1, s);
+    }
+    add(&t, "output Y[i: T, j: 768] = R%d[i, j] * 0.5\n", 2 * LAYERS);
+    FeUnit u;
+    bool *m = decide(&u, t.s);
+    bool mat[2 * LAYERS + 1];
+    for (int s = 0; s <= 2 * LAYERS; s++) {
+        char name[16];
+        snprintf(name, sizeof name, "R%d", s);
+        mat[s] = is_materialized(&u, m, name);
+        if (s > 0 && s < 2 * LAYERS && !mat[s] && !mat[s - 1]) /* the last is read once */
+            fail_msg("R%d and R%d are both inlined", s - 1, s);
+    }
+    for (int s = 3; s + 2 < 2 * LAYERS; s++)
+        if (mat[s] != mat[s - 2])
+            fail_msg("layers decided apart: R%d %s, R%d %s", s - 2, mat[s - 2] ? "written" : "inlined",
+                     s, mat[s] ? "written" : "inlined");
+    free(m);
+    fe_unload(&u);
+    free(t.s);
+}
+
 /* ---- intermediates share the workspace by lifetime ---- */
 
 static char *read_example(const char *name)
@@ -399,6 +443,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fusion_by_cost),
         cmocka_unit_test(test_inlined_size_bound),
+        cmocka_unit_test(test_residual_stream),
         cmocka_unit_test(test_workspace_by_lifetime),
         cmocka_unit_test(test_squaring_chain),
         cmocka_unit_test(test_chain_with_reductions),
