@@ -461,10 +461,28 @@ PassPack pass_pack_kind(ExprCtx *c, const Tensor *t, Expr *body)
     return !L ? PASS_PACK_NONE : panel_known(c, t, L, kax, nk) ? PASS_PACK_CONST : PASS_PACK_LAUNCH;
 }
 
+/* Whether constant panels b hold the n elements at out, panels of
+ * `inner` elements each, up to zero panels past the shorter's end (two
+ * variants whose blocks round W's rows up differently). */
+static bool same_panels(const Tensor *b, int64_t nb, const float *out, int64_t n, int64_t inner)
+{
+    const float *d = b->data;
+    int64_t m = nb * inner, common = m < n ? m : n;
+    if (memcmp(d, out, (size_t)common * sizeof *out) != 0)
+        return false;
+    const float *tail = m < n ? out : d;
+    for (int64_t e = common; e < (m < n ? n : m); e++)
+        if (tail[e] != 0.0f)
+            return false;
+    return true;
+}
+
 /* The elements of panels P[pax...] = W?[pidx] of the given shape (every
  * extent fixed), computed now from the constant W, in the program's
  * arena. An earlier constant with the same elements (another variant's
- * same panels) is returned through same instead (and NULL). */
+ * same panels, perhaps with fewer or more zero panels past W's end) is
+ * returned through same instead (and NULL), grown to this one's panels
+ * where it had fewer. */
 static void *pack_now(Lower *l, LoopProgram *lp, int rank, Expr *const *shape, Var **pax,
                       Expr *const *pidx, const Tensor *W, Tensor **same)
 {
@@ -499,36 +517,57 @@ static void *pack_now(Lower *l, LoopProgram *lp, int rank, Expr *const *shape, V
     *same = NULL;
     for (int i = 0; i < lp->nbuffers && !*same; i++) {
         Tensor *b = lp->buffers[i];
-        bool eq = b->data && b->id >= lp->te->ntensors && b->rank == rank;
-        for (int j = 0; eq && j < rank; j++)
+        bool eq = b->data && b->panel && b->rank == rank && ir_is_const(ir_simplify(l->c, b->shape[0]), &at[0]);
+        for (int j = 1; eq && j < rank; j++)
             eq = ir_is_const(ir_simplify(l->c, b->shape[j]), &at[j]) && at[j] == ext[j];
-        if (eq && memcmp(b->data, out, (size_t)n * sizeof *out) == 0)
+        if (eq && same_panels(b, at[0], out, n, n / ext[0]))
             *same = b;
     }
     void *kept = NULL;
-    if (!*same) {
+    if (!*same || at[0] < ext[0]) {
         kept = ir_arena_alloc(l->a, (size_t)n * sizeof *out);
         memcpy(kept, out, (size_t)n * sizeof *out);
     }
+    if (*same && kept) { /* the kernels lowered so far read within their panels */
+        ir_arena_release(l->a, (*same)->data);
+        (*same)->data = kept;
+        (*same)->shape[0] = ir_int(l->c, ext[0]);
+        kept = NULL;
+    }
     free(out);
     return kept;
+}
+
+/* The width of a variant's panels, whose thread tile along j is nb wide:
+ * a launch packs panels a thread's tile wide, so each thread reads one
+ * contiguous run of P; a constant's panels, packed once and carried by the
+ * object, are the largest power of two dividing nb up to
+ * CONST_PANEL_WIDTH, so that variants of every tile width that is a
+ * multiple of it (16, 32, 48, 64 with AVX-512's vectors) share one copy
+ * of W and a thread's tile reads nb / width runs side by side. */
+enum { CONST_PANEL_WIDTH = 16 };
+
+static int64_t panel_width(int64_t nb, bool constant)
+{
+    int64_t low = nb & -nb;
+    return !constant ? nb : low < CONST_PANEL_WIDTH ? low : CONST_PANEL_WIDTH;
 }
 
 /* Variant v of stage t packed (mk.pack), or false when its body has no
  * panel operand (the caller lowers it as the one-launch kernel, staged): a
  * launch that copies the panels
  * of the operand read along the vectors, L, into a scratch buffer of
- * panels NB = tile wide along the last output axis j (a thread's tile;
- * zeros past j's end, which is rounded up to whole blocks of threads x
- * tile), the reduction's axes in between (a one-axis reduction rounded up
- * to whole chunks, zeros past its end),
+ * panels NB wide along the last output axis j (panel_width; zeros past
+ * j's end, which is rounded up to whole blocks of threads x tile), the
+ * reduction's axes in between (a one-axis reduction rounded up to whole
+ * chunks, zeros past its end),
  *
  *   P[jb, k..., jl] = L?[j := jb * NB + jl]
  *
- * and the compute launch, which reads P[j / NB, k..., j % NB] instead of L:
- * each thread's panel is one contiguous run of P, read in place chunk by
- * chunk (passes/stage.c copies nothing). Variants that differ in their
- * threads along j share a constant's panels. */
+ * and the compute launch, which reads P[j / NB, k..., j % NB] instead of L,
+ * in place chunk by chunk (passes/stage.c copies nothing). A constant's
+ * panels are packed now, and variants whose panels come out equal (the
+ * same width and chunks) share them. */
 static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr *r,
                          const MicroKernel *mk, const char *name, const TargetInfo *ti)
 {
@@ -538,14 +577,16 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     Expr *L = panel_operand(c, t, r, kax, &nk);
     if (!L)
         return false;
-    int64_t nb = mk->tile[n - 1];
-    Expr *NB = ir_int(c, nb);
+    /* the panels of a constant are a constant, packed now */
+    bool now = panel_known(c, t, L, kax, nk);
+    int64_t nb = mk->tile[n - 1], pw = panel_width(nb, now);
+    Expr *NB = ir_int(c, pw);
     int rank = nk + 2;
     Expr *shape[MK_MAX_AXES];
     Var **pax = IR_NEWN(l->a, Var *, rank);
     Expr *pref[MK_MAX_AXES];
     shape[0] = ir_simplify(c, ir_binop(c, EX_MUL, round_up(c, t->shape[n - 1], nb * mk->threads[n - 1], false),
-                                       ir_int(c, mk->threads[n - 1])));
+                                       ir_int(c, mk->threads[n - 1] * (nb / pw))));
     /* a one-axis reduction in whole chunks, so that the compute's reads in
      * the last chunk need no guard */
     bool chunked = r->red.n == 1 && mk->rchunk > 1;
@@ -575,8 +616,6 @@ static bool lower_packed(Lower *l, LoopProgram *lp, Tensor *t, Expr *body, Expr 
     IR_ASSERT(L->load.n <= MK_MAX_AXES + 8);
     for (int d = 0; d < L->load.n; d++)
         pidx[d] = ir_simplify(c, ir_subst_many(c, L->load.idx[d], nk + 1, from, to));
-    /* the panels of a constant are a constant, packed now */
-    bool now = panel_known(c, t, L, kax, nk);
     Tensor *P = NULL;
     void *data = now ? pack_now(l, lp, rank, shape, pax, pidx, L->load.t, &P) : NULL;
     char pname[160];

@@ -34,8 +34,9 @@
  * clause, a refactoring, a fix of a kernel that failed to compile) needs
  * none. 2: a division by a product of dims and a constant divides by the
  * constant first (a reshape's row no longer divided per element). 3: a
- * packed variant's panels are a thread's tile wide, not a block's. */
-enum { PASS_LOWERING_VERSION = 3 };
+ * packed variant's panels are a thread's tile wide, not a block's. 4: a
+ * constant's panels are at most 16 wide (passes/lower.c). */
+enum { PASS_LOWERING_VERSION = 4 };
 
 typedef enum PassTarget { PT_CPU, PT_GPU } PassTarget;
 

@@ -471,6 +471,67 @@ static void test_bind_const(void **state)
     fe_unload(&u);
 }
 
+/* A constant's panels are at most 16 wide (lowering 4): variants of tile
+ * widths 16, 32 and 48 along N read one packed copy of W, each as the
+ * reference computes it. */
+static void test_const_panels_shared(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    FeUnit u;
+    if (fe_load_text("share.tex", "share",
+                     "dim T in 1..64\n"
+                     "input X[T, 40] f32\n"
+                     "input W[96, 40] f32\n"
+                     "output Y[i: T, j: 96] = sum[k: 40](X[i, k] * W[j, k])\n",
+                     &u) != 0)
+        fail_msg("share.tex does not compile");
+    TeProgram *p = u.prog;
+    float w[96 * 40];
+    rt_rng_fill(5, 1, w, 96 * 40);
+    assert_int_equal(ir_te_bind_const(p, "W", w, sizeof w, NULL, err, sizeof err), 0);
+    static const char *const mks[] = {
+        "threads [2, 1] tile [6, 16] rchunk 8 unroll 1 vec 16 staged packed",
+        "threads [2, 2] tile [4, 32] rchunk 8 unroll 1 vec 16 staged packed",
+        "threads [1, 1] tile [6, 48] rchunk 8 unroll 1 vec 16 staged packed"};
+    static const DispatchNode nodes[] = {
+        {-1, 0, 10, 1, 2}, {0, 0, 0, 0, 0}, {-1, 0, 30, 3, 4}, {1, 0, 0, 0, 0}, {2, 0, 0, 0, 0}};
+    static const Dispatch tree = {5, nodes};
+    MicroKernel mk[3];
+    for (int v = 0; v < 3; v++)
+        assert_true(pass_parse_microkernel(mks[v], &mk[v], NULL));
+    StageSchedule *sched = IR_NEWN(p->arena, StageSchedule, p->ntensors);
+    sched[ir_te_find(p, "Y")->id] = (StageSchedule){3, mk, &tree};
+    TargetInfo ti = pass_target_info(PT_CPU);
+    LoopProgram *lp = pass_run_pipeline_sched(p, sched, &ti, NULL, err, sizeof err);
+    if (!lp)
+        fail_msg("%s", err);
+    int panels = 0;
+    for (int i = p->ntensors; i < lp->nbuffers; i++)
+        panels += lp->buffers[i]->panel;
+    assert_int_equal(panels, 1);
+    assert_int_equal(lp->nkernels, 3); /* no packing launch */
+    ExCpu *cpu = ex_cpu_compile(lp, err, sizeof err);
+    if (!cpu)
+        fail_msg("%s", err);
+    for (int64_t T = 5; T <= 70; T += 15) { /* every variant, and above the range */
+        float *x = malloc(sizeof(float) * (size_t)(T * 40));
+        float *y = malloc(sizeof(float) * (size_t)(T * 96));
+        float *ry = malloc(sizeof(float) * (size_t)(T * 96));
+        rt_rng_fill(6, (uint64_t)T, x, (size_t)(T * 40));
+        float *bufs[3] = {x, NULL, y}, *ref[3] = {x, w, ry};
+        assert_int_equal(ex_cpu_run(cpu, &T, bufs, NULL, err, sizeof err), 0);
+        assert_int_equal(ir_interp(p, &T, ref, err, sizeof err), 0);
+        for (int64_t e = 0; e < T * 96; e++)
+            assert_true(fabsf(y[e] - ry[e]) <= 1e-4f * (1 + fabsf(ry[e])));
+        free(x);
+        free(y);
+        free(ry);
+    }
+    ex_cpu_destroy(cpu);
+    fe_unload(&u);
+}
+
 /* ir_arena_release: only a request that got a chunk of its own goes back
  * early, once. */
 static void test_arena_release(void **state)
@@ -640,7 +701,8 @@ int main(void)
         cmocka_unit_test(test_stage_table),         cmocka_unit_test(test_bad_trees),
         cmocka_unit_test(test_runners),             cmocka_unit_test(test_object_follows_plan),
         cmocka_unit_test(test_objects),             cmocka_unit_test(test_const_limit),
-        cmocka_unit_test(test_bind_const),             cmocka_unit_test(test_arena_release),
+        cmocka_unit_test(test_bind_const),             cmocka_unit_test(test_const_panels_shared),
+        cmocka_unit_test(test_arena_release),
         cmocka_unit_test(test_release_consts),             cmocka_unit_test(test_thread_counts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
