@@ -1435,8 +1435,14 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
         snprintf(msg, sizeof msg, "%s: the analytic cost model alone ranks candidates", why);
         o->warn(o->progress_ud, msg);
     }
+    /* a workload is tuned once: a stage computing what an earlier stage
+     * of this fusion or of the one before computes (a model's identical
+     * layers) takes its result, tree and times */
     for (int i = 0; i < c->nst && !tu->failed; i++) {
         const SrchStageResult *had = NULL;
+        for (int j = 0; j < i && !had; j++)
+            if (strcmp(c->st[j].workload, c->st[i].workload) == 0 && c->res[j].tree)
+                had = &c->res[j];
         for (int j = 0; prev && j < prev->nst && !had; j++)
             if (strcmp(prev->st[j].workload, c->st[i].workload) == 0)
                 had = &prev->res[j];
@@ -1446,7 +1452,13 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
         }
         SrchStageResult *r = &c->res[i];
         *r = *had;
-        r->search_s = r->select_s = r->fit_s = 0; /* tuned with the earlier fusion */
+        /* nothing measured for it: all it has came from the earlier tune */
+        r->reused += r->measured;
+        r->select_reused += r->select_measured;
+        r->measured = r->select_measured = r->select_turns = 0;
+        r->checked = r->check_changed = 0;
+        r->runs = r->dropped = 0;
+        r->search_s = r->select_s = r->fit_s = 0;
         r->stage = c->st[i].t->name;
         r->tree = srch_tree_copy(had->tree);
         r->shape_ms = malloc(sizeof *r->shape_ms * (size_t)(tu->nshapes + 1));
