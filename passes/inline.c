@@ -4,8 +4,8 @@
  * requires: a checked TE program.
  * ensures:  materialized[] holds for inputs, outputs, intermediates whose
  *           bodies contain a reduction (each becomes its own kernel), and
- *           the elementwise intermediates that fusing would make costly or
- *           large; bodies[t->id] of every computed tensor mentions only
+ *           the elementwise intermediates that fusing would make costly,
+ *           large or recompute within a recomputation; bodies[t->id] of every computed tensor mentions only
  *           materialised tensors and is at most its own statement's size
  *           plus INLINE_MAX_NODES per load it inlined; the products
  *           the language fuses are fma nodes; every checked gather in the
