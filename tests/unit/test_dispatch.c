@@ -412,6 +412,33 @@ static LoopProgram *lower_with(TeProgram *p, int out, const char *mk)
     return lower_opts(p, out, mk, NULL);
 }
 
+/* A dense layer Y[T, N] = X[T, K] x its bound constants (consts, in the
+ * program's input order after X), compiled as cpu, against the reference
+ * at T = T0, T0 + step, ... up to T1. */
+static void check_dense(ExCpu *cpu, TeProgram *p, float *const *consts, int nconsts, int64_t K,
+                        int64_t N, int64_t T0, int64_t T1, int64_t step)
+{
+    char err[512];
+    for (int64_t T = T0; T <= T1; T += step) {
+        float *x = malloc(sizeof(float) * (size_t)(T * K));
+        float *y = malloc(sizeof(float) * (size_t)(T * N));
+        float *ry = malloc(sizeof(float) * (size_t)(T * N));
+        float *bufs[8] = {x}, *ref[8] = {x};
+        rt_rng_fill(4, (uint64_t)T, x, (size_t)(T * K));
+        for (int i = 0; i < nconsts; i++)
+            ref[1 + i] = consts[i];
+        bufs[1 + nconsts] = y;
+        ref[1 + nconsts] = ry;
+        assert_int_equal(ex_cpu_run(cpu, &T, bufs, NULL, err, sizeof err), 0);
+        assert_int_equal(ir_interp(p, &T, ref, err, sizeof err), 0);
+        for (int64_t e = 0; e < T * N; e++)
+            assert_true(fabsf(y[e] - ry[e]) <= 1e-4f * (1 + fabsf(ry[e])));
+        free(x);
+        free(y);
+        free(ry);
+    }
+}
+
 /* ir_te_bind_const: an input of fixed extents becomes a constant read
  * where the caller keeps it. A dense layer whose W and b are bound runs
  * on the JIT as the reference computes it, its packed variant reading
@@ -453,20 +480,8 @@ static void test_bind_const(void **state)
     ExCpu *cpu = ex_cpu_compile(lp, err, sizeof err);
     if (!cpu)
         fail_msg("%s", err);
-    for (int64_t T = 1; T <= 70; T += 23) {
-        float *x = malloc(sizeof(float) * (size_t)(T * 40));
-        float *y = malloc(sizeof(float) * (size_t)(T * 24));
-        float *ry = malloc(sizeof(float) * (size_t)(T * 24));
-        rt_rng_fill(4, (uint64_t)T, x, (size_t)(T * 40));
-        float *bufs[4] = {x, NULL, NULL, y}, *ref[4] = {x, w, bias, ry};
-        assert_int_equal(ex_cpu_run(cpu, &T, bufs, NULL, err, sizeof err), 0);
-        assert_int_equal(ir_interp(p, &T, ref, err, sizeof err), 0);
-        for (int64_t e = 0; e < T * 24; e++)
-            assert_true(fabsf(y[e] - ry[e]) <= 1e-4f * (1 + fabsf(ry[e])));
-        free(x);
-        free(y);
-        free(ry);
-    }
+    float *consts[2] = {w, bias};
+    check_dense(cpu, p, consts, 2, 40, 24, 1, 70, 23);
     ex_cpu_destroy(cpu);
     fe_unload(&u);
 }
@@ -514,20 +529,8 @@ static void test_const_panels_shared(void **state)
     ExCpu *cpu = ex_cpu_compile(lp, err, sizeof err);
     if (!cpu)
         fail_msg("%s", err);
-    for (int64_t T = 5; T <= 70; T += 15) { /* every variant, and above the range */
-        float *x = malloc(sizeof(float) * (size_t)(T * 40));
-        float *y = malloc(sizeof(float) * (size_t)(T * 96));
-        float *ry = malloc(sizeof(float) * (size_t)(T * 96));
-        rt_rng_fill(6, (uint64_t)T, x, (size_t)(T * 40));
-        float *bufs[3] = {x, NULL, y}, *ref[3] = {x, w, ry};
-        assert_int_equal(ex_cpu_run(cpu, &T, bufs, NULL, err, sizeof err), 0);
-        assert_int_equal(ir_interp(p, &T, ref, err, sizeof err), 0);
-        for (int64_t e = 0; e < T * 96; e++)
-            assert_true(fabsf(y[e] - ry[e]) <= 1e-4f * (1 + fabsf(ry[e])));
-        free(x);
-        free(y);
-        free(ry);
-    }
+    float *consts[1] = {w};
+    check_dense(cpu, p, consts, 1, 40, 96, 5, 70, 15); /* every variant, and above the range */
     ex_cpu_destroy(cpu);
     fe_unload(&u);
 }
