@@ -311,6 +311,42 @@ bool ir_eval_dims_checked(const Expr *e, const int64_t *dims, int64_t *out)
     }
 }
 
+typedef struct Bound {
+    const int64_t *shapes;
+    int nshapes, ndims;
+    int64_t least; /* 0: no checked gather yet */
+} Bound;
+
+static void check_extent(Expr *e, void *ud)
+{
+    Bound *b = ud;
+    if (e->kind != EX_CHECK)
+        return;
+    for (int s = 0; s < b->nshapes; s++) {
+        int64_t n = ir_eval_dims(e->op.b, b->shapes + (size_t)s * (size_t)b->ndims);
+        if (n >= 1 && (!b->least || n < b->least))
+            b->least = n;
+    }
+}
+
+int64_t ir_te_index_bound(const TeProgram *p, const int64_t *shapes, int nshapes)
+{
+    Bound b = {shapes, nshapes, p->ndims, 0};
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i]->body)
+            ir_expr_visit(p->tensors[i]->body, check_extent, &b);
+    return b.least;
+}
+
+void ir_bound_indices(DType dt, void *buf, int64_t n, int64_t bound)
+{
+    int64_t b = bound;
+    for (int64_t k = 0; b && dt == DT_I64 && k < n; k++)
+        ((int64_t *)buf)[k] = (((int64_t *)buf)[k] % b + b) % b;
+    for (int64_t k = 0; b && dt == DT_I32 && k < n; k++)
+        ((int32_t *)buf)[k] = (int32_t)((((int32_t *)buf)[k] % b + b) % b);
+}
+
 int64_t ir_te_numel(const Tensor *t, const int64_t *dims)
 {
     int64_t n = 1, e;

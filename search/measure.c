@@ -117,48 +117,15 @@ static size_t caller_offset(const SrchMeasurer *m, const Tensor *t)
     return m->bk == BK_CPU && t->kind != TK_TEMP ? 16 / sizeof(float) : 0;
 }
 
-typedef struct Bound {
-    const int64_t *shapes;
-    int nshapes, ndims;
-    int64_t least; /* 0: no checked gather yet */
-} Bound;
-
-static void check_extent(Expr *e, void *ud)
-{
-    Bound *b = ud;
-    if (e->kind != EX_CHECK)
-        return;
-    for (int s = 0; s < b->nshapes; s++) {
-        int64_t n = ir_eval_dims(e->op.b, b->shapes + (size_t)s * (size_t)b->ndims);
-        if (n >= 1 && (!b->least || n < b->least))
-            b->least = n;
-    }
-}
-
-/* The least extent a gather of p indexes at any of the shapes (0 if p
- * has none): integer tensors measured with values below it index every
- * table in range, so no measurement stops at a failed check. A stage
- * that computes integers (GPT-2's mask indices) leaves values for its
- * shape in its buffer; they are brought below it again after each run,
- * since the next stage measured may read them at another shape. */
-static int64_t index_bound(const TeProgram *p, const int64_t *shapes, int nshapes)
-{
-    Bound b = {shapes, nshapes, p->ndims, 0};
-    for (int i = 0; i < p->ntensors; i++)
-        if (p->tensors[i]->body)
-            ir_expr_visit(p->tensors[i]->body, check_extent, &b);
-    return b.least;
-}
-
-/* Brings tensor i's first n elements below the index bound, if integers. */
+/* Brings tensor i's first n elements below the index bound, if integers
+ * (ir_te_index_bound: integer tensors measured so index every table in
+ * range, so no measurement stops at a failed check). A stage that
+ * computes integers (GPT-2's mask indices) leaves values for its shape in
+ * its buffer; they are brought below it again after each run, since the
+ * next stage measured may read them at another shape. */
 static void within_bound(const SrchMeasurer *m, int i, int64_t n)
 {
-    int64_t b = m->index_bound;
-    DType dt = m->p->tensors[i]->dtype;
-    for (int64_t k = 0; b && dt == DT_I64 && k < n; k++)
-        ((int64_t *)m->bufs[i])[k] = (((int64_t *)m->bufs[i])[k] % b + b) % b;
-    for (int64_t k = 0; b && dt == DT_I32 && k < n; k++)
-        ((int32_t *)m->bufs[i])[k] = (int32_t)((((int32_t *)m->bufs[i])[k] % b + b) % b);
+    ir_bound_indices(m->p->tensors[i]->dtype, m->bufs[i], n, m->index_bound);
 }
 
 SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram *p,
@@ -197,7 +164,7 @@ SrchMeasurer *srch_measurer_new(const char *backend, const char *arch, TeProgram
         srch_measurer_free(m);
         return NULL;
     }
-    m->index_bound = index_bound(p, shapes, nshapes);
+    m->index_bound = ir_te_index_bound(p, shapes, nshapes);
     size_t rows = sizeof *shapes * (size_t)nshapes * (size_t)(p->ndims ? p->ndims : 1);
     if (!(m->shapes = malloc(rows + 1))) {
         srch_seterr(err, errlen, "out of memory for the measurement buffers");

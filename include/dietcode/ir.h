@@ -560,6 +560,14 @@ TeProgram *ir_te_extract(const TeProgram *p, const Tensor *t, const bool *materi
  * tensor (p->tensors order); inputs filled by the caller, computed tensors
  * allocated by the caller with ir_te_numel elements. */
 int64_t ir_te_numel(const Tensor *t, const int64_t *dims);
+/* The least extent a checked gather of p indexes at any of the nshapes
+ * points (p->ndims dim values each), 0 when p has none: integers below it
+ * index every table of p in range (generated inputs: the measurer's, dcc
+ * run's). */
+int64_t ir_te_index_bound(const TeProgram *p, const int64_t *shapes, int nshapes);
+/* Brings the first n elements of buf, integers of type dt (other types:
+ * nothing), into 0..bound - 1 (bound 0: nothing). */
+void ir_bound_indices(DType dt, void *buf, int64_t n, int64_t bound);
 /* Its size in bytes: numel times its element's. */
 int64_t ir_te_bytes(const Tensor *t, const int64_t *dims);
 /* Checks values of the dims (>= lo, <= max, sizes representable); fills err. */

@@ -94,6 +94,7 @@ static const char *usage_text =
     "                      --emit=plan)\n"
     "  --input NAME=PATH   read input NAME from a .npy file (float32, C order);\n"
     "                      inputs not given are filled from a seeded generator\n"
+    "                      (integers below the least extent a gather indexes)\n"
     "  --output NAME=PATH  write output NAME to a .npy file\n"
     "  --seed N            seed of the generated inputs (default 1)\n"
     "  --check             compare every output with the reference interpreter\n"

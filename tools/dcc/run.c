@@ -25,6 +25,8 @@ static float **make_buffers(const TeProgram *p, const int64_t *dims, const Args 
     const NamedArgs *inputs = &o->named[O_INPUT];
     uint64_t seed = o->val[O_SEED] ? (uint64_t)o->num[O_SEED] : 1;
     float **bufs = calloc((size_t)p->ntensors, sizeof *bufs);
+    /* generated integers index every table in range (a model's token ids) */
+    int64_t bound = ir_te_index_bound(p, dims, 1);
     for (int i = 0; i < inputs->n; i++) {
         const Tensor *t = ir_te_find(p, inputs->a[i].name);
         if (!t || t->kind != TK_INPUT)
@@ -50,8 +52,10 @@ static float **make_buffers(const TeProgram *p, const int64_t *dims, const Args 
             bufs[i] = malloc(bytes ? (size_t)bytes : 8);
             if (!bufs[i])
                 fail("cannot allocate %lld bytes for tensor %s", (long long)bytes, t->name);
-            if (t->kind == TK_INPUT)
+            if (t->kind == TK_INPUT) {
                 rt_rng_fill_elems(seed, rt_rng_hash(t->name), (int32_t)t->dtype, bufs[i], (size_t)n);
+                ir_bound_indices(t->dtype, bufs[i], n, bound);
+            }
             continue;
         }
         RtArray a;
