@@ -17,6 +17,14 @@
  * message a rank gets after the tuner opens a fusion is that fusion (its
  * tensors' Fuse and the shape points), from which it makes its measurer.
  *
+ * The tuner searches several workloads side by side when the farm has
+ * more than one measuring rank (SrchFarm.width), each in a thread of its
+ * own: their batches wait at the farm together, in one queue, and are
+ * handed out in the order they came. Whichever caller holds the farm's
+ * lock hands out and takes in for all of them (MPI_THREAD_SERIALIZED: one
+ * thread in MPI at a time), then waits for its own answers on a condition
+ * the others signal.
+ *
  * The messages are raw bytes of fixed-layout structs: every rank must run
  * the same dcc build (the handshake checks the version string and the
  * structs' sizes) on the same byte order.
@@ -40,6 +48,7 @@
 #include "dietcode/runtime.h"
 #include "dietcode/search.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -147,6 +156,21 @@ typedef struct Result {
     SrchTimed out[2];
 } Result;
 
+/* A task of a caller's batch at rank 0, and its answer. */
+typedef struct Job {
+    Task t;
+    Result res;
+    int owner;             /* 0 pending, r > 0 out at rank r, -1 answered */
+    struct Batch *batch;
+} Job;
+
+/* One caller's tasks, queued at the farm until every one is answered. */
+typedef struct Batch {
+    Job *job;
+    int n, left;
+    struct Batch *next;
+} Batch;
+
 struct SrchMpi {
     int rank, size;
     char host[64];
@@ -160,7 +184,7 @@ struct SrchMpi {
     /* rank 0 */
     Hello *hello;          /* size */
     bool *lost;            /* size: not measuring (never could, or lost) */
-    int *out;              /* size: the task index a rank has out, or -1 */
+    Job **out;             /* size: the task a rank has out, or NULL */
     double *since;         /* size: when it got it (ms) */
     int *sent_config;      /* size: the config generation it has */
     int config;            /* the current one's */
@@ -169,6 +193,10 @@ struct SrchMpi {
     int64_t seq;
     double timeout_ms;
     SrchFarm farm;
+    bool serialized;       /* MPI lets one thread at a time call it: callers side by side */
+    pthread_mutex_t lock;  /* the queue and MPI, for the callers side by side */
+    pthread_cond_t answered;
+    Batch *queue;          /* the callers' batches, oldest first */
     /* the other ranks */
     SrchMeasurer *ms;
     char ms_err[256];      /* why there is no measurer */
@@ -218,7 +246,7 @@ bool srch_mpi_built(void) { return true; }
 
 SrchMpi *srch_mpi_start(int *argc, char ***argv, char *err, size_t errlen)
 {
-    int provided, rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    int provided, rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) {
         srch_seterr(err, errlen, "MPI_Init_thread failed (error %d)", rc);
         return NULL;
@@ -231,6 +259,9 @@ SrchMpi *srch_mpi_start(int *argc, char ***argv, char *err, size_t errlen)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    m->serialized = provided >= MPI_THREAD_SERIALIZED;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->answered, NULL);
     if (gethostname(m->host, sizeof m->host - 1) != 0)
         snprintf(m->host, sizeof m->host, "?");
     const char *t = getenv("DC_MPI_TIMEOUT");
@@ -397,11 +428,9 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
     if (m->rank == 0) {
         m->hello = calloc((size_t)m->size, sizeof *m->hello);
         m->lost = calloc((size_t)m->size, sizeof *m->lost);
-        m->out = malloc(sizeof *m->out * (size_t)m->size);
+        m->out = calloc((size_t)m->size, sizeof *m->out);
         m->since = calloc((size_t)m->size, sizeof *m->since);
         m->sent_config = calloc((size_t)m->size, sizeof *m->sent_config);
-        for (int r = 0; r < m->size; r++)
-            m->out[r] = -1;
     }
     int ok = 1;
     if (MPI_Gather(&me, (int)sizeof me, MPI_BYTE, m->hello, (int)sizeof me, MPI_BYTE, 0,
@@ -421,7 +450,11 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
     if (ok && m->rank != 0)
         m->tg = me.tg, snprintf(m->march, sizeof m->march, "%s", me.arch);
     m->joined = ok;
-    m->farm = (SrchFarm){m, m->march, m->tg, farm_open, farm_batch, farm_turns};
+    int width = 0;
+    for (int r = 1; m->rank == 0 && ok && r < m->size; r++)
+        width += !m->lost[r];
+    m->farm = (SrchFarm){m, m->march, m->tg, m->serialized ? width : 1, farm_open, farm_batch,
+                         farm_turns};
     return ok;
 }
 
@@ -456,17 +489,17 @@ static bool farm_open(void *self, const TeProgram *p, const int64_t *shapes, int
 }
 
 /* Rank r is lost: it gives no more answers, its task goes to another. */
-static void lose(SrchMpi *m, int r, int *owner, const char *why)
+static void lose(SrchMpi *m, int r, const char *why)
 {
     m->lost[r] = true;
-    if (m->out[r] >= 0)
-        owner[m->out[r]] = 0;
-    m->out[r] = -1;
+    if (m->out[r])
+        m->out[r]->owner = 0;
+    m->out[r] = NULL;
     warnf(m, "rank %d (%s) is lost (%s): its candidate goes to another rank", r,
           m->hello[r].host, why);
 }
 
-/* Hands task k to rank r (the fusion first, when r lacks it); false when
+/* Hands task t to rank r (the fusion first, when r lacks it); false when
  * the send fails (r is then lost). */
 static bool hand(SrchMpi *m, int r, Task *t)
 {
@@ -479,81 +512,125 @@ static bool hand(SrchMpi *m, int r, Task *t)
     return send_to(m, t, (int)sizeof *t, r, TAG_TASK);
 }
 
-/* Runs the n tasks on the measuring ranks, one at a time each, into
- * res; false and err when stopped or no rank is left. */
-static bool run_tasks(SrchMpi *m, int n, Task *task, Result *res, char *err, size_t errlen)
+/* The oldest queued task no rank has, or NULL. */
+static Job *next_job(const SrchMpi *m)
 {
-    int owner[n + 1]; /* 0 pending, r > 0 out at rank r, -1 done */
-    int left = n;
-    double wait = 0.05;
+    for (Batch *b = m->queue; b; b = b->next)
+        for (int k = 0; k < b->n; k++)
+            if (b->job[k].owner == 0)
+                return &b->job[k];
+    return NULL;
+}
+
+/* One round for every queued batch (the lock held): the idle ranks handed
+ * the oldest tasks, one answer taken in (1), or, with none there, the
+ * ranks that took too long taken as lost (0); -1 when no rank is left. */
+static int pump(SrchMpi *m)
+{
+    int live = 0;
+    for (int r = 1; r < m->size; r++) {
+        if (m->lost[r])
+            continue;
+        live++;
+        Job *j = m->out[r] ? NULL : next_job(m);
+        if (!j)
+            continue;
+        if (!hand(m, r, &j->t)) {
+            if (m->stop && *m->stop)
+                return 0; /* the caller says so */
+            lose(m, r, "a send to it failed or found no room");
+            live--;
+            continue;
+        }
+        j->owner = r;
+        m->out[r] = j;
+        m->since[r] = rt_now_ms();
+    }
+    if (!live)
+        return -1;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_RESULT, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS)
+        flag = 0;
+    if (flag) {
+        Result got;
+        int r = st.MPI_SOURCE;
+        if (MPI_Recv(&got, (int)sizeof got, MPI_BYTE, r, TAG_RESULT, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return 1;
+        Job *j = m->out[r];
+        /* an answer of a rank taken as lost, or to a task re-handed or
+         * given up on, is late: dropped */
+        if (j && !m->lost[r] && got.seq == j->t.seq) {
+            j->res = got;
+            j->owner = -1;
+            j->batch->left--;
+            m->out[r] = NULL;
+            pthread_cond_broadcast(&m->answered);
+        }
+        return 1;
+    }
+    double now = rt_now_ms();
+    for (int r = 1; r < m->size; r++)
+        if (!m->lost[r] && m->out[r] && now - m->since[r] > m->timeout_ms) {
+            char why[96];
+            snprintf(why, sizeof why, "no answer in %.0f s, DC_MPI_TIMEOUT", m->timeout_ms / 1000);
+            lose(m, r, why);
+        }
+    return 0;
+}
+
+/* Runs the n jobs on the measuring ranks, one at a time each, beside the
+ * other callers' batches; false and err when stopped or no rank is left. */
+static bool run_tasks(SrchMpi *m, int n, Job *job, char *err, size_t errlen)
+{
+    Batch me = {job, n, n, NULL}, **tail = &m->queue;
     for (int k = 0; k < n; k++)
-        owner[k] = 0;
-    while (left > 0) {
+        job[k].owner = 0, job[k].batch = &me;
+    pthread_mutex_lock(&m->lock);
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = &me;
+    double wait = 0.05;
+    bool ok = true;
+    while (me.left > 0) {
         if (m->stop && *m->stop) {
             srch_seterr(err, errlen, "interrupted");
-            return false;
+            ok = false;
+            break;
         }
-        int live = 0, next = 0;
-        for (int r = 1; r < m->size; r++) {
-            if (m->lost[r])
-                continue;
-            live++;
-            if (m->out[r] >= 0)
-                continue;
-            while (next < n && owner[next] != 0)
-                next++;
-            if (next == n)
-                continue;
-            if (!hand(m, r, &task[next])) {
-                if (m->stop && *m->stop)
-                    break; /* said at the loop's top */
-                lose(m, r, owner, "a send to it failed or found no room");
-                live--;
-                continue;
-            }
-            owner[next] = r;
-            m->out[r] = next;
-            m->since[r] = rt_now_ms();
-        }
-        if (m->stop && *m->stop)
-            continue;
-        if (!live) {
+        int got = pump(m);
+        if (got < 0) {
             srch_seterr(err, errlen, "no rank is left to measure");
-            return false;
+            ok = false;
+            break;
         }
-        int flag = 0;
-        MPI_Status st;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_RESULT, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS)
-            flag = 0;
-        if (flag) {
-            Result got;
-            int r = st.MPI_SOURCE;
-            if (MPI_Recv(&got, (int)sizeof got, MPI_BYTE, r, TAG_RESULT, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                continue;
-            int k = m->out[r];
-            /* an answer of a rank taken as lost, or to a task re-handed, is late: dropped */
-            if (k >= 0 && !m->lost[r] && got.seq == task[k].seq) {
-                res[k] = got;
-                owner[k] = -1;
-                m->out[r] = -1;
-                left--;
-            }
+        if (got > 0) {
             wait = 0.05;
             continue;
         }
-        double now = rt_now_ms();
-        for (int r = 1; r < m->size; r++)
-            if (!m->lost[r] && m->out[r] >= 0 && now - m->since[r] > m->timeout_ms) {
-                char why[96];
-                snprintf(why, sizeof why, "no answer in %.0f s, DC_MPI_TIMEOUT",
-                         m->timeout_ms / 1000);
-                lose(m, r, owner, why);
-            }
-        pause_ms(wait);
-        wait = wait < 2 ? wait * 2 : 2;
+        /* a sleep that an answer to another caller ends */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ns = until.tv_nsec + (long)(wait * 1e9);
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        if (pthread_cond_timedwait(&m->answered, &m->lock, &until) == 0)
+            wait = 0.05; /* answers come: more may follow */
+        else
+            wait = wait < 2 ? wait * 2 : 2;
     }
-    return true;
+    /* out of the queue; a task still out (stopped) is given up on */
+    for (Batch **b = &m->queue; *b; b = &(*b)->next)
+        if (*b == &me) {
+            *b = me.next;
+            break;
+        }
+    for (int r = 1; r < m->size; r++)
+        if (m->out[r] && m->out[r]->batch == &me)
+            m->out[r] = NULL;
+    pthread_mutex_unlock(&m->lock);
+    return ok;
 }
 
 /* A task of stage st at dims (the program's dims, by Var.pos). */
@@ -569,22 +646,21 @@ static bool farm_batch(void *self, const SrchTiming *tm, int n, const SrchStage 
                        SrchTimed *out, char *err, size_t errlen)
 {
     SrchMpi *m = self;
-    Task *t = calloc((size_t)n + 1, sizeof *t);
-    Result *res = calloc((size_t)n + 1, sizeof *res);
-    bool ok = t && res;
-    for (int k = 0; ok && k < n; k++) {
-        t[k] = task_of(m, TASK_ONE, st[k], dims[k]);
-        t[k].mk[0] = mk[k];
-        t[k].cutoff = cutoff_ms ? cutoff_ms[k] : 0;
-        t[k].timing = *tm;
-    }
-    if (!ok)
+    Job *j = calloc((size_t)n + 1, sizeof *j);
+    if (!j) {
         srch_seterr(err, errlen, "out of memory");
-    ok = ok && run_tasks(m, n, t, res, err, errlen);
+        return false;
+    }
+    for (int k = 0; k < n; k++) {
+        j[k].t = task_of(m, TASK_ONE, st[k], dims[k]);
+        j[k].t.mk[0] = mk[k];
+        j[k].t.cutoff = cutoff_ms ? cutoff_ms[k] : 0;
+        j[k].t.timing = *tm;
+    }
+    bool ok = run_tasks(m, n, j, err, errlen);
     for (int k = 0; ok && k < n; k++)
-        out[k] = res[k].out[0];
-    free(t);
-    free(res);
+        out[k] = j[k].res.out[0];
+    free(j);
     return ok;
 }
 
@@ -593,16 +669,15 @@ static bool farm_turns(void *self, const SrchStage *st, const MicroKernel *a, co
                        size_t errlen)
 {
     SrchMpi *m = self;
-    Task t = task_of(m, TASK_TURNS, st, dims);
-    Result res;
-    t.mk[0] = *a;
-    t.mk[1] = *b;
-    t.turns = turns;
-    t.runs = runs;
-    if (!run_tasks(m, 1, &t, &res, err, errlen))
+    Job j = {.t = task_of(m, TASK_TURNS, st, dims)};
+    j.t.mk[0] = *a;
+    j.t.mk[1] = *b;
+    j.t.turns = turns;
+    j.t.runs = runs;
+    if (!run_tasks(m, 1, &j, err, errlen))
         return false;
-    out[0] = res.out[0];
-    out[1] = res.out[1];
+    out[0] = j.res.out[0];
+    out[1] = j.res.out[1];
     return true;
 }
 
@@ -745,6 +820,8 @@ void srch_mpi_end(SrchMpi *m)
     free(m->since);
     free(m->sent_config);
     free(m->cfg);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->answered);
     free(m);
 }
 

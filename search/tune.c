@@ -28,6 +28,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,8 @@ typedef struct Tuner {
     struct WarmKernel *warm_mk;
     /* the runs timed, and of those dropped as disturbed, slow or outliers (noise) */
     int64_t runs, dropped;
+    /* searches side by side (run_side_by_side): the one that holds it runs */
+    pthread_mutex_t *lock;
 } Tuner;
 
 typedef struct WarmKernel {
@@ -250,6 +253,45 @@ static bool stopped(Tuner *tu)
     return true;
 }
 
+/* What a search side by side with others keeps of the tuner while the
+ * farm measures for it and another holds the tuner: the measurer's timing
+ * (the selection's is not the search's) and the runs counted (its
+ * stage's). */
+typedef struct Held {
+    SrchTiming timing;
+    int64_t runs, dropped;
+} Held;
+
+/* The tuner let go while the farm measures (searches side by side), and
+ * taken back as this search left it; without others, nothing. */
+static void let_go(Tuner *tu, Held *h)
+{
+    if (!tu->lock)
+        return;
+    *h = (Held){srch_measurer_timing(tu->ms), tu->runs, tu->dropped};
+    pthread_mutex_unlock(tu->lock);
+}
+
+static void take_back(Tuner *tu, const Held *h)
+{
+    if (!tu->lock)
+        return;
+    pthread_mutex_lock(tu->lock);
+    srch_measurer_set_timing(tu->ms, &h->timing);
+    tu->runs = h->runs;
+    tu->dropped = h->dropped;
+}
+
+/* The farm's answer: false (tu failed, with the farm's err) when it cannot
+ * go on. */
+static bool farm_went_on(Tuner *tu, bool ok, const char *err)
+{
+    if (!ok && !tu->failed)
+        srch_seterr(tu->err, tu->errlen, "%s", err);
+    tu->failed |= !ok;
+    return !tu->failed;
+}
+
 /* The n candidates measured by the farm, or here without one (as
  * srch_measure_batch); false (tu failed, its err set) when the farm cannot
  * go on. */
@@ -262,9 +304,12 @@ static bool measure_batch(Tuner *tu, int n, const SrchStage *const *st, const Mi
         return true;
     }
     SrchTiming tm = srch_measurer_timing(tu->ms);
-    if (!f->batch(f->self, &tm, n, st, mk, dims, cutoff_ms, out, tu->err, tu->errlen))
-        tu->failed = true;
-    return !tu->failed;
+    char err[256];
+    Held h;
+    let_go(tu, &h);
+    bool ok = f->batch(f->self, &tm, n, st, mk, dims, cutoff_ms, out, err, sizeof err);
+    take_back(tu, &h);
+    return farm_went_on(tu, ok, err);
 }
 
 /* srch_measure_turns by the farm, or here without one: 0, or -1 and err
@@ -277,10 +322,13 @@ static int measure_turns(Tuner *tu, const SrchStage *st, const MicroKernel *a,
     const SrchFarm *f = tu->o->farm;
     if (!f)
         return srch_measure_turns(tu->ms, st, a, b, dims, turns, runs, t, err, errlen);
-    if (!f->turns(f->self, st, a, b, dims, turns, runs, t, tu->err, tu->errlen)) {
-        tu->failed = true;
+    char ferr[256];
+    Held h;
+    let_go(tu, &h);
+    bool ok = f->turns(f->self, st, a, b, dims, turns, runs, t, ferr, sizeof ferr);
+    take_back(tu, &h);
+    if (!farm_went_on(tu, ok, ferr))
         return -1;
-    }
     if (t[0].failed)
         srch_seterr(err, errlen, "%s", t[0].err);
     return t[0].failed ? -1 : 0;
@@ -1398,6 +1446,80 @@ static void config_free(Config *c)
     memset(c, 0, sizeof *c);
 }
 
+/* ---- side by side ---- */
+
+/* A farm that measures several candidates at once (SrchFarm.width > 1)
+ * gets the searches of a fusion's distinct workloads side by side: each
+ * in a thread of its own, the threads taking turns at the tuner. A search
+ * holds the tuner (tu->lock) but while the farm measures for it (let_go),
+ * so only one ever touches the tuner, the records and the measurer, and
+ * each goes as it goes alone: its own seed, trials and records, the same
+ * kernels and trees as one after another. Only the order of the records'
+ * lines differs, and of the progress lines. Twice as many searches as the
+ * farm measures at once keep it busy: a selection asks for one candidate
+ * at a time. */
+typedef struct SideBySide {
+    Tuner *tu;
+    Config *c;
+    const int *todo;       /* the stages to tune, by index into c */
+    int n, next;           /* how many; the next one a thread takes */
+    SrchTiming timing;     /* the measurer's, as a stage starts */
+} SideBySide;
+
+static void *side_thread(void *arg)
+{
+    SideBySide *sb = arg;
+    Tuner *tu = sb->tu;
+    if (tu->lock)
+        pthread_mutex_lock(tu->lock);
+    while (sb->next < sb->n && !tu->failed) {
+        int i = sb->todo[sb->next++];
+        srch_measurer_set_timing(tu->ms, &sb->timing);
+        tune_stage(tu, &sb->c->st[i], &sb->c->res[i]);
+    }
+    if (tu->lock)
+        pthread_mutex_unlock(tu->lock);
+    return NULL;
+}
+
+/* Tunes the n stages todo of c side by side, as many at a time as
+ * nthreads; one after another where no thread can be started. */
+static void run_side_by_side(Tuner *tu, Config *c, const int *todo, int n, int nthreads)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_attr_t attr;
+    pthread_t th[nthreads];
+    SideBySide sb = {tu, c, todo, n, 0, srch_measurer_timing(tu->ms)};
+    int started = 0;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 20); /* LLVM's builds recurse deeply */
+    tu->lock = &lock;
+    while (started < nthreads && pthread_create(&th[started], &attr, side_thread, &sb) == 0)
+        started++;
+    for (int k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    pthread_attr_destroy(&attr);
+    tu->lock = NULL;
+    pthread_mutex_destroy(&lock);
+    if (!started)
+        side_thread(&sb);
+}
+
+/* The result stage i of c takes from a stage that computes the same: an
+ * earlier one of c, tuned, else one of prev (optional); NULL when none
+ * (it is searched). */
+static const SrchStageResult *result_of(const Config *prev, const Config *c, int i)
+{
+    const char *w = c->st[i].workload;
+    for (int j = 0; j < i; j++)
+        if (strcmp(c->st[j].workload, w) == 0 && c->res[j].tree)
+            return &c->res[j];
+    for (int j = 0; prev && j < prev->nst; j++)
+        if (strcmp(prev->st[j].workload, w) == 0)
+            return &prev->res[j];
+    return NULL;
+}
+
 /* Tunes the stages of the program's fusion as its tensors' Fuse decides
  * now, into c (empty, or holding only those stages, stages_of's): a stage
  * whose workload prev (optional) has keeps prev's result; the others are
@@ -1437,15 +1559,29 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
     }
     /* a workload is tuned once: a stage computing what an earlier stage
      * of this fusion or of the one before computes (a model's identical
-     * layers) takes its result, tree and times */
+     * layers) takes its result, tree and times. The first stage of each
+     * workload the one before lacks is searched, side by side where the
+     * farm measures several at once; then the rest in order */
+    int *todo = malloc(sizeof *todo * (size_t)(c->nst + 1)), ntodo = 0;
+    bool *done = calloc((size_t)c->nst + 1, sizeof *done);
+    for (int i = 0; i < c->nst; i++) {
+        bool first = !result_of(prev, c, i);
+        for (int j = 0; j < i && first; j++)
+            first = strcmp(c->st[j].workload, c->st[i].workload) != 0;
+        if (first)
+            todo[ntodo++] = i;
+    }
+    int width = o->farm ? o->farm->width : 1;
+    if (width > 1 && ntodo > 1) {
+        run_side_by_side(tu, c, todo, ntodo, 2 * width < ntodo ? 2 * width : ntodo);
+        for (int k = 0; k < ntodo; k++)
+            done[todo[k]] = true;
+    }
+    free(todo);
     for (int i = 0; i < c->nst && !tu->failed; i++) {
-        const SrchStageResult *had = NULL;
-        for (int j = 0; j < i && !had; j++)
-            if (strcmp(c->st[j].workload, c->st[i].workload) == 0 && c->res[j].tree)
-                had = &c->res[j];
-        for (int j = 0; prev && j < prev->nst && !had; j++)
-            if (strcmp(prev->st[j].workload, c->st[i].workload) == 0)
-                had = &prev->res[j];
+        if (done[i])
+            continue;
+        const SrchStageResult *had = result_of(prev, c, i);
         if (!had) {
             tune_stage(tu, &c->st[i], &c->res[i]);
             continue;
@@ -1468,6 +1604,7 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
             memcpy(r->spill, had->spill, sizeof *r->spill * (size_t)had->tree->nkernels);
         }
     }
+    free(done);
     return !tu->failed;
 }
 

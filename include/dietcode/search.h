@@ -571,6 +571,10 @@ typedef struct SrchFarm {
      * as the backend's) */
     const char *arch;
     SrchTarget tg;
+    /* how many candidates it measures at once; above 1, the tuner searches
+     * a fusion's distinct workloads side by side, calling batch and turns
+     * from that many threads (search/tune.c, "side by side") */
+    int width;
     /* the fusion measured from now on (p's Fuse as set, as
      * srch_measurer_new takes it) and the tuning's shape points */
     bool (*open)(void *self, const TeProgram *p, const int64_t *shapes, int nshapes, char *err,
@@ -880,7 +884,9 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
                    const char *build, const volatile sig_atomic_t *stop,
                    void (*warn)(void *ud, const char *msg), void *warn_ud, char *err,
                    size_t errlen);
-/* Rank 0, after srch_mpi_join: the farm of the other ranks (owned by m). */
+/* Rank 0, after srch_mpi_join: the farm of the other ranks (owned by m);
+ * its width is the ranks that measure (1 where MPI cannot be called from
+ * several threads in turn, MPI_THREAD_SERIALIZED). */
 const SrchFarm *srch_mpi_farm(SrchMpi *m);
 /* The other ranks, after srch_mpi_join: measure what rank 0 hands out
  * until it says it is done; false and err when stopped. */

@@ -20,6 +20,9 @@
 #                                   program with other weights, not with them as inputs
 #   run.sh DCC SRCDIR mpi-model     mpirun -n 3 (DC_MPIEXEC) on the model target: the
 #                                   records and dispatch of a 1-rank run, byte for byte
+#   run.sh DCC SRCDIR mpi-side      mpirun -n 3 on a BERT layer (model target): its
+#                                   workloads searched side by side, the records
+#                                   (in another order), trees and summary of a 1-rank run
 #   run.sh DCC SRCDIR mpi-cpu       mpirun -n 3 on the CPU: valid records of this CPU's
 #                                   arch, a dispatch that runs correctly
 #   run.sh DCC SRCDIR mpi-kill      a measuring rank killed mid-run: the job ends, the
@@ -795,6 +798,47 @@ mpi-model)
     done
     cmp -s "$tmp/one.json" "$tmp/three.json" && grep -q '"tree"' "$tmp/one.json" &&
         ok "the same dispatch tree and kernels" || bad "another dispatch with 3 ranks"
+    grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/one.out" >"$tmp/one.sum"
+    grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/three.out" >"$tmp/three.sum"
+    cmp -s "$tmp/one.sum" "$tmp/three.sum" && ok "the same summary" ||
+        bad "another summary: $(diff "$tmp/one.sum" "$tmp/three.sum" | head -5)"
+    ;;
+mpi-side)
+    # 12 distinct workloads (and 17 stages, and the fusion contests' own):
+    # two measuring ranks get the searches of several side by side, each
+    # as it goes alone, so only the order of the records differs
+    args="tune $ex/bert_encoder.tex --target=model --trials 8 --seed 7 --shapes T=1..128:4"
+    # shellcheck disable=SC2086
+    "$dcc" $args --records "$tmp/one.jsonl" >"$tmp/one.out" 2>"$tmp/one.err" ||
+        bad "1-rank tune failed: $(tail -1 "$tmp/one.err")"
+    # shellcheck disable=SC2086
+    mpi 3 $args --records "$tmp/three.jsonl" >"$tmp/three.out" 2>"$tmp/three.err" ||
+        bad "3-rank tune failed: $(grep -v '^tune: ' "$tmp/three.err" | head -5)"
+    grep -q "^mpi: 3 ranks, measured on sm_80 by the 2 others" "$tmp/three.out" &&
+        ok "rank 0 says the 2 others measured" || bad "no mpi line: $(head -3 "$tmp/three.out")"
+    strip_ts "$tmp/one.jsonl" | sort >"$tmp/one.s"
+    strip_ts "$tmp/three.jsonl" | sort >"$tmp/three.s"
+    [ -s "$tmp/one.s" ] && cmp -s "$tmp/one.s" "$tmp/three.s" &&
+        ok "3 ranks wrote the 1-rank run's records ($(wc -l <"$tmp/one.s") lines, in another order)" ||
+        bad "3 ranks wrote other records than 1 ($(diff "$tmp/one.s" "$tmp/three.s" | head -c 600))"
+    # side by side: one workload's measurements resume after another's
+    # began (one after another, each workload's lines are one stretch)
+    python3 - "$tmp/one.jsonl" "$tmp/three.jsonl" <<'PY' && ok "searched side by side" || bad "not side by side"
+import json, sys
+def stretches(path):
+    ws = [r["workload"] for r in map(json.loads, open(path)) if r["kind"] not in ("tree", "fuse")]
+    return len(set(ws)), 1 + sum(a != b for a, b in zip(ws, ws[1:]))
+one, three = stretches(sys.argv[1]), stretches(sys.argv[2])
+print("workloads and their stretches of measurements: 1 rank %s, 3 ranks %s" % (one, three))
+assert one[0] > 2 and one[0] == one[1], one
+assert three[1] > three[0], three
+PY
+    for f in one three; do
+        "$dcc" "$ex/bert_encoder.tex" --target=nvptx --records "$tmp/$f.jsonl" --emit=dispatch \
+            >"$tmp/$f.json" || bad "--emit=dispatch with the $f-rank records"
+    done
+    cmp -s "$tmp/one.json" "$tmp/three.json" && [ "$(grep -o '"tree"' "$tmp/one.json" | wc -l)" -gt 3 ] &&
+        ok "the same dispatch trees and kernels" || bad "another dispatch with 3 ranks"
     grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/one.out" >"$tmp/one.sum"
     grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/three.out" >"$tmp/three.sum"
     cmp -s "$tmp/one.sum" "$tmp/three.sum" && ok "the same summary" ||

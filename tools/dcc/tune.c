@@ -3,6 +3,7 @@
 #include "dcc.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +25,9 @@ static void on_stop_signal(int sig)
 typedef struct TuneUi {
     bool tty;
     bool live;  /* a progress line is on the terminal */
+    /* under mpirun the farm warns of a lost rank while a search beside
+     * reports its progress */
+    pthread_mutex_t lock;
 } TuneUi;
 
 static void tune_progress(void *ud, const SrchProgress *p)
@@ -35,6 +39,7 @@ static void tune_progress(void *ud, const SrchProgress *p)
              "measured %.1f GFLOP/s, %.0f s elapsed, ~%.0f s left",
              p->stage, p->phase, p->round, p->done, p->total, p->best_pred_gflops,
              p->best_meas_gflops, p->elapsed_s, p->eta_s);
+    pthread_mutex_lock(&ui->lock);
     if (ui->tty) {
         fprintf(stderr, "\r\033[K%s", line);
         ui->live = true;
@@ -42,14 +47,17 @@ static void tune_progress(void *ud, const SrchProgress *p)
         fprintf(stderr, "%s\n", line);
     }
     fflush(stderr);
+    pthread_mutex_unlock(&ui->lock);
 }
 
 static void tune_warn(void *ud, const char *msg)
 {
     TuneUi *ui = ud;
+    pthread_mutex_lock(&ui->lock);
     if (ui->live)
         fputc('\n', stderr), ui->live = false;
     fprintf(stderr, "dcc: warning: %s\n", msg);
+    pthread_mutex_unlock(&ui->lock);
 }
 
 /* The whole program's estimated latency over the tuned shapes: the
@@ -137,7 +145,7 @@ int cmd_tune(int argc, char **argv)
     if (clash)
         fail("%s", err);
     o.ranges = ranges;
-    TuneUi ui = {isatty(2) != 0, false};
+    TuneUi ui = {isatty(2) != 0, false, PTHREAD_MUTEX_INITIALIZER};
     o.progress = tune_progress;
     o.warn = tune_warn;
     o.progress_ud = &ui;
