@@ -84,6 +84,17 @@ mpi() {
     "${DC_MPIEXEC:-mpirun}" --allow-run-as-root --oversubscribe $mpiflags -n "$n" "$dcc" "$@"
 }
 
+# dcc ARGS... on 1 rank into $tmp/one.{jsonl,out,err} and on 3 into
+# $tmp/three.{...}: both must finish, and rank 0 say the 2 others measured.
+one_and_three() {
+    "$dcc" "$@" --records "$tmp/one.jsonl" >"$tmp/one.out" 2>"$tmp/one.err" ||
+        bad "1-rank tune failed: $(tail -1 "$tmp/one.err")"
+    mpi 3 "$@" --records "$tmp/three.jsonl" >"$tmp/three.out" 2>"$tmp/three.err" ||
+        bad "3-rank tune failed: $(grep -v '^tune: ' "$tmp/three.err" | head -5)"
+    grep -q "^mpi: 3 ranks, measured on sm_80 by the 2 others" "$tmp/three.out" &&
+        ok "rank 0 says the 2 others measured" || bad "no mpi line: $(head -3 "$tmp/three.out")"
+}
+
 # Kills rank 1 of the dcc writing records REC (SIGKILL) once REC has N lines.
 kill_rank1() {
     wait_lines "$1" "$2"
@@ -776,15 +787,7 @@ EOF
 mpi-model)
     # one candidate at a time to two measuring ranks, answers in any order:
     # rank 0 records them in the order it asked, so the file is the 1-rank one
-    args="tune $ex/bert_qkv.tex --target=model --trials 24 --seed 7 --shapes T=1..128:16"
-    # shellcheck disable=SC2086
-    "$dcc" $args --records "$tmp/one.jsonl" >"$tmp/one.out" 2>"$tmp/one.err" ||
-        bad "1-rank tune failed: $(tail -1 "$tmp/one.err")"
-    # shellcheck disable=SC2086
-    mpi 3 $args --records "$tmp/three.jsonl" >"$tmp/three.out" 2>"$tmp/three.err" ||
-        bad "3-rank tune failed: $(grep -v '^tune: Y' "$tmp/three.err" | head -5)"
-    grep -q "^mpi: 3 ranks, measured on sm_80 by the 2 others" "$tmp/three.out" &&
-        ok "rank 0 says the 2 others measured" || bad "no mpi line: $(head -3 "$tmp/three.out")"
+    one_and_three tune "$ex/bert_qkv.tex" --target=model --trials 24 --seed 7 --shapes T=1..128:16
     [ "$(grep -c '^tune: bert_qkv' "$tmp/three.out")" -eq 1 ] && ok "one summary (rank 0's)" ||
         bad "the summary printed $(grep -c '^tune: bert_qkv' "$tmp/three.out") times"
     strip_ts "$tmp/one.jsonl" >"$tmp/one.s"
@@ -807,15 +810,7 @@ mpi-side)
     # 12 distinct workloads (and 17 stages, and the fusion contests' own):
     # two measuring ranks get the searches of several side by side, each
     # as it goes alone, so only the order of the records differs
-    args="tune $ex/bert_encoder.tex --target=model --trials 8 --seed 7 --shapes T=1..128:4"
-    # shellcheck disable=SC2086
-    "$dcc" $args --records "$tmp/one.jsonl" >"$tmp/one.out" 2>"$tmp/one.err" ||
-        bad "1-rank tune failed: $(tail -1 "$tmp/one.err")"
-    # shellcheck disable=SC2086
-    mpi 3 $args --records "$tmp/three.jsonl" >"$tmp/three.out" 2>"$tmp/three.err" ||
-        bad "3-rank tune failed: $(grep -v '^tune: ' "$tmp/three.err" | head -5)"
-    grep -q "^mpi: 3 ranks, measured on sm_80 by the 2 others" "$tmp/three.out" &&
-        ok "rank 0 says the 2 others measured" || bad "no mpi line: $(head -3 "$tmp/three.out")"
+    one_and_three tune "$ex/bert_encoder.tex" --target=model --trials 8 --seed 7 --shapes T=1..128:4
     strip_ts "$tmp/one.jsonl" | sort >"$tmp/one.s"
     strip_ts "$tmp/three.jsonl" | sort >"$tmp/three.s"
     [ -s "$tmp/one.s" ] && cmp -s "$tmp/one.s" "$tmp/three.s" &&
