@@ -338,9 +338,8 @@ int64_t ir_te_index_bound(const TeProgram *p, const int64_t *shapes, int nshapes
     return b.least;
 }
 
-void ir_bound_indices(DType dt, void *buf, int64_t n, int64_t bound)
+void ir_bound_indices(DType dt, void *buf, int64_t n, int64_t b)
 {
-    int64_t b = bound;
     for (int64_t k = 0; b && dt == DT_I64 && k < n; k++)
         ((int64_t *)buf)[k] = (((int64_t *)buf)[k] % b + b) % b;
     for (int64_t k = 0; b && dt == DT_I32 && k < n; k++)
