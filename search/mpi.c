@@ -185,6 +185,7 @@ struct SrchMpi {
     Hello *hello;          /* size */
     bool *lost;            /* size: not measuring (never could, or lost) */
     Job **out;             /* size: the task a rank has out, or NULL */
+    Task *last;            /* size: the task a rank was handed last (seq 0: none) */
     double *since;         /* size: when it got it (ms) */
     int *sent_config;      /* size: the config generation it has */
     int config;            /* the current one's */
@@ -429,6 +430,7 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
         m->hello = calloc((size_t)m->size, sizeof *m->hello);
         m->lost = calloc((size_t)m->size, sizeof *m->lost);
         m->out = calloc((size_t)m->size, sizeof *m->out);
+        m->last = calloc((size_t)m->size, sizeof *m->last);
         m->since = calloc((size_t)m->size, sizeof *m->since);
         m->sent_config = calloc((size_t)m->size, sizeof *m->sent_config);
     }
@@ -512,14 +514,38 @@ static bool hand(SrchMpi *m, int r, Task *t)
     return send_to(m, t, (int)sizeof *t, r, TAG_TASK);
 }
 
-/* The oldest queued task no rank has, or NULL. */
-static Job *next_job(const SrchMpi *m)
+/* Whether job j measures the candidate rank r was handed last, in the
+ * fusion r has now: r has it built (its measurer keeps what it built). */
+static bool built_at(const SrchMpi *m, int r, const Job *j)
 {
+    const Task *t = &m->last[r];
+    return t->seq && !m->lost[r] && m->sent_config[r] == m->config && t->tensor == j->t.tensor &&
+           ir_microkernel_cmp(&t->mk[0], &j->t.mk[0]) == 0;
+}
+
+/* The task for idle rank r, or NULL: the oldest queued one of the
+ * candidate r built last, else the oldest of a candidate no other rank
+ * has built, else the oldest. A candidate's shape points go to the rank
+ * that builds it: handed to any idle rank, every rank built every
+ * candidate, and two ranks on a machine whose compiles dominate gained
+ * nothing over one. */
+static Job *next_job(const SrchMpi *m, int r)
+{
+    Job *fresh = NULL, *oldest = NULL;
     for (Batch *b = m->queue; b; b = b->next)
-        for (int k = 0; k < b->n; k++)
-            if (b->job[k].owner == 0)
-                return &b->job[k];
-    return NULL;
+        for (int k = 0; k < b->n; k++) {
+            Job *j = &b->job[k];
+            if (j->owner != 0)
+                continue;
+            if (built_at(m, r, j))
+                return j;
+            oldest = oldest ? oldest : j;
+            bool elsewhere = false;
+            for (int q = 1; q < m->size && !fresh && !elsewhere; q++)
+                elsewhere = q != r && built_at(m, q, j);
+            fresh = fresh || elsewhere ? fresh : j;
+        }
+    return fresh ? fresh : oldest;
 }
 
 /* One round for every queued batch (the lock held): the idle ranks handed
@@ -532,7 +558,7 @@ static int pump(SrchMpi *m)
         if (m->lost[r])
             continue;
         live++;
-        Job *j = m->out[r] ? NULL : next_job(m);
+        Job *j = m->out[r] ? NULL : next_job(m, r);
         if (!j)
             continue;
         if (!hand(m, r, &j->t)) {
@@ -544,6 +570,7 @@ static int pump(SrchMpi *m)
         }
         j->owner = r;
         m->out[r] = j;
+        m->last[r] = j->t;
         m->since[r] = rt_now_ms();
     }
     if (!live)
@@ -591,7 +618,7 @@ static bool run_tasks(SrchMpi *m, int n, Job *job, char *err, size_t errlen)
     while (*tail)
         tail = &(*tail)->next;
     *tail = &me;
-    double wait = 0.05;
+    double wait = 0.05; /* ms, as the serving ranks' polls */
     bool ok = true;
     while (me.left > 0) {
         if (m->stop && *m->stop) {
@@ -612,7 +639,7 @@ static bool run_tasks(SrchMpi *m, int n, Job *job, char *err, size_t errlen)
         /* a sleep that an answer to another caller ends */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        long ns = until.tv_nsec + (long)(wait * 1e9);
+        long ns = until.tv_nsec + (long)(wait * 1e6);
         until.tv_sec += ns / 1000000000L;
         until.tv_nsec = ns % 1000000000L;
         if (pthread_cond_timedwait(&m->answered, &m->lock, &until) == 0)
@@ -803,9 +830,14 @@ void srch_mpi_end(SrchMpi *m)
     if (m->rank == 0 && m->joined) {
         for (int r = 1; r < m->size; r++)
             m->nlost += m->hello[r].measures && m->lost[r];
-        for (int r = 1; r < m->size; r++)
-            if (!m->hello[r].measures || !m->lost[r])
-                send_to(m, &m->nlost, (int)sizeof m->nlost, r, TAG_DONE);
+        for (int r = 1; r < m->size; r++) {
+            /* a rank taken as lost for its silence may live on (slow,
+             * not dead): told too, or it waits for rank 0 for ever; a
+             * dead one's send is given up on after a second */
+            if (m->lost[r] && m->hello[r].measures)
+                m->timeout_ms = m->timeout_ms < 1000 ? m->timeout_ms : 1000;
+            send_to(m, &m->nlost, (int)sizeof m->nlost, r, TAG_DONE);
+        }
     }
     /* MPI_Finalize waits for every rank, a lost one too (Open MPI 4.1
      * under --enable-recovery hangs there): after a loss the ranks leave
@@ -817,6 +849,7 @@ void srch_mpi_end(SrchMpi *m)
     free(m->hello);
     free(m->lost);
     free(m->out);
+    free(m->last);
     free(m->since);
     free(m->sent_config);
     free(m->cfg);

@@ -910,11 +910,12 @@ mpi-recover)
     # with mpirun --enable-recovery the job outlives a rank: rank 0 takes a
     # rank that gives no answer within DC_MPI_TIMEOUT seconds as lost, hands
     # its candidate to another, and finishes as an uninterrupted run does
+    # (DC_TEST_MPI_TIMEOUT: longer where a sanitizer slows a live rank)
     rec=$tmp/r.jsonl
     args="tune $ex/bert_qkv.tex --target=model --trials 40 --seed 5 --shapes T=1..128:16"
     mpiflags=--enable-recovery
     # shellcheck disable=SC2086
-    DC_MPI_TIMEOUT=3 mpi 3 $args --records "$rec" >"$tmp/out" 2>"$tmp/err" &
+    DC_MPI_TIMEOUT=${DC_TEST_MPI_TIMEOUT:-3} mpi 3 $args --records "$rec" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     kill_rank1 "$rec" 16
     wait $pid
