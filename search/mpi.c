@@ -123,7 +123,14 @@ void srch_mpi_end(SrchMpi *m) { (void)m; }
 #else /* DC_HAVE_MPI */
 
 enum { TAG_HELLO = 1, TAG_CONFIG, TAG_TASK, TAG_RESULT, TAG_DONE };
-enum { TASK_ONE = 1, TASK_TURNS };
+enum { TASK_ONE = 1, TASK_TURNS, TASK_PTX };
+/* the candidates a rank built last that rank 0 remembers: fewer than its
+ * measurer keeps built (search/measure.c, MAX_BUILT) */
+enum { NSEEN = 32 };
+/* an idle rank builds another's candidate when that rank has this many of
+ * its tasks queued (a build costs more than a model target's measurement
+ * or ptxas report of a built candidate) */
+enum { STEAL = 4 };
 #define DEFAULT_TIMEOUT_S 600.0
 
 /* What each rank tells rank 0 when it joins. */
@@ -138,8 +145,9 @@ typedef struct Hello {
     char why[256];         /* why it cannot measure */
 } Hello;
 
-/* One task: a candidate measured once (as srch_measure_batch), or a pair
- * in turns (as srch_measure_turns). */
+/* One task: a candidate measured once (as srch_measure_batch), a pair in
+ * turns (as srch_measure_turns), or a candidate's ptxas report (as
+ * srch_measure_ptxinfo). */
 typedef struct Task {
     int64_t seq;           /* answered with it; a late answer of a lost rank has an old one */
     int32_t kind, tensor;
@@ -154,13 +162,22 @@ typedef struct Task {
 typedef struct Result {
     int64_t seq;
     SrchTimed out[2];
+    int32_t have_ptx;
+    SrchPtxInfo ptx;
 } Result;
+
+/* A candidate a rank built (in config generation config). */
+typedef struct Seen {
+    int32_t config, tensor;
+    MicroKernel mk;
+} Seen;
 
 /* A task of a caller's batch at rank 0, and its answer. */
 typedef struct Job {
     Task t;
     Result res;
     int owner;             /* 0 pending, r > 0 out at rank r, -1 answered */
+    int home;              /* the rank that has its candidate built, or 0 */
     struct Batch *batch;
 } Job;
 
@@ -185,7 +202,9 @@ struct SrchMpi {
     Hello *hello;          /* size */
     bool *lost;            /* size: not measuring (never could, or lost) */
     Job **out;             /* size: the task a rank has out, or NULL */
-    Task *last;            /* size: the task a rank was handed last (seq 0: none) */
+    Seen *seen;            /* size x NSEEN: the candidates each rank built last */
+    int *nseen;            /* size: how many each built (its next slot, mod NSEEN) */
+    int *queued;           /* size: next_job's count of each rank's queued tasks */
     double *since;         /* size: when it got it (ms) */
     int *sent_config;      /* size: the config generation it has */
     int config;            /* the current one's */
@@ -405,6 +424,8 @@ static bool farm_batch(void *self, const SrchTiming *tm, int n, const SrchStage 
 static bool farm_turns(void *self, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
                        const int64_t *dims, int turns, int runs, SrchTimed out[2], char *err,
                        size_t errlen);
+static bool farm_ptxinfo(void *self, int n, const SrchStage *st, const MicroKernel *mk,
+                         SrchPtxInfo *out, bool *have, char *err, size_t errlen);
 
 bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *arch,
                    const char *build, const volatile sig_atomic_t *stop,
@@ -430,7 +451,9 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
         m->hello = calloc((size_t)m->size, sizeof *m->hello);
         m->lost = calloc((size_t)m->size, sizeof *m->lost);
         m->out = calloc((size_t)m->size, sizeof *m->out);
-        m->last = calloc((size_t)m->size, sizeof *m->last);
+        m->seen = calloc((size_t)m->size * NSEEN, sizeof *m->seen);
+        m->nseen = calloc((size_t)m->size, sizeof *m->nseen);
+        m->queued = calloc((size_t)m->size, sizeof *m->queued);
         m->since = calloc((size_t)m->size, sizeof *m->since);
         m->sent_config = calloc((size_t)m->size, sizeof *m->sent_config);
     }
@@ -455,8 +478,8 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
     int width = 0;
     for (int r = 1; m->rank == 0 && ok && r < m->size; r++)
         width += !m->lost[r];
-    m->farm = (SrchFarm){m, m->march, m->tg, m->serialized ? width : 1, farm_open, farm_batch,
-                         farm_turns};
+    m->farm = (SrchFarm){m,          m->march,   m->tg,      m->serialized ? width : 1,
+                         farm_open,  farm_batch, farm_turns, farm_ptxinfo};
     return ok;
 }
 
@@ -514,38 +537,68 @@ static bool hand(SrchMpi *m, int r, Task *t)
     return send_to(m, t, (int)sizeof *t, r, TAG_TASK);
 }
 
-/* Whether job j measures the candidate rank r was handed last, in the
- * fusion r has now: r has it built (its measurer keeps what it built). */
-static bool built_at(const SrchMpi *m, int r, const Job *j)
+/* Whether jobs a and b measure the same candidate (the first of a pair). */
+static bool same_candidate(const Task *a, const Task *b)
 {
-    const Task *t = &m->last[r];
-    return t->seq && !m->lost[r] && m->sent_config[r] == m->config && t->tensor == j->t.tensor &&
-           ir_microkernel_cmp(&t->mk[0], &j->t.mk[0]) == 0;
+    return a->tensor == b->tensor && ir_microkernel_cmp(&a->mk[0], &b->mk[0]) == 0;
 }
 
-/* The task for idle rank r, or NULL: the oldest queued one of the
- * candidate r built last, else the oldest of a candidate no other rank
- * has built, else the oldest. A candidate's shape points go to the rank
- * that builds it: handed to any idle rank, every rank built every
- * candidate, and two ranks on a machine whose compiles dominate gained
- * nothing over one. */
+/* The live rank that has t's candidate built in the current fusion, or 0. */
+static int home_of(const SrchMpi *m, const Task *t)
+{
+    for (int r = 1; r < m->size; r++) {
+        const Seen *s = &m->seen[(size_t)r * NSEEN];
+        for (int i = 0; !m->lost[r] && i < NSEEN && i < m->nseen[r]; i++)
+            if (s[i].config == m->config && s[i].tensor == t->tensor &&
+                ir_microkernel_cmp(&s[i].mk, &t->mk[0]) == 0)
+                return r;
+    }
+    return 0;
+}
+
+/* The task for idle rank r, or NULL: the oldest queued one whose
+ * candidate r has built, else the oldest one no live rank has built,
+ * else the oldest of a rank with STEAL queued. A candidate's shape points
+ * (and its ptxas report) go to the rank that builds it: handed to any
+ * idle rank, every rank built every candidate, and two ranks on a
+ * machine whose compiles dominate gained nothing over one. */
 static Job *next_job(const SrchMpi *m, int r)
 {
-    Job *fresh = NULL, *oldest = NULL;
+    Job *fresh = NULL;
+    memset(m->queued, 0, sizeof *m->queued * (size_t)m->size);
     for (Batch *b = m->queue; b; b = b->next)
         for (int k = 0; k < b->n; k++) {
             Job *j = &b->job[k];
             if (j->owner != 0)
                 continue;
-            if (built_at(m, r, j))
+            if (j->home == r)
                 return j;
-            oldest = oldest ? oldest : j;
-            bool elsewhere = false;
-            for (int q = 1; q < m->size && !fresh && !elsewhere; q++)
-                elsewhere = q != r && built_at(m, q, j);
-            fresh = fresh || elsewhere ? fresh : j;
+            if (j->home == 0 || m->lost[j->home])
+                fresh = fresh ? fresh : j;
+            else
+                m->queued[j->home]++;
         }
-    return fresh ? fresh : oldest;
+    if (fresh)
+        return fresh;
+    for (Batch *b = m->queue; b; b = b->next)
+        for (int k = 0; k < b->n; k++)
+            if (b->job[k].owner == 0 && m->queued[b->job[k].home] >= STEAL)
+                return &b->job[k];
+    return NULL;
+}
+
+/* Job j handed to rank r, which builds its candidate there: remembered,
+ * and the queued jobs of that candidate go to r from now on. */
+static void built_by(SrchMpi *m, int r, const Job *j)
+{
+    if (j->home == r)
+        return;
+    m->seen[(size_t)r * NSEEN + (size_t)(m->nseen[r]++ % NSEEN)] =
+        (Seen){m->config, j->t.tensor, j->t.mk[0]};
+    for (Batch *b = m->queue; b; b = b->next)
+        for (int k = 0; k < b->n; k++)
+            if (b->job[k].owner == 0 && same_candidate(&b->job[k].t, &j->t))
+                b->job[k].home = r;
 }
 
 /* One round for every queued batch (the lock held): the idle ranks handed
@@ -570,7 +623,7 @@ static int pump(SrchMpi *m)
         }
         j->owner = r;
         m->out[r] = j;
-        m->last[r] = j->t;
+        built_by(m, r, j);
         m->since[r] = rt_now_ms();
     }
     if (!live)
@@ -612,9 +665,9 @@ static int pump(SrchMpi *m)
 static bool run_tasks(SrchMpi *m, int n, Job *job, char *err, size_t errlen)
 {
     Batch me = {job, n, n, NULL}, **tail = &m->queue;
-    for (int k = 0; k < n; k++)
-        job[k].owner = 0, job[k].batch = &me;
     pthread_mutex_lock(&m->lock);
+    for (int k = 0; k < n; k++)
+        job[k].owner = 0, job[k].batch = &me, job[k].home = home_of(m, &job[k].t);
     while (*tail)
         tail = &(*tail)->next;
     *tail = &me;
@@ -691,6 +744,26 @@ static bool farm_batch(void *self, const SrchTiming *tm, int n, const SrchStage 
     return ok;
 }
 
+static bool farm_ptxinfo(void *self, int n, const SrchStage *st, const MicroKernel *mk,
+                         SrchPtxInfo *out, bool *have, char *err, size_t errlen)
+{
+    SrchMpi *m = self;
+    Job *j = calloc((size_t)n + 1, sizeof *j);
+    if (!j) {
+        srch_seterr(err, errlen, "out of memory");
+        return false;
+    }
+    for (int k = 0; k < n; k++) {
+        j[k].t = (Task){.kind = TASK_PTX, .tensor = st->t->id, .ndims = m->p->ndims};
+        j[k].t.mk[0] = mk[k];
+    }
+    bool ok = run_tasks(m, n, j, err, errlen);
+    for (int k = 0; ok && k < n; k++)
+        out[k] = j[k].res.ptx, have[k] = j[k].res.have_ptx;
+    free(j);
+    return ok;
+}
+
 static bool farm_turns(void *self, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
                        const int64_t *dims, int turns, int runs, SrchTimed out[2], char *err,
                        size_t errlen)
@@ -746,7 +819,7 @@ static void do_task(SrchMpi *m, const Task *t, Result *r)
     r->seq = t->seq;
     const char *bad = !m->ms ? m->ms_err
                       : t->tensor < 0 || t->tensor >= m->p->ntensors || t->ndims != m->p->ndims ||
-                              (t->kind != TASK_ONE && t->kind != TASK_TURNS)
+                              (t->kind != TASK_ONE && t->kind != TASK_TURNS && t->kind != TASK_PTX)
                           ? "a task that does not fit the program loaded here"
                           : NULL;
     if (bad) {
@@ -757,6 +830,10 @@ static void do_task(SrchMpi *m, const Task *t, Result *r)
     SrchStage st = {.t = m->p->tensors[t->tensor]};
     const SrchStage *stp = &st;
     const int64_t *dims = t->dims;
+    if (t->kind == TASK_PTX) {
+        r->have_ptx = srch_measure_ptxinfo(m->ms, &st, &t->mk[0], &r->ptx);
+        return;
+    }
     if (t->kind == TASK_ONE) {
         srch_measurer_set_timing(m->ms, &t->timing);
         srch_measure_batch(m->ms, 1, &stp, &t->mk[0], &dims, &t->cutoff, &r->out[0]);
@@ -849,7 +926,9 @@ void srch_mpi_end(SrchMpi *m)
     free(m->hello);
     free(m->lost);
     free(m->out);
-    free(m->last);
+    free(m->seen);
+    free(m->nseen);
+    free(m->queued);
     free(m->since);
     free(m->sent_config);
     free(m->cfg);

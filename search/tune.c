@@ -334,6 +334,41 @@ static int measure_turns(Tuner *tu, const SrchStage *st, const MicroKernel *a,
     return t[0].failed ? -1 : 0;
 }
 
+/* ptxas's reports of the n candidates c of stage st that lack one (GPU
+ * kernels, with ptxas): by the farm, which builds each where it measures
+ * it later, or here without one. */
+static void ptx_reports(Tuner *tu, const SrchStage *st, int n, Cand *const *c)
+{
+    const SrchFarm *f = tu->o->farm;
+    if (tu->tg.ti.kind != PT_GPU || !srch_ptxas_path())
+        return;
+    if (!f) {
+        for (int i = 0; i < n; i++)
+            if (!c[i]->have_ptx)
+                c[i]->have_ptx = srch_measure_ptxinfo(tu->ms, st, &c[i]->mk, &c[i]->ptx);
+        return;
+    }
+    Cand **lack = malloc(sizeof *lack * (size_t)(n + 1));
+    MicroKernel *mk = malloc(sizeof *mk * (size_t)(n + 1));
+    SrchPtxInfo *ptx = malloc(sizeof *ptx * (size_t)(n + 1));
+    bool *have = malloc(sizeof *have * (size_t)(n + 1));
+    int nl = 0;
+    for (int i = 0; i < n; i++)
+        if (!c[i]->have_ptx)
+            lack[nl] = c[i], mk[nl++] = c[i]->mk;
+    char err[256];
+    Held h;
+    let_go(tu, &h);
+    bool ok = nl == 0 || f->ptxinfo(f->self, nl, st, mk, ptx, have, err, sizeof err);
+    take_back(tu, &h);
+    for (int i = 0; farm_went_on(tu, ok, err) && i < nl; i++)
+        lack[i]->have_ptx = have[i], lack[i]->ptx = ptx[i];
+    free(lack);
+    free(mk);
+    free(ptx);
+    free(have);
+}
+
 /* The median times of the n measurements asked for, into ms[k], from the
  * records or measured now (those together, interleaved: srch_measure_batch)
  * and appended; fresh[k] says which. NAN where one cannot be measured (the
@@ -548,6 +583,7 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
     double ha[BATCH], ms[BATCH];
     bool fresh[BATCH];
     IR_ASSERT(n <= BATCH);
+    ptx_reports(tu, S->st, n, batch);
     for (int i = 0; i < n; i++) {
         Cand *c = batch[i];
         /* home: the shape it adapts to best (ties: the most work) */
@@ -558,8 +594,6 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
             if (a > ha[i] + 1e-12 || (fabs(a - ha[i]) <= 1e-12 && S->flops[j] > S->flops[home]))
                 ha[i] = a, home = j;
         }
-        if (!c->have_ptx)
-            c->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &c->mk, &c->ptx);
         srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat[i]);
         c->home = home;
         /* hopeless (3x slower than the best time the measured candidates'
@@ -691,9 +725,7 @@ static void search_run(Search *S)
         if (tu->tg.ti.kind == PT_GPU && srch_ptxas_path() && srch_model_trained(S->model)) {
             /* the leading candidates with ptxas's registers and spills
              * known, predicted and ranked again */
-            for (int i = 0; i < nun && i < 2 * want; i++)
-                if (!un[i]->have_ptx)
-                    un[i]->have_ptx = srch_measure_ptxinfo(tu->ms, S->st, &un[i]->mk, &un[i]->ptx);
+            ptx_reports(tu, S->st, nun < 2 * want ? nun : 2 * want, un);
             predict(S);
             score(S);
             qsort(un, (size_t)nun, sizeof *un, by_fitness);
@@ -1040,8 +1072,9 @@ static SrchOracle *complete_oracle(const Search *S, SrchOracle *or, bool **known
  * stage st with mk; 0 when unknown (the CPU, no ptxas). */
 static int spill_bytes(Tuner *tu, const SrchStage *st, const MicroKernel *mk)
 {
-    SrchPtxInfo info;
-    return srch_measure_ptxinfo(tu->ms, st, mk, &info) ? info.stage_spill_bytes : 0;
+    Cand c = {.mk = *mk}, *cp = &c;
+    ptx_reports(tu, st, 1, &cp);
+    return c.have_ptx ? c.ptx.stage_spill_bytes : 0;
 }
 
 /* The index of mk among or's kernels (the tree fitted to or uses only

@@ -562,9 +562,10 @@ typedef struct SrchProgress {
 /* Measurements taken elsewhere (search/tune.c asks, a farm answers): the
  * candidates the tuner asks for built and timed on devices of the farm's
  * own, as this process's measurer would (search/mpi.c: the other MPI
- * ranks, one candidate at a time). Without one (SrchTuneOpts.farm NULL)
- * the tuner's own measurer measures. The tuner still keeps a measurer of
- * its own, which only builds (ptxas's reports of GPU kernels). */
+ * ranks, one candidate at a time, each candidate's at the rank that built
+ * it). Without one (SrchTuneOpts.farm NULL) the tuner's own measurer
+ * measures. The tuner still keeps a measurer of its own, which only
+ * builds (ptxas's reports of the dispatch trees' GPU kernels). */
 typedef struct SrchFarm {
     void *self;
     /* what measures: the records' arch and the search's target (its name
@@ -589,6 +590,10 @@ typedef struct SrchFarm {
     bool (*turns)(void *self, const SrchStage *st, const MicroKernel *a, const MicroKernel *b,
                   const int64_t *dims, int turns, int runs, SrchTimed out[2], char *err,
                   size_t errlen);
+    /* as srch_measure_ptxinfo for n candidates of st into out[k], have[k]
+     * (built where they are measured later); false as batch */
+    bool (*ptxinfo)(void *self, int n, const SrchStage *st, const MicroKernel *mk,
+                    SrchPtxInfo *out, bool *have, char *err, size_t errlen);
 } SrchFarm;
 
 typedef struct SrchTuneOpts {
