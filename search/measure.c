@@ -42,8 +42,11 @@
 #include <unistd.h>
 
 /* a joint search's trials (up to 64) all stay built for its selection,
- * which measures them again at many shapes (a build costs tens of ms) */
-enum { MAX_BUILT = 64 };
+ * which measures them again at many shapes (a build costs tens of ms);
+ * twice that for the searches side by side under mpirun, whose
+ * candidates a measuring rank builds for ptxas's reports before it
+ * measures some of them (search/mpi.c) */
+enum { MAX_BUILT = 128 };
 
 typedef enum Backend { BK_CPU, BK_CUDA, BK_MODEL } Backend;
 

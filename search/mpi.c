@@ -126,7 +126,7 @@ enum { TAG_HELLO = 1, TAG_CONFIG, TAG_TASK, TAG_RESULT, TAG_DONE };
 enum { TASK_ONE = 1, TASK_TURNS, TASK_PTX };
 /* the candidates a rank built last that rank 0 remembers: fewer than its
  * measurer keeps built (search/measure.c, MAX_BUILT) */
-enum { NSEEN = 32 };
+enum { NSEEN = 96 };
 /* an idle rank builds another's candidate when that rank has this many of
  * its tasks queued (a build costs more than a model target's measurement
  * or ptxas report of a built candidate) */
