@@ -50,6 +50,12 @@
 #    FP32 with TF32 off (bench/gpu/encoder_torch.py, the layer of
 #    bench/encoder.py) at T = 1, 16, 64 and 128, when PYTHON (default
 #    python3) has PyTorch with CUDA; skipped otherwise.
+# 6. tuning under mpirun with one measuring rank per GPU (issue 35): QKV
+#    tuned on cuda with 8 trials by 1 rank and by `mpirun -n GPUS+1`, the
+#    wall time of each and the tuned kernels' latency at T = 1 and 128;
+#    skipped, with the reason, on one GPU, without mpirun or with a dcc
+#    built without MPI (a static dcc from a build machine without Open
+#    MPI's development files).
 # Exit status: 0 when every check passed, 1 otherwise, 124 on the 5-minute
 # limit.
 set -u
@@ -201,6 +207,40 @@ if torch_out=$(timeout 90 "${PYTHON:-python3}" bench/gpu/encoder_torch.py 1 16 6
     done
 else
     echo "skipped: $(echo "$torch_out" | tail -1)"
+fi
+
+say "6. tuning under mpirun, one measuring rank per GPU"
+ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+if [ "$ngpu" -lt 2 ]; then
+    echo "skipped: $ngpu GPU(s); one measuring rank per GPU needs 2 or more"
+elif ! command -v mpirun >/dev/null 2>&1; then
+    echo "skipped: no mpirun (Open MPI's openmpi-bin)"
+else
+    mpi="mpirun --allow-run-as-root --oversubscribe -n $((ngpu + 1))"
+    tune="tune examples/bert_qkv.tex --target=cuda --trials 8"
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    timeout -k 2 40 "$dcc" $tune --records "$work/one.jsonl" >"$work/one.tune" 2>&1 ||
+        { echo "FAILED: 1-rank tune: $(tail -1 "$work/one.tune")"; fails=$((fails + 1)); }
+    t1=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    timeout -k 2 40 $mpi "$dcc" $tune --records "$work/many.jsonl" >"$work/many.tune" 2>&1 ||
+        { echo "FAILED: $mpi tune: $(tail -1 "$work/many.tune")"; fails=$((fails + 1)); }
+    t2=$(date +%s.%N)
+    if grep -q "built without MPI" "$work/many.tune"; then
+        echo "skipped: this dcc was built without MPI"
+    else
+        grep '^mpi:' "$work/many.tune"
+        echo "1 rank $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s," \
+             "$((ngpu + 1)) ranks $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }') s"
+        for T in 1 128; do
+            for f in one many; do
+                printf 'QKV T=%-4s %-4s records ' "$T" "$f"
+                timeout 30 "$dcc" run examples/bert_qkv.tex --target=cuda --set T=$T --bench 20 \
+                    --records "$work/$f.jsonl" | grep '^bench' || { echo "FAILED"; fails=$((fails + 1)); }
+            done
+        done
+    fi
 fi
 
 say "done: $fails failure(s)"
