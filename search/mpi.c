@@ -10,10 +10,13 @@
  * CPU pool sized to them) or the GPU of its local rank modulo the node's
  * GPUs.
  *
- * Work goes out one candidate at a time, to whichever rank is idle, so a
- * slow rank holds up one candidate, never a batch: rank 0 keeps, per
- * rank, the task it has out and since when. A pair measured in turns is
- * one task (the turns only mean something on one device). The first
+ * Work goes out one task (a candidate at one shape point, or its ptxas
+ * report) at a time to each idle rank, so a slow rank holds up a few
+ * tasks, never a batch: rank 0 keeps, per rank, the task it has out and
+ * since when. A candidate's tasks go to the rank that built it, unless
+ * that rank has STEAL of them waiting or has been busy for STALL_MS
+ * (next_job). A pair measured in turns is one task (the turns only mean
+ * something on one device). The first
  * message a rank gets after the tuner opens a fusion is that fusion (its
  * tensors' Fuse and the shape points), from which it makes its measurer.
  *
@@ -131,6 +134,9 @@ enum { NSEEN = 96 };
  * its tasks queued (a build costs more than a model target's measurement
  * or ptxas report of a built candidate) */
 enum { STEAL = 4 };
+/* ... or has been on one task this long (ms): a hung rank holds up no
+ * more than its own task until DC_MPI_TIMEOUT */
+#define STALL_MS 10000.0
 #define DEFAULT_TIMEOUT_S 600.0
 
 /* What each rank tells rank 0 when it joins. */
@@ -558,13 +564,15 @@ static int home_of(const SrchMpi *m, const Task *t)
 
 /* The task for idle rank r, or NULL: the oldest queued one whose
  * candidate r has built, else the oldest one no live rank has built,
- * else the oldest of a rank with STEAL queued. A candidate's shape points
- * (and its ptxas report) go to the rank that builds it: handed to any
- * idle rank, every rank built every candidate, and two ranks on a
- * machine whose compiles dominate gained nothing over one. */
-static Job *next_job(const SrchMpi *m, int r)
+ * else the oldest of a rank with STEAL queued or STALL_MS on its task. A
+ * candidate's shape points (and its ptxas report) go to the rank that
+ * builds it: handed to any idle rank, every rank built every candidate,
+ * and two ranks on a machine whose compiles dominate gained nothing over
+ * one. */
+static Job *next_job(SrchMpi *m, int r)
 {
     Job *fresh = NULL;
+    double now = rt_now_ms();
     memset(m->queued, 0, sizeof *m->queued * (size_t)m->size);
     for (Batch *b = m->queue; b; b = b->next)
         for (int k = 0; k < b->n; k++) {
@@ -582,7 +590,9 @@ static Job *next_job(const SrchMpi *m, int r)
         return fresh;
     for (Batch *b = m->queue; b; b = b->next)
         for (int k = 0; k < b->n; k++)
-            if (b->job[k].owner == 0 && m->queued[b->job[k].home] >= STEAL)
+            if (b->job[k].owner == 0 &&
+                (m->queued[b->job[k].home] >= STEAL ||
+                 (m->out[b->job[k].home] && now - m->since[b->job[k].home] > STALL_MS)))
                 return &b->job[k];
     return NULL;
 }
@@ -721,16 +731,23 @@ static Task task_of(const SrchMpi *m, int kind, const SrchStage *st, const int64
     return t;
 }
 
+/* n jobs, zeroed; NULL and err when out of memory. */
+static Job *new_jobs(int n, char *err, size_t errlen)
+{
+    Job *j = calloc((size_t)n + 1, sizeof *j);
+    if (!j)
+        srch_seterr(err, errlen, "out of memory");
+    return j;
+}
+
 static bool farm_batch(void *self, const SrchTiming *tm, int n, const SrchStage *const *st,
                        const MicroKernel *mk, const int64_t *const *dims, const double *cutoff_ms,
                        SrchTimed *out, char *err, size_t errlen)
 {
     SrchMpi *m = self;
-    Job *j = calloc((size_t)n + 1, sizeof *j);
-    if (!j) {
-        srch_seterr(err, errlen, "out of memory");
+    Job *j = new_jobs(n, err, errlen);
+    if (!j)
         return false;
-    }
     for (int k = 0; k < n; k++) {
         j[k].t = task_of(m, TASK_ONE, st[k], dims[k]);
         j[k].t.mk[0] = mk[k];
@@ -748,11 +765,9 @@ static bool farm_ptxinfo(void *self, int n, const SrchStage *st, const MicroKern
                          SrchPtxInfo *out, bool *have, char *err, size_t errlen)
 {
     SrchMpi *m = self;
-    Job *j = calloc((size_t)n + 1, sizeof *j);
-    if (!j) {
-        srch_seterr(err, errlen, "out of memory");
+    Job *j = new_jobs(n, err, errlen);
+    if (!j)
         return false;
-    }
     for (int k = 0; k < n; k++) {
         j[k].t = (Task){.kind = TASK_PTX, .tensor = st->t->id, .ndims = m->p->ndims};
         j[k].t.mk[0] = mk[k];
@@ -910,7 +925,8 @@ void srch_mpi_end(SrchMpi *m)
         for (int r = 1; r < m->size; r++) {
             /* a rank taken as lost for its silence may live on (slow,
              * not dead): told too, or it waits for rank 0 for ever; a
-             * dead one's send is given up on after a second */
+             * dead one's send is given up on after a second (and from
+             * then on every rank's: 4 bytes go to a live one at once) */
             if (m->lost[r] && m->hello[r].measures)
                 m->timeout_ms = m->timeout_ms < 1000 ? m->timeout_ms : 1000;
             send_to(m, &m->nlost, (int)sizeof m->nlost, r, TAG_DONE);

@@ -348,18 +348,25 @@ static void ptx_reports(Tuner *tu, const SrchStage *st, int n, Cand *const *c)
                 c[i]->have_ptx = srch_measure_ptxinfo(tu->ms, st, &c[i]->mk, &c[i]->ptx);
         return;
     }
-    Cand **lack = malloc(sizeof *lack * (size_t)(n + 1));
-    MicroKernel *mk = malloc(sizeof *mk * (size_t)(n + 1));
-    SrchPtxInfo *ptx = malloc(sizeof *ptx * (size_t)(n + 1));
-    bool *have = malloc(sizeof *have * (size_t)(n + 1));
     int nl = 0;
+    for (int i = 0; i < n; i++)
+        nl += !c[i]->have_ptx;
+    if (nl == 0)
+        return;
+    Cand **lack = malloc(sizeof *lack * (size_t)nl);
+    MicroKernel *mk = malloc(sizeof *mk * (size_t)nl);
+    SrchPtxInfo *ptx = malloc(sizeof *ptx * (size_t)nl);
+    bool *have = malloc(sizeof *have * (size_t)nl);
+    if (!lack || !mk || !ptx || !have)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    nl = 0;
     for (int i = 0; i < n; i++)
         if (!c[i]->have_ptx)
             lack[nl] = c[i], mk[nl++] = c[i]->mk;
     char err[256];
     Held h;
     let_go(tu, &h);
-    bool ok = nl == 0 || f->ptxinfo(f->self, nl, st, mk, ptx, have, err, sizeof err);
+    bool ok = f->ptxinfo(f->self, nl, st, mk, ptx, have, err, sizeof err);
     take_back(tu, &h);
     for (int i = 0; farm_went_on(tu, ok, err) && i < nl; i++)
         lack[i]->have_ptx = have[i], lack[i]->ptx = ptx[i];
@@ -1564,8 +1571,9 @@ static bool tune_config(Tuner *tu, const Config *prev, Config *c)
     srch_measurer_free(tu->ms);
     srch_records_close(tu->rec);
     tu->rec = NULL;
-    /* where a farm measures, this measurer only builds (ptxas's reports):
-     * a GPU's builds need no GPU here (a login node) */
+    /* where a farm measures, it builds too (ptxas's reports included) and
+     * this measurer only keeps the timing asked for: a GPU's needs no GPU
+     * here (a login node) */
     const char *local = o->farm && strcmp(o->backend, "cuda") == 0 ? "model" : o->backend;
     tu->ms = srch_measurer_new(local, tu->ms_arch, tu->p, &tu->tg, tu->shapes, tu->nshapes,
                                tu->err, tu->errlen);

@@ -564,8 +564,9 @@ typedef struct SrchProgress {
  * own, as this process's measurer would (search/mpi.c: the other MPI
  * ranks, one candidate at a time, each candidate's at the rank that built
  * it). Without one (SrchTuneOpts.farm NULL) the tuner's own measurer
- * measures. The tuner still keeps a measurer of its own, which only
- * builds (ptxas's reports of the dispatch trees' GPU kernels). */
+ * measures. ptxas's reports come from the farm too (a candidate built
+ * once, where it is measured), but only where this process finds ptxas
+ * as well. */
 typedef struct SrchFarm {
     void *self;
     /* what measures: the records' arch and the search's target (its name
