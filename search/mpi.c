@@ -143,6 +143,7 @@ enum { STEAL = 4 };
 typedef struct Hello {
     int32_t measures;      /* its device started */
     int32_t ncores;        /* CPU: the cores it is bound to */
+    int32_t ptxas;         /* ptxas found (GPU targets: its reports are features) */
     uint64_t program;      /* the program's fingerprint, as loaded */
     SrchTarget tg;         /* name not meaningful across processes */
     char arch[64];
@@ -204,6 +205,7 @@ struct SrchMpi {
     const char *backend, *arch;
     SrchTarget tg;
     char march[64];        /* the measuring ranks' arch */
+    bool ptxas;            /* they and rank 0 have ptxas */
     /* rank 0 */
     Hello *hello;          /* size */
     bool *lost;            /* size: not measuring (never could, or lost) */
@@ -410,6 +412,18 @@ static bool judge(SrchMpi *m, char *err, size_t errlen)
                   "in one tree", r, h[r].host, h[r].ncores, (int)(first - h), first->host,
                   first->ncores);
     }
+    /* ptxas's reports come from the measuring ranks: asked only where
+     * each of them, and rank 0, finds ptxas (as one machine would) */
+    bool ptxas = h[0].ptxas;
+    for (int r = 1; r < m->size; r++)
+        if (!m->lost[r] && h[r].ptxas != h[0].ptxas && strcmp(m->backend, "cpu") != 0) {
+            warnf(m, "rank %d (%s) %s ptxas, rank 0 (%s) %s: the search goes without its "
+                  "reports (registers and spills)", r, h[r].host, h[r].ptxas ? "has" : "lacks",
+                  h[0].host, h[0].ptxas ? "has" : "lacks");
+            ptxas = false;
+            break;
+        }
+    m->ptxas = ptxas;
     if (!nmeasure) {
         srch_seterr(err, errlen, "no rank can measure (rank 1 (%s): %s)", h[1].host, h[1].why);
         return false;
@@ -449,6 +463,7 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
     me.program = dc_fnv1a_str(fp);
     free(fp);
     snprintf(me.host, sizeof me.host, "%s", m->host);
+    me.ptxas = srch_ptxas_path() != NULL;
     snprintf(me.build, sizeof me.build, "%s/%zu/%zu/%zu", build, sizeof(Task), sizeof(Result),
              sizeof(Hello));
     if (m->rank != 0)
@@ -484,8 +499,15 @@ bool srch_mpi_join(SrchMpi *m, TeProgram *p, const char *backend, const char *ar
     int width = 0;
     for (int r = 1; m->rank == 0 && ok && r < m->size; r++)
         width += !m->lost[r];
-    m->farm = (SrchFarm){m,          m->march,   m->tg,      m->serialized ? width : 1,
-                         farm_open,  farm_batch, farm_turns, farm_ptxinfo};
+    m->farm = (SrchFarm){.self = m,
+                         .arch = m->march,
+                         .tg = m->tg,
+                         .width = m->serialized ? width : 1,
+                         .ptxas = m->ptxas,
+                         .open = farm_open,
+                         .batch = farm_batch,
+                         .turns = farm_turns,
+                         .ptxinfo = farm_ptxinfo};
     return ok;
 }
 

@@ -334,13 +334,20 @@ static int measure_turns(Tuner *tu, const SrchStage *st, const MicroKernel *a,
     return t[0].failed ? -1 : 0;
 }
 
+/* Whether ptxas's reports can be had: ptxas here, and at the farm's
+ * devices where one measures. */
+static bool ptxas_here(const Tuner *tu)
+{
+    return srch_ptxas_path() && (!tu->o->farm || tu->o->farm->ptxas);
+}
+
 /* ptxas's reports of the n candidates c of stage st that lack one (GPU
  * kernels, with ptxas): by the farm, which builds each where it measures
  * it later, or here without one. */
 static void ptx_reports(Tuner *tu, const SrchStage *st, int n, Cand *const *c)
 {
     const SrchFarm *f = tu->o->farm;
-    if (tu->tg.ti.kind != PT_GPU || !srch_ptxas_path())
+    if (tu->tg.ti.kind != PT_GPU || !ptxas_here(tu))
         return;
     if (!f) {
         for (int i = 0; i < n; i++)
@@ -729,7 +736,7 @@ static void search_run(Search *S)
             score(S);
         }
         qsort(un, (size_t)nun, sizeof *un, by_fitness);
-        if (tu->tg.ti.kind == PT_GPU && srch_ptxas_path() && srch_model_trained(S->model)) {
+        if (tu->tg.ti.kind == PT_GPU && ptxas_here(tu) && srch_model_trained(S->model)) {
             /* the leading candidates with ptxas's registers and spills
              * known, predicted and ranked again */
             ptx_reports(tu, S->st, nun < 2 * want ? nun : 2 * want, un);
@@ -1107,7 +1114,7 @@ static SrchTree *fit_avoiding_spills(Tuner *tu, const SrchStage *st, SrchOracle 
     SrchTree *t = srch_fit_oracle(tu->p, or, depth, &res->score, tu->err, tu->errlen);
     free(res->spill);
     res->spill = NULL;
-    if (!t || tu->tg.ti.kind != PT_GPU || !srch_ptxas_path())
+    if (!t || tu->tg.ti.kind != PT_GPU || !ptxas_here(tu))
         return t;
     size_t ncost = (size_t)or->n * (size_t)or->nk;
     int *spill = malloc(sizeof *spill * (size_t)(or->nk + 1));
@@ -1217,7 +1224,7 @@ static SrchTree *tree_that_stands(Tuner *tu, const SrchStage *st, const SrchOrac
     res->score = srch_oracle_score(tu->p, or, t);
     free(res->spill);
     res->spill = NULL;
-    if (tu->tg.ti.kind == PT_GPU && srch_ptxas_path()) {
+    if (tu->tg.ti.kind == PT_GPU && ptxas_here(tu)) {
         res->spill = malloc(sizeof *res->spill * (size_t)(t->nkernels + 1));
         for (int k = 0; k < t->nkernels; k++)
             res->spill[k] = -1; /* not asked: no leaf picks it */

@@ -577,6 +577,9 @@ typedef struct SrchFarm {
      * a fusion's distinct workloads side by side, calling batch and turns
      * from that many threads (search/tune.c, "side by side") */
     int width;
+    /* whether ptxas's reports may be asked (ptxinfo): the farm's devices
+     * and this process have ptxas */
+    bool ptxas;
     /* the fusion measured from now on (p's Fuse as set, as
      * srch_measurer_new takes it) and the tuning's shape points */
     bool (*open)(void *self, const TeProgram *p, const int64_t *shapes, int nshapes, char *err,
