@@ -805,12 +805,30 @@ mpi-model)
     grep -v '^  time:\|^tune: bert\|^mpi:\|^records:' "$tmp/three.out" >"$tmp/three.sum"
     cmp -s "$tmp/one.sum" "$tmp/three.sum" && ok "the same summary" ||
         bad "another summary: $(diff "$tmp/one.sum" "$tmp/three.sum" | head -5)"
+    # a measuring rank without ptxas: rank 0 says so, and the search goes
+    # without ptxas's reports on every rank
+    if [ -x "${DC_PTXAS:-/usr/local/cuda/bin/ptxas}" ]; then
+        a="tune $ex/bert_qkv.tex --target=model --trials 4 --seed 7 --shapes T=1..128:4"
+        # shellcheck disable=SC2086
+        "${DC_MPIEXEC:-mpirun}" --allow-run-as-root --oversubscribe -n 2 "$dcc" $a \
+            --records "$tmp/px.jsonl" : -n 1 env DC_PTXAS=/nonexistent "$dcc" $a \
+            --records "$tmp/px.jsonl" >"$tmp/px.out" 2>"$tmp/px.err" || bad "tune with a rank lacking ptxas"
+        grep -q "warning: rank 2 (.*) lacks ptxas, rank 0 (.*) has" "$tmp/px.err" &&
+            ok "a rank without ptxas: $(grep -m1 'lacks ptxas' "$tmp/px.err")" ||
+            bad "no word of the rank without ptxas: $(head -3 "$tmp/px.err")"
+    else
+        ok "no ptxas here: the check of a rank without it is left out"
+    fi
     ;;
 mpi-side)
     # 12 distinct workloads (and 17 stages, and the fusion contests' own):
     # two measuring ranks get the searches of several side by side, each
-    # as it goes alone, so only the order of the records differs
-    one_and_three tune "$ex/bert_encoder.tex" --target=model --trials 8 --seed 7 --shapes T=1..128:4
+    # as it goes alone, so only the order of the records differs (fewer
+    # trials and shapes where a sanitizer slows every rank: DC_TEST_MPI_QUICK)
+    if [ -n "${DC_TEST_MPI_QUICK:-}" ]; then side="--trials 4 --shapes T=1..128:2"
+    else side="--trials 8 --shapes T=1..128:4"; fi
+    # shellcheck disable=SC2086
+    one_and_three tune "$ex/bert_encoder.tex" --target=model --seed 7 $side
     strip_ts "$tmp/one.jsonl" | sort >"$tmp/one.s"
     strip_ts "$tmp/three.jsonl" | sort >"$tmp/three.s"
     [ -s "$tmp/one.s" ] && cmp -s "$tmp/one.s" "$tmp/three.s" &&
