@@ -565,10 +565,10 @@ static bool hand(SrchMpi *m, int r, Task *t)
     return send_to(m, t, (int)sizeof *t, r, TAG_TASK);
 }
 
-/* Whether jobs a and b measure the same candidate (the first of a pair). */
-static bool same_candidate(const Task *a, const Task *b)
+/* Whether task t measures the candidate mk of tensor (the first of a pair). */
+static bool is_candidate(const Task *t, int32_t tensor, const MicroKernel *mk)
 {
-    return a->tensor == b->tensor && ir_microkernel_cmp(&a->mk[0], &b->mk[0]) == 0;
+    return t->tensor == tensor && ir_microkernel_cmp(&t->mk[0], mk) == 0;
 }
 
 /* The live rank that has t's candidate built in the current fusion, or 0. */
@@ -577,8 +577,7 @@ static int home_of(const SrchMpi *m, const Task *t)
     for (int r = 1; r < m->size; r++) {
         const Seen *s = &m->seen[(size_t)r * NSEEN];
         for (int i = 0; !m->lost[r] && i < NSEEN && i < m->nseen[r]; i++)
-            if (s[i].config == m->config && s[i].tensor == t->tensor &&
-                ir_microkernel_cmp(&s[i].mk, &t->mk[0]) == 0)
+            if (s[i].config == m->config && is_candidate(t, s[i].tensor, &s[i].mk))
                 return r;
     }
     return 0;
@@ -629,7 +628,7 @@ static void built_by(SrchMpi *m, int r, const Job *j)
         (Seen){m->config, j->t.tensor, j->t.mk[0]};
     for (Batch *b = m->queue; b; b = b->next)
         for (int k = 0; k < b->n; k++)
-            if (b->job[k].owner == 0 && same_candidate(&b->job[k].t, &j->t))
+            if (b->job[k].owner == 0 && is_candidate(&b->job[k].t, j->t.tensor, &j->t.mk[0]))
                 b->job[k].home = r;
 }
 

@@ -342,8 +342,8 @@ static bool ptxas_here(const Tuner *tu)
 }
 
 /* ptxas's reports of the n candidates c of stage st that lack one (GPU
- * kernels, with ptxas): by the farm, which builds each where it measures
- * it later, or here without one. */
+ * kernels, with ptxas; n at most a ranking's 2 * BATCH): by the farm,
+ * which builds each where it measures it later, or here without one. */
 static void ptx_reports(Tuner *tu, const SrchStage *st, int n, Cand *const *c)
 {
     const SrchFarm *f = tu->o->farm;
@@ -355,21 +355,17 @@ static void ptx_reports(Tuner *tu, const SrchStage *st, int n, Cand *const *c)
                 c[i]->have_ptx = srch_measure_ptxinfo(tu->ms, st, &c[i]->mk, &c[i]->ptx);
         return;
     }
+    IR_ASSERT(n <= 2 * BATCH);
+    Cand *lack[2 * BATCH];
+    MicroKernel mk[2 * BATCH];
+    SrchPtxInfo ptx[2 * BATCH];
+    bool have[2 * BATCH];
     int nl = 0;
-    for (int i = 0; i < n; i++)
-        nl += !c[i]->have_ptx;
-    if (nl == 0)
-        return;
-    Cand **lack = malloc(sizeof *lack * (size_t)nl);
-    MicroKernel *mk = malloc(sizeof *mk * (size_t)nl);
-    SrchPtxInfo *ptx = malloc(sizeof *ptx * (size_t)nl);
-    bool *have = malloc(sizeof *have * (size_t)nl);
-    if (!lack || !mk || !ptx || !have)
-        ir_panic(__FILE__, __LINE__, "out of memory");
-    nl = 0;
     for (int i = 0; i < n; i++)
         if (!c[i]->have_ptx)
             lack[nl] = c[i], mk[nl++] = c[i]->mk;
+    if (nl == 0)
+        return;
     char err[256];
     Held h;
     let_go(tu, &h);
@@ -377,10 +373,6 @@ static void ptx_reports(Tuner *tu, const SrchStage *st, int n, Cand *const *c)
     take_back(tu, &h);
     for (int i = 0; farm_went_on(tu, ok, err) && i < nl; i++)
         lack[i]->have_ptx = have[i], lack[i]->ptx = ptx[i];
-    free(lack);
-    free(mk);
-    free(ptx);
-    free(have);
 }
 
 /* The median times of the n measurements asked for, into ms[k], from the
