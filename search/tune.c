@@ -70,6 +70,15 @@ enum { SELECT_SURPRISES = 3 };
 /* GPU: a kernel that spills (ptxas) is chosen over one without spills only
  * where it is faster by more than this factor */
 #define SPILL_MARGIN 1.05
+/* A candidate's probe (SrchTuneOpts.probe_ms): a shape of at most
+ * 1/PROBE_WORK of its home's work, and at least 1/PROBE_FLOOR of it (a
+ * run mostly overheads would make a good kernel look hopeless), where it
+ * adapts at least PROBE_ADAPT as well as there. A hopeless candidate is
+ * HOPELESS times slower than the best time known at its home. */
+#define PROBE_WORK 8.0
+#define PROBE_FLOOR 64.0
+#define PROBE_ADAPT 0.9
+#define HOPELESS 3.0
 
 typedef struct Cand {
     MicroKernel mk;
@@ -81,6 +90,8 @@ typedef struct Cand {
     SrchPtxInfo ptx;
     int home;          /* measured: where (index into the search's shapes), and its time */
     double home_ms;
+    int probe;         /* where it was run first (-1: nowhere), and its time there */
+    double probe_ms;
 } Cand;
 
 typedef struct Tuner {
@@ -141,6 +152,7 @@ typedef struct Search {
     Cand *c;                          /* every candidate seen, measured or not */
     int nc, capc;
     int trials, done, reused, round;
+    int probed, hopeless;             /* candidates run at a probe, and hopeless there */
     double best_meas, best_pred;
     double phase_t0;                  /* when the current phase started */
     int offset, grand_total;          /* per-shape: trials before this shape's, and in all */
@@ -578,21 +590,80 @@ static int population(Search *S, Cand **pop)
     return n;
 }
 
-/* The candidates of a batch measured together (interleaved), each once,
- * at the shape where its adaptation is best; each label is its
- * throughput there over that adaptation. */
+/* Where candidate c, at home with adaptation ha there, is run first: -1
+ * when its run at home is expected to take less than the tune's probe_ms
+ * (the best time known there, else the target's peak at that work) or
+ * no shape of 1/PROBE_FLOOR to 1/PROBE_WORK of the home's work has it
+ * adapting at least PROBE_ADAPT as well; else the one of the most work. */
+static int probe_shape(const Search *S, const Cand *c, int home, double ha)
+{
+    const Tuner *tu = S->tu;
+    double lim = tu->o->probe_ms ? tu->o->probe_ms : SRCH_PROBE_MS, peak = tu->tg.peak_gflops;
+    double expect = isfinite(S->best[home]) ? S->best[home]
+                    : peak > 0              ? S->flops[home] / (peak * 1e6)
+                                            : 0;
+    if (lim < 0 || !(expect >= lim))
+        return -1;
+    int p = -1;
+    for (int j = 0; j < S->nsh; j++)
+        if (S->flops[j] * PROBE_WORK <= S->flops[home] &&
+            S->flops[j] * PROBE_FLOOR >= S->flops[home] && (p < 0 || S->flops[j] > S->flops[p]) &&
+            srch_adapt(S->st, &c->mk, S->ext[j], NULL) >= PROBE_ADAPT * ha)
+            p = j;
+    return p;
+}
+
+/* Best times at every shape (nsh), lowered to what c's label gives. */
+static void lower(const Search *S, const Cand *c, double *best)
+{
+    for (int j = 0; j < S->nsh; j++) {
+        double l = pred_latency(S, c, j);
+        if (!(l >= best[j]))
+            best[j] = l;
+    }
+}
+
+/* c measured at shape s (adaptation a there) in ms: its label, the
+ * throughput there over that adaptation, for the model and the best
+ * times. */
+static void take(Search *S, Cand *c, const float *feat, int s, double a, double ms)
+{
+    c->measured = true;
+    c->home = s;
+    c->home_ms = ms;
+    c->f = S->flops[s] / (ms * 1e6 * a);
+    srch_model_add(S->model, feat, c->f);
+    double g = S->flops[s] / (ms * 1e6);
+    if (g > S->best_meas)
+        S->best_meas = g;
+    lower(S, c, S->best);
+}
+
+/* The candidates of a batch measured together (interleaved), each at the
+ * shape where its adaptation is best (its home; ties: the most work); each
+ * label is its throughput there over that adaptation. A hopeless one
+ * (HOPELESS times slower than the best time the measured candidates'
+ * labels give there, which is at most the best measured there: homes
+ * differ, so few are measured at the same one) costs one run. One whose
+ * run at home is long is run first at a smaller shape (probe_shape), the
+ * batch's probes together: where that time, scaled to its home by work,
+ * is hopeless against the best times and the batch's probes (a small
+ * shape's label is often higher than the home's: up to 2.5x in GPT-2's
+ * GEMMs, so probes are the bar of probes, not of home runs), it is its
+ * measurement, and its home run (up to seconds on the CPU for a GEMM's
+ * worst kernels) is never taken. */
 static void measure_cands(Search *S, Cand *const *batch, int n)
 {
     Tuner *tu = S->tu;
     Ask ask[BATCH] = {{0}};
     float feat[BATCH][SRCH_NFEAT];
-    double ha[BATCH], ms[BATCH];
+    double ha[BATCH], pa[BATCH], ms[BATCH];
     bool fresh[BATCH];
+    int at[BATCH], nask = 0;
     IR_ASSERT(n <= BATCH);
     ptx_reports(tu, S->st, n, batch);
     for (int i = 0; i < n; i++) {
         Cand *c = batch[i];
-        /* home: the shape it adapts to best (ties: the most work) */
         int home = 0;
         ha[i] = -1;
         for (int j = 0; j < S->nsh; j++) {
@@ -602,36 +673,67 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
         }
         srch_features(S->st, &c->mk, c->have_ptx ? &c->ptx : NULL, feat[i]);
         c->home = home;
-        /* hopeless (3x slower than the best time the measured candidates'
-         * labels give there, which is at most the best measured there:
-         * homes differ, so few are measured at the same one) costs one run */
-        ask[i] = (Ask){S->st, &c->mk, S->sh[home], S->kind, S->done + i, 3 * S->best[home],
-                       feat[i], S->flops[home] / ha[i]};
+        c->probe = probe_shape(S, c, home, ha[i]);
+        if (c->probe >= 0) {
+            int p = c->probe;
+            pa[i] = srch_adapt(S->st, &c->mk, S->ext[p], NULL);
+            ask[nask] = (Ask){S->st, &c->mk, S->sh[p], S->kind, S->done + i, HOPELESS * S->best[p],
+                              feat[i], S->flops[p] / pa[i]};
+            at[nask++] = i;
+        }
     }
-    measure_all(tu, n, ask, ms, fresh);
+    if (nask > 0) {
+        measure_all(tu, nask, ask, ms, fresh);
+        double *bar = malloc(sizeof *bar * (size_t)S->nsh);
+        if (!bar)
+            ir_panic(__FILE__, __LINE__, "out of memory");
+        memcpy(bar, S->best, sizeof *bar * (size_t)S->nsh);
+        for (int k = 0; k < nask; k++) {
+            Cand *c = batch[at[k]];
+            c->probe_ms = ms[k];
+            if (!(ms[k] > 0)) { /* its home measures it (or fails it) */
+                c->probe = -1;
+                continue;
+            }
+            S->probed++;
+            c->f = S->flops[c->probe] / (ms[k] * 1e6 * pa[at[k]]);
+            lower(S, c, bar);
+        }
+        for (int k = 0; k < nask; k++) {
+            int i = at[k];
+            Cand *c = batch[i];
+            if (c->probe >= 0 && pred_latency(S, c, c->home) > HOPELESS * bar[c->home]) {
+                S->reused += !fresh[k];
+                S->hopeless++;
+                take(S, c, feat[i], c->probe, pa[i], ms[k]);
+            }
+        }
+        free(bar);
+    }
+    nask = 0;
     for (int i = 0; i < n; i++) {
         Cand *c = batch[i];
-        int home = c->home;
-        S->done++;
-        S->reused += !fresh[i] && !isnan(ms[i]);
-        c->measured = true;
-        if (!(ms[i] > 0)) {
-            c->failed = true;
-            c->f = 0;
-            continue;
-        }
-        c->f = S->flops[home] / (ms[i] * 1e6 * ha[i]);
-        c->home_ms = ms[i];
-        srch_model_add(S->model, feat[i], c->f);
-        double g = S->flops[home] / (ms[i] * 1e6);
-        if (g > S->best_meas)
-            S->best_meas = g;
-        for (int j = 0; j < S->nsh; j++) {
-            double l = pred_latency(S, c, j);
-            if (!(l >= S->best[j]))
-                S->best[j] = l;
+        if (!c->measured) {
+            int home = c->home;
+            ask[nask] = (Ask){S->st, &c->mk, S->sh[home], S->kind, S->done + i,
+                              HOPELESS * S->best[home], feat[i], S->flops[home] / ha[i]};
+            at[nask++] = i;
         }
     }
+    if (nask > 0)
+        measure_all(tu, nask, ask, ms, fresh);
+    for (int k = 0; k < nask; k++) {
+        Cand *c = batch[at[k]];
+        S->reused += !fresh[k] && !isnan(ms[k]);
+        if (ms[k] > 0) {
+            take(S, c, feat[at[k]], c->home, ha[at[k]], ms[k]);
+        } else {
+            c->measured = true;
+            c->failed = true;
+            c->f = 0;
+        }
+    }
+    S->done += n;
 }
 
 static void report(Search *S, int done, int total)
@@ -919,9 +1021,10 @@ static bool calibrated(const Search *S, int i, int j)
     return nearest(S, i, j, &d) >= 0 && d <= log(SELECT_REACH);
 }
 
-/* S->lat: each candidate's time where the search measured it (at its home
- * shape: a resumed run sees the same, whatever the selection recorded
- * later); the selection adds its measurements as it goes. */
+/* S->lat: each candidate's times where the search measured it (at its home
+ * shape, and where it was probed: a resumed run sees the same, whatever the
+ * selection recorded later); the selection adds its measurements as it
+ * goes. */
 static void select_init(Search *S)
 {
     const TeProgram *p = S->tu->p;
@@ -935,9 +1038,14 @@ static void select_init(Search *S)
         S->lat[i] = NAN;
     S->mpts = calloc((size_t)S->nc + 1, sizeof *S->mpts);
     S->nmpts = calloc((size_t)S->nc + 1, sizeof *S->nmpts);
-    for (int i = 0; i < S->nc; i++)
-        if (S->c[i].measured && !S->c[i].failed)
-            set_lat(S, i, S->c[i].home, S->c[i].home_ms);
+    for (int i = 0; i < S->nc; i++) {
+        const Cand *c = &S->c[i];
+        if (!c->measured || c->failed)
+            continue;
+        set_lat(S, i, c->home, c->home_ms);
+        if (c->probe >= 0 && c->probe != c->home)
+            set_lat(S, i, c->probe, c->probe_ms);
+    }
 }
 
 /* The selection, from what the search measured: at every shape the
@@ -1356,6 +1464,8 @@ static void tune_stage(Tuner *tu, const SrchStage *st, SrchStageResult *res)
         search_run(&S);
         res->measured = S.done - S.reused;
         res->reused = S.reused;
+        res->probed = S.probed;
+        res->probe_hopeless = S.hopeless;
         double t1 = now_s();
         if (!tu->failed)
             select_joint(&S, res);

@@ -638,11 +638,18 @@ typedef struct SrchTuneOpts {
     /* fusion choices tuned both ways at most (0: SRCH_FUSE_CONTESTS;
      * negative: none) */
     int contests;
+    /* a candidate whose run at its home shape is expected to take at least
+     * this long (ms) is first run at a shape of a fraction of the work, and
+     * not at its home when it is hopeless there (0: SRCH_PROBE_MS;
+     * negative: never; search/tune.c, probe_shape) */
+    double probe_ms;
 } SrchTuneOpts;
 
 typedef struct SrchStageResult {
     const char *stage;
     int measured, reused;       /* search trials: new, and found in the records */
+    int probed, probe_hopeless; /* of those, run first at a smaller shape (probe_ms), and
+                                 * hopeless there: not run at their home */
     int select_measured, select_reused;
     int select_turns;           /* of select_measured: close contenders measured again in turns */
     int checked;                /* pairs the check measured again in turns (a point in two rounds twice) */
@@ -675,6 +682,8 @@ typedef struct SrchStageResult {
 /* how many close fusion choices a tune contests by default: the ones whose
  * other way changes the most time */
 #define SRCH_FUSE_CONTESTS 4
+/* SrchTuneOpts.probe_ms's default */
+#define SRCH_PROBE_MS 10.0
 
 /* The search's choice for one intermediate the cost model found close:
  * what it chose, and the summed time over the shape points of the stages

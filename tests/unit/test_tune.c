@@ -501,6 +501,99 @@ static void test_tune_cpu(void **state)
     prog_free(&g);
 }
 
+/* Trial records of stage in the records at path: in all, of T <= tmax,
+ * and the distinct kernels of those. */
+static void trial_records(const char *path, const char *stage, int tmax, int *all, int *small,
+                          int *kernels)
+{
+    char err[256];
+    SrchRecords *r = srch_records_read(path, 0, NULL, err, sizeof err);
+    assert_non_null(r);
+    *all = *small = *kernels = 0;
+    int n = srch_records_count(r);
+    for (int i = 0; i < n; i++) {
+        const SrchRecord *x = srch_records_at(r, i);
+        if (x->kind != RK_TRIAL || strcmp(x->stage, stage) != 0)
+            continue;
+        ++*all;
+        *small += x->dim_values[0] <= tmax;
+        bool again = false;
+        for (int k = 0; k < i && !again; k++) {
+            const SrchRecord *y = srch_records_at(r, k);
+            again = y->kind == RK_TRIAL && strcmp(y->stage, stage) == 0 &&
+                    ir_microkernel_cmp(&x->mk, &y->mk) == 0;
+        }
+        *kernels += !again;
+    }
+    srch_records_close(r);
+}
+
+/* Probes (SrchTuneOpts.probe_ms, here every candidate's): a candidate is
+ * run first at a shape of an eighth to a 64th of its home's work, and at
+ * its home only when it is not hopeless there; each search still measures
+ * its trials (one kernel each), and a rerun on the records measures
+ * nothing and fits the same trees. On the model target (analytic times,
+ * T = 1..512) some candidates are hopeless at their probe, never run at
+ * home, and some are run at both; on the CPU (T = 1..40) some are probed. */
+static void test_tune_probe(void **state)
+{
+    (void)state;
+    static const char *wide =
+        "dim T in 1..512\n"
+        "input X[T, 64] f32\n"
+        "input W1[96, 64] f32\n"
+        "input W2[24, 96] f32\n"
+        "H[i: T, j: 96] = max(sum[k: 64](X[i, k] * W1[j, k]), 0.0)\n"
+        "output Y[i: T, j: 24] = sum[k: 96](H[i, k] * W2[j, k])\n";
+    const char *backends[] = {"model", "cpu"};
+    const char *srcs[] = {wide, mlp_src};
+    const int tmax[] = {64, 5};
+    for (int b = 0; b < 2; b++) {
+        Prog g = compile(srcs[b]);
+        char path[] = "/tmp/dc_test_probe_XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        unlink(path);
+        SrchTuneOpts o = {.backend = backends[b], .trials = 12, .seed = 3, .records = path,
+                          .probe_ms = 1e-9};
+        char err[512];
+        SrchTuneResult *r1 = srch_tune(g.p, &o, err, sizeof err);
+        if (!r1)
+            fail_msg("%s: %s", backends[b], err);
+        int twice = 0, small = 0;
+        for (int i = 0; i < r1->nstages; i++) {
+            assert_int_equal(r1->stages[i].measured, 12);
+            int all, sm, kernels;
+            trial_records(path, r1->stages[i].stage, tmax[b], &all, &sm, &kernels);
+            assert_int_equal(kernels, 12);
+            twice += all - kernels; /* run at a probe, then at home */
+            small += sm;            /* at a probe (homes are where the most work adapts best) */
+        }
+        assert_true(small > 0);
+        if (b == 0) {
+            assert_true(twice > 0);
+            assert_true(small > twice); /* hopeless at a probe: there alone */
+        }
+        SrchTuneResult *r2 = srch_tune(g.p, &o, err, sizeof err);
+        if (!r2)
+            fail_msg("%s, again: %s", backends[b], err);
+        for (int i = 0; i < r1->nstages; i++) {
+            assert_int_equal(r2->stages[i].measured, 0);
+            assert_int_equal(r2->stages[i].reused, 12);
+            char *x = srch_tree_to_json(r1->stages[i].tree),
+                 *y = srch_tree_to_json(r2->stages[i].tree);
+            assert_string_equal(x, y);
+            free(x);
+            free(y);
+        }
+        srch_tune_result_free(r1);
+        srch_tune_result_free(r2);
+        unlink(path);
+        prog_free(&g);
+    }
+}
+
 /* The workload fingerprint: what a stage computes, not what it is called. */
 static void test_fingerprint(void **state)
 {
@@ -1099,6 +1192,7 @@ int main(void)
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_shape_points),
         cmocka_unit_test(test_tune_cpu),
+        cmocka_unit_test(test_tune_probe),
         cmocka_unit_test(test_noisy_timing),
         cmocka_unit_test(test_busy_timing),
     };

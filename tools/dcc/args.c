@@ -155,6 +155,7 @@ static const OptSpec opt_table[] = {
     {O_WARM, "warm-start", 0, CMD_TUNE, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
     {O_ATOMIC, "atomic-split", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_CONTESTS, "contests", 0, CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 0, 1000000},
+    {O_PROBE, "probe-ms", 0, CMD_TUNE, ARG_COUNT, "MS", NULL, NULL, 0, 1000000},
     {O_FUSE, "fuse", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_NAMED, "NAME=inline|materialize",
      NULL, valid_fuse, 0, 0},
     {O_FPCONTRACT, "fp-contract", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_TEXT, "on|off",

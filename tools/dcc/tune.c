@@ -104,7 +104,8 @@ int cmd_tune(int argc, char **argv)
                       .per_shape = a.val[O_PER_SHAPE] != NULL,
                       .warm_start = a.val[O_WARM],
                       .atomic_split = a.val[O_ATOMIC] != NULL,
-                      .contests = !a.val[O_CONTESTS] ? 0 : a.num[O_CONTESTS] ? (int)a.num[O_CONTESTS] : -1};
+                      .contests = !a.val[O_CONTESTS] ? 0 : a.num[O_CONTESTS] ? (int)a.num[O_CONTESTS] : -1,
+                      .probe_ms = !a.val[O_PROBE] ? 0 : a.num[O_PROBE] ? (double)a.num[O_PROBE] : -1};
     SrchRange ranges[MAX_ARGS];
     const NamedArgs *shapes = &a.named[O_SHAPES];
     for (int i = 0; i < shapes->n; i++) {
@@ -214,6 +215,10 @@ int cmd_tune(int argc, char **argv)
                s->select_reused);
         printf("  time: search %.1f s, selection %.1f s, fit and check %.1f s\n", s->search_s,
                s->select_s, s->fit_s);
+        if (s->probed)
+            printf("  probes: %d candidate%s run first at a smaller shape, %d hopeless there (not "
+                   "run where %s best)\n", s->probed, s->probed == 1 ? "" : "s",
+                   s->probe_hopeless, s->probed == 1 ? "it adapts" : "they adapt");
         if (s->checked)
             printf("  check: %d choice%s measured again against the next best, in turns; the "
                    "tree then picks another kernel at %d shape point%s\n", s->checked,
