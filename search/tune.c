@@ -7,8 +7,10 @@
  * throughput (XGBoost) times the analytic adaptation at each shape — and
  * measured in epsilon-greedy batches: most of a batch the best predicted,
  * the rest drawn at random. Each candidate is measured once, at the shape
- * where its adaptation is best, and its label is its throughput there
- * divided by that adaptation, so one model serves all shapes.
+ * where its adaptation is best (a long run there is preceded by a probe at
+ * a smaller shape, which stands instead when it shows the candidate
+ * hopeless), and its label is its throughput there divided by that
+ * adaptation, so one model serves all shapes.
  *
  * Then the selection: at every shape point the top predicted candidates
  * are measured, the winner is the oracle, a CART tree is fit to it, and
@@ -88,7 +90,8 @@ typedef struct Cand {
     double fitness;
     bool have_ptx;     /* GPU, with ptxas: its report (a feature of the model) */
     SrchPtxInfo ptx;
-    int home;          /* measured: where (index into the search's shapes), and its time */
+    int home;          /* measured: where (index into the search's shapes: where it adapts
+                        * best, or its probe when hopeless there), and its time */
     double home_ms;
     int probe;         /* where it was run first (-1: nowhere), and its time there */
     double probe_ms;
@@ -408,9 +411,7 @@ static void measure_all(Tuner *tu, int n, const Ask *ask, double *ms, bool *fres
         else
             todo[ntodo++] = k;
     }
-    if (ntodo == 0)
-        return;
-    if (stopped(tu))
+    if (ntodo == 0 || tu->failed || stopped(tu))
         return;
     const SrchStage *st[ntodo];
     MicroKernel mk[ntodo];
@@ -491,7 +492,7 @@ static Cand *add_cand(Search *S, const MicroKernel *mk)
             return NULL;
     reserve(S, 1);
     Cand *c = &S->c[S->nc++];
-    *c = (Cand){.mk = *mk};
+    *c = (Cand){.mk = *mk, .probe = -1};
     return c;
 }
 
@@ -591,13 +592,16 @@ static int population(Search *S, Cand **pop)
 }
 
 /* Where candidate c, at home with adaptation ha there, is run first: -1
- * when its run at home is expected to take less than the tune's probe_ms
+ * on the model target, or when its run at home is expected to take less
+ * than the tune's probe_ms
  * (the best time known there, else the target's peak at that work) or
  * no shape of 1/PROBE_FLOOR to 1/PROBE_WORK of the home's work has it
  * adapting at least PROBE_ADAPT as well; else the one of the most work. */
 static int probe_shape(const Search *S, const Cand *c, int home, double ha)
 {
     const Tuner *tu = S->tu;
+    if (strcmp(tu->tg.name, "model") == 0) /* a run costs nothing there */
+        return -1;
     double lim = tu->o->probe_ms ? tu->o->probe_ms : SRCH_PROBE_MS, peak = tu->tg.peak_gflops;
     double expect = isfinite(S->best[home]) ? S->best[home]
                     : peak > 0              ? S->flops[home] / (peak * 1e6)
@@ -621,6 +625,13 @@ static void lower(const Search *S, const Cand *c, double *best)
         if (!(l >= best[j]))
             best[j] = l;
     }
+}
+
+/* The search's ask of candidate c (batch[i]) at shape s, adapting a there. */
+static Ask trial_ask(const Search *S, const Cand *c, int i, int s, double a, const float *feat)
+{
+    return (Ask){S->st, &c->mk, S->sh[s], S->kind, S->done + i, HOPELESS * S->best[s], feat,
+                 S->flops[s] / a};
 }
 
 /* c measured at shape s (adaptation a there) in ms: its label, the
@@ -658,7 +669,7 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
     Ask ask[BATCH] = {{0}};
     float feat[BATCH][SRCH_NFEAT];
     double ha[BATCH], pa[BATCH], ms[BATCH];
-    bool fresh[BATCH];
+    bool fresh[BATCH], pfresh[BATCH] = {0}; /* pfresh: its probe measured now */
     int at[BATCH], nask = 0;
     IR_ASSERT(n <= BATCH);
     ptx_reports(tu, S->st, n, batch);
@@ -677,8 +688,7 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
         if (c->probe >= 0) {
             int p = c->probe;
             pa[i] = srch_adapt(S->st, &c->mk, S->ext[p], NULL);
-            ask[nask] = (Ask){S->st, &c->mk, S->sh[p], S->kind, S->done + i, HOPELESS * S->best[p],
-                              feat[i], S->flops[p] / pa[i]};
+            ask[nask] = trial_ask(S, c, i, p, pa[i], feat[i]);
             at[nask++] = i;
         }
     }
@@ -691,6 +701,7 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
         for (int k = 0; k < nask; k++) {
             Cand *c = batch[at[k]];
             c->probe_ms = ms[k];
+            pfresh[at[k]] = fresh[k];
             if (!(ms[k] > 0)) { /* its home measures it (or fails it) */
                 c->probe = -1;
                 continue;
@@ -714,9 +725,7 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
     for (int i = 0; i < n; i++) {
         Cand *c = batch[i];
         if (!c->measured) {
-            int home = c->home;
-            ask[nask] = (Ask){S->st, &c->mk, S->sh[home], S->kind, S->done + i,
-                              HOPELESS * S->best[home], feat[i], S->flops[home] / ha[i]};
+            ask[nask] = trial_ask(S, c, i, c->home, ha[i], feat[i]);
             at[nask++] = i;
         }
     }
@@ -724,7 +733,7 @@ static void measure_cands(Search *S, Cand *const *batch, int n)
         measure_all(tu, nask, ask, ms, fresh);
     for (int k = 0; k < nask; k++) {
         Cand *c = batch[at[k]];
-        S->reused += !fresh[k] && !isnan(ms[k]);
+        S->reused += !fresh[k] && !pfresh[at[k]] && !isnan(ms[k]);
         if (ms[k] > 0) {
             take(S, c, feat[at[k]], c->home, ha[at[k]], ms[k]);
         } else {
@@ -2062,9 +2071,32 @@ static int by_served(const void *a, const void *b)
     return x->served != y->served ? y->served - x->served : x->order - y->order;
 }
 
+typedef struct Sample {
+    const SrchRecord *x;
+    int i; /* in the file */
+} Sample;
+
+static bool same_kernel(const SrchRecord *x, const SrchRecord *y)
+{
+    return strcmp(x->workload, y->workload) == 0 && ir_microkernel_cmp(&x->mk, &y->mk) == 0;
+}
+
+/* by workload and kernel, the most work first, then in file order */
+static int by_kernel_work(const void *a, const void *b)
+{
+    const Sample *s = a, *t = b;
+    int c = strcmp(s->x->workload, t->x->workload);
+    if (!c)
+        c = ir_microkernel_cmp(&s->x->mk, &t->x->mk);
+    if (!c && s->x->work != t->x->work)
+        c = s->x->work > t->x->work ? -1 : 1;
+    return c ? c : s->i - t->i;
+}
+
 /* --warm-start: the search's samples (features and label) in the file of
- * every workload measured on this target and arch. False and err when it
- * cannot be read. */
+ * every workload measured on this target and arch, one per kernel of a
+ * workload: where it ran on the most work (its home, not the probe before
+ * it, whose label runs high). False and err when it cannot be read. */
 static bool load_warm(Tuner *tu, char *err, size_t errlen)
 {
     const SrchTuneOpts *o = tu->o;
@@ -2077,18 +2109,32 @@ static bool load_warm(Tuner *tu, char *err, size_t errlen)
     if (o->warn)
         for (int i = 0; i < srch_records_nwarnings(r); i++)
             o->warn(o->progress_ud, srch_records_warning(r, i)->msg);
-    int n = srch_records_count(r);
+    int n = srch_records_count(r), ns = 0;
+    Sample *smp = malloc(sizeof *smp * (size_t)(n + 1));
+    bool *keep = calloc((size_t)n + 1, sizeof *keep);
+    if (!smp || !keep)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const SrchRecord *x = srch_records_at(r, i);
+        if (x->nfeat == SRCH_NFEAT && x->median_ms > 0 && strcmp(x->target, tu->tg.name) == 0 &&
+            strcmp(x->arch, tu->arch) == 0)
+            smp[ns++] = (Sample){x, i};
+    }
+    qsort(smp, (size_t)ns, sizeof *smp, by_kernel_work);
+    for (int k = 0; k < ns; k++)
+        keep[smp[k].i] = k == 0 || !same_kernel(smp[k - 1].x, smp[k].x);
+    free(smp);
     tu->warm_feat = malloc(sizeof *tu->warm_feat * SRCH_NFEAT * (size_t)(n + 1));
     tu->warm_label = malloc(sizeof *tu->warm_label * (size_t)(n + 1));
     for (int i = 0; i < n; i++) {
         const SrchRecord *x = srch_records_at(r, i);
-        if (x->nfeat != SRCH_NFEAT || !(x->median_ms > 0) || strcmp(x->target, tu->tg.name) != 0 ||
-            strcmp(x->arch, tu->arch) != 0)
+        if (!keep[i])
             continue;
         memcpy(tu->warm_feat + (size_t)tu->nwarm * SRCH_NFEAT, x->features,
                sizeof(float) * SRCH_NFEAT);
         tu->warm_label[tu->nwarm++] = x->work / (x->median_ms * 1e6);
     }
+    free(keep);
     /* the kernels the trees of those workloads dispatch to (each
      * fingerprint names its target and arch), in the order the file first
      * measured the workloads, each kernel once */

@@ -159,6 +159,9 @@ grep -q "^Y .*GB/s" out.txt && grep -q "^Z .*GFLOP/s" out.txt &&
     grep -q "^total (launches) .* 100.0%" out.txt && grep -q "median of 3 runs" out.txt ||
     bad "--profile: $(cat out.txt)"
 expect 2 "--trials" -- "$dcc" tune prog.tex --trials x
+for ms in x -1 nan inf 1e7 5ms; do
+    expect 2 "--probe-ms: '$ms' is not a valid time in ms" -- "$dcc" tune prog.tex --probe-ms "$ms"
+done
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --set T=4
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --input X=a.npy --input X=b.npy
 expect 2 "given twice" -- "$dcc" run prog.tex --set T=3 --output Y=a.npy --output Y=b.npy

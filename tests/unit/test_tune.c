@@ -528,70 +528,80 @@ static void trial_records(const char *path, const char *stage, int tmax, int *al
     srch_records_close(r);
 }
 
-/* Probes (SrchTuneOpts.probe_ms, here every candidate's): a candidate is
- * run first at a shape of an eighth to a 64th of its home's work, and at
- * its home only when it is not hopeless there; each search still measures
- * its trials (one kernel each), and a rerun on the records measures
- * nothing and fits the same trees. On the model target (analytic times,
- * T = 1..512) some candidates are hopeless at their probe, never run at
- * home, and some are run at both; on the CPU (T = 1..40) some are probed. */
+/* A fresh tune of src on backend with probe_ms into path (removed first);
+ * its stages' trial records: at T <= 5 (probes: homes are where the most
+ * work adapts best, T > 5 of 1..40), and run twice (a probe, then home);
+ * and its stages' probe counters. */
+static SrchTuneResult *probe_tune(TeProgram *p, const char *backend, double probe_ms,
+                                  const char *path, int *small, int *twice, int *probed,
+                                  int *hopeless)
+{
+    SrchTuneOpts o = {.backend = backend, .trials = 12, .seed = 3, .records = path,
+                      .probe_ms = probe_ms};
+    char err[512];
+    SrchTuneResult *r = srch_tune(p, &o, err, sizeof err);
+    if (!r)
+        fail_msg("%s: %s", backend, err);
+    *small = *twice = *probed = *hopeless = 0;
+    for (int i = 0; i < r->nstages; i++) {
+        int all, sm, kernels;
+        trial_records(path, r->stages[i].stage, 5, &all, &sm, &kernels);
+        assert_int_equal(kernels, 12);
+        assert_int_equal(r->stages[i].measured + r->stages[i].reused, 12);
+        *small += sm;
+        *twice += all - kernels;
+        *probed += r->stages[i].probed;
+        *hopeless += r->stages[i].probe_hopeless;
+    }
+    return r;
+}
+
+/* Probes (SrchTuneOpts.probe_ms, here every candidate's on the CPU): a
+ * candidate is run first at a shape of an eighth to a 64th of its home's
+ * work, and at its home only when it is not hopeless there (here most
+ * are: the mlp's T <= 5 runs are mostly overheads); each search still
+ * measures its trials (one kernel each), the counters match the records,
+ * and a rerun on the records measures nothing and goes the same way.
+ * probe_ms < 0, and the model target, probe nothing. */
 static void test_tune_probe(void **state)
 {
     (void)state;
-    static const char *wide =
-        "dim T in 1..512\n"
-        "input X[T, 64] f32\n"
-        "input W1[96, 64] f32\n"
-        "input W2[24, 96] f32\n"
-        "H[i: T, j: 96] = max(sum[k: 64](X[i, k] * W1[j, k]), 0.0)\n"
-        "output Y[i: T, j: 24] = sum[k: 96](H[i, k] * W2[j, k])\n";
-    const char *backends[] = {"model", "cpu"};
-    const char *srcs[] = {wide, mlp_src};
-    const int tmax[] = {64, 5};
-    for (int b = 0; b < 2; b++) {
-        Prog g = compile(srcs[b]);
-        char path[] = "/tmp/dc_test_probe_XXXXXX";
-        int fd = mkstemp(path);
-        assert_true(fd >= 0);
-        close(fd);
-        unlink(path);
-        SrchTuneOpts o = {.backend = backends[b], .trials = 12, .seed = 3, .records = path,
-                          .probe_ms = 1e-9};
-        char err[512];
-        SrchTuneResult *r1 = srch_tune(g.p, &o, err, sizeof err);
-        if (!r1)
-            fail_msg("%s: %s", backends[b], err);
-        int twice = 0, small = 0;
-        for (int i = 0; i < r1->nstages; i++) {
-            assert_int_equal(r1->stages[i].measured, 12);
-            int all, sm, kernels;
-            trial_records(path, r1->stages[i].stage, tmax[b], &all, &sm, &kernels);
-            assert_int_equal(kernels, 12);
-            twice += all - kernels; /* run at a probe, then at home */
-            small += sm;            /* at a probe (homes are where the most work adapts best) */
-        }
-        assert_true(small > 0);
-        if (b == 0) {
-            assert_true(twice > 0);
-            assert_true(small > twice); /* hopeless at a probe: there alone */
-        }
-        SrchTuneResult *r2 = srch_tune(g.p, &o, err, sizeof err);
-        if (!r2)
-            fail_msg("%s, again: %s", backends[b], err);
-        for (int i = 0; i < r1->nstages; i++) {
-            assert_int_equal(r2->stages[i].measured, 0);
-            assert_int_equal(r2->stages[i].reused, 12);
-            char *x = srch_tree_to_json(r1->stages[i].tree),
-                 *y = srch_tree_to_json(r2->stages[i].tree);
-            assert_string_equal(x, y);
-            free(x);
-            free(y);
-        }
-        srch_tune_result_free(r1);
-        srch_tune_result_free(r2);
-        unlink(path);
-        prog_free(&g);
+    Prog g = compile(mlp_src);
+    char path[] = "/tmp/dc_test_probe_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    int small, twice, probed, hopeless;
+    SrchTuneResult *r1 = probe_tune(g.p, "cpu", 1e-9, path, &small, &twice, &probed, &hopeless);
+    assert_true(probed > 0);
+    assert_int_equal(probed, small);
+    assert_int_equal(hopeless, small - twice);
+    assert_true(hopeless > 0);
+    int small2, twice2, probed2, hopeless2;
+    SrchTuneResult *r2 = probe_tune(g.p, "cpu", 1e-9, path, &small2, &twice2, &probed2, &hopeless2);
+    assert_int_equal(probed2, probed);
+    assert_int_equal(hopeless2, hopeless);
+    for (int i = 0; i < r1->nstages; i++) {
+        assert_int_equal(r2->stages[i].measured, 0);
+        char *x = srch_tree_to_json(r1->stages[i].tree), *y = srch_tree_to_json(r2->stages[i].tree);
+        assert_string_equal(x, y);
+        free(x);
+        free(y);
     }
+    srch_tune_result_free(r1);
+    srch_tune_result_free(r2);
+    const char *backends[] = {"cpu", "model"};
+    const double never[] = {-1, 1e-9};
+    for (int b = 0; b < 2; b++) {
+        unlink(path);
+        r1 = probe_tune(g.p, backends[b], never[b], path, &small, &twice, &probed, &hopeless);
+        assert_int_equal(probed, 0);
+        assert_int_equal(small, 0);
+        srch_tune_result_free(r1);
+    }
+    unlink(path);
+    prog_free(&g);
 }
 
 /* The workload fingerprint: what a stage computes, not what it is called. */

@@ -43,6 +43,15 @@ static bool valid_count(const char *s)
     return parse_int(s, &v);
 }
 
+/* milliseconds: a finite number from 0 to a million */
+static bool valid_ms(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    return end != s && !*end && errno == 0 && v >= 0 && v <= 1e6;
+}
+
 static bool valid_emit(const char *s)
 {
     static const char *const kinds[] = {"te", "tex", "loops", "plan", "llvm", "asm", "ptx", "obj",
@@ -155,7 +164,7 @@ static const OptSpec opt_table[] = {
     {O_WARM, "warm-start", 0, CMD_TUNE, ARG_TEXT, "FILE", NULL, NULL, 0, 0},
     {O_ATOMIC, "atomic-split", 0, CMD_TUNE, ARG_FLAG, NULL, NULL, NULL, 0, 0},
     {O_CONTESTS, "contests", 0, CMD_TUNE, ARG_COUNT, "N", NULL, NULL, 0, 1000000},
-    {O_PROBE, "probe-ms", 0, CMD_TUNE, ARG_COUNT, "MS", NULL, NULL, 0, 1000000},
+    {O_PROBE, "probe-ms", 0, CMD_TUNE, ARG_TEXT, "time in ms", NULL, valid_ms, 0, 0},
     {O_FUSE, "fuse", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_NAMED, "NAME=inline|materialize",
      NULL, valid_fuse, 0, 0},
     {O_FPCONTRACT, "fp-contract", 0, CMD_COMPILE | CMD_RUN | CMD_TUNE, ARG_TEXT, "on|off",

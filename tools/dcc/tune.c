@@ -104,8 +104,9 @@ int cmd_tune(int argc, char **argv)
                       .per_shape = a.val[O_PER_SHAPE] != NULL,
                       .warm_start = a.val[O_WARM],
                       .atomic_split = a.val[O_ATOMIC] != NULL,
-                      .contests = !a.val[O_CONTESTS] ? 0 : a.num[O_CONTESTS] ? (int)a.num[O_CONTESTS] : -1,
-                      .probe_ms = !a.val[O_PROBE] ? 0 : a.num[O_PROBE] ? (double)a.num[O_PROBE] : -1};
+                      .contests = !a.val[O_CONTESTS] ? 0 : a.num[O_CONTESTS] ? (int)a.num[O_CONTESTS] : -1};
+    if (a.val[O_PROBE]) /* checked by parse_args: 0 is never */
+        o.probe_ms = strtod(a.val[O_PROBE], NULL) > 0 ? strtod(a.val[O_PROBE], NULL) : -1;
     SrchRange ranges[MAX_ARGS];
     const NamedArgs *shapes = &a.named[O_SHAPES];
     for (int i = 0; i < shapes->n; i++) {
