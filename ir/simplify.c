@@ -223,6 +223,43 @@ static int64_t gcd(int64_t a, int64_t b)
     return a < 0 ? -a : a;
 }
 
+/* floor(r / d) or r mod d for a constant d > 1 when r is g * s + rho for
+ * a factor g of d (g the divisor's gcd with one of r's terms) and rho, the
+ * terms g does not divide and the constant's remainder, in 0..g - 1: the
+ * low part of a flattened index, 64 * i + j for j in 0..63, leaves the
+ * division: floor(r / d) is floor(s / (d / g)), r mod d is
+ * s mod (d / g) * g + rho. NULL when no term gives such a g. */
+static Expr *split_low(ExprCtx *c, const Poly *r, int64_t d, bool is_mod)
+{
+    for (int i = 0; i < r->n; i++) {
+        int64_t g = gcd(d, r->t[i].coeff);
+        if (g <= 1 || g >= d)
+            continue;
+        Poly hi = {0}, lo = {0};
+        lo.k = ir_floormod(r->k, g);
+        hi.k = ir_floordiv(r->k, g);
+        for (int j = 0; j < r->n; j++) {
+            Term t = r->t[j];
+            if (t.coeff % g == 0) {
+                t.coeff /= g;
+                poly_add_term(&hi, &t);
+            } else {
+                poly_add_term(&lo, &t);
+            }
+        }
+        Expr *rho = poly_expr(c, &lo);
+        Interval iv = ir_interval(c, rho, RANGE_OPEN);
+        if (iv.lo < 0 || iv.hi == IR_POS_INF || iv.hi >= g)
+            continue;
+        Expr *s = poly_expr(c, &hi), *dg = ir_int(c, d / g);
+        if (!is_mod)
+            return ir_simplify(c, ir_binop(c, EX_DIV, s, dg));
+        Expr *sm = ir_binop(c, EX_MUL, ir_binop(c, EX_MOD, s, dg), ir_int(c, g));
+        return ir_simplify(c, ir_binop(c, EX_ADD, sm, rho));
+    }
+    return NULL;
+}
+
 /* floor(p / c) or p mod c for a constant c > 0. The terms c divides
  * leave the division; a factor g that c shares with every term and the
  * constant of what remains, r, is taken out of both: floor(r / c) is
@@ -261,6 +298,9 @@ static Expr *div_mod_const(ExprCtx *c, Expr *orig, Expr *a, int64_t d, bool is_m
         m = ir_floordiv(iv.lo, d);
         fixed = !__builtin_mul_overflow(m, d, &md);
     }
+    Expr *low = fixed || g > 1 ? NULL : split_low(c, &r, d, is_mod);
+    if (low)
+        return is_mod ? low : ir_simplify(c, ir_binop(c, EX_ADD, poly_expr(c, &q), low));
     if (is_mod) {
         Expr *rm;
         if (fixed)
@@ -305,6 +345,49 @@ static Expr *div_mod_product(ExprCtx *c, Expr *a, Expr *b, bool is_mod)
         return ir_simplify(c, ir_binop(c, EX_DIV, ad, z));
     Expr *hi = ir_binop(c, EX_MUL, ir_binop(c, EX_MOD, ad, z), ir_int(c, d));
     return ir_simplify(c, ir_binop(c, EX_ADD, hi, ir_binop(c, EX_MOD, a, ir_int(c, d))));
+}
+
+/* floor(a / z) or a mod z for a divisor z that is a product of atoms
+ * (a dim, or dims): a's terms z divides give y, and when the rest, r, is
+ * provably in 0..z - 1 (for every size), floor(a / z) is y and a mod z is
+ * r: a reshape's (i + S * j) % S is i and (i + S * j) / S is j for an axis
+ * i of extent S. NULL when it is not so. */
+static Expr *div_mod_symbolic(ExprCtx *c, Expr *a, Expr *b, bool is_mod)
+{
+    Poly pa, pb, y = {0}, r = {0};
+    poly_of(&pb, b);
+    if (pb.n != 1 || pb.k != 0 || pb.t[0].coeff != 1)
+        return NULL;
+    const Term *z = &pb.t[0];
+    poly_of(&pa, a);
+    r.k = pa.k;
+    for (int i = 0; i < pa.n; i++) {
+        Term t = pa.t[i], rest = {.coeff = t.coeff};
+        int k = 0; /* z's factors matched, in order: both are sorted by id */
+        for (int j = 0; j < t.nf; j++) {
+            if (k < z->nf && t.f[j] == z->f[k])
+                k++;
+            else
+                rest.f[rest.nf++] = t.f[j];
+        }
+        if (k == z->nf) {
+            if (rest.nf == 0) { /* a constant times z: a term of y all the same */
+                y.k += rest.coeff;
+                continue;
+            }
+            if (!poly_add_term(&y, &rest))
+                return NULL;
+        } else if (!poly_add_term(&r, &t)) {
+            return NULL;
+        }
+    }
+    if (y.n == 0 && y.k == 0)
+        return NULL;
+    Expr *re = poly_expr(c, &r), *one = ir_int(c, 1);
+    if (!ir_prove_nonneg(c, re, RANGE_OPEN) ||
+        !ir_prove_nonneg(c, ir_binop(c, EX_SUB, ir_binop(c, EX_SUB, b, re), one), RANGE_OPEN))
+        return NULL;
+    return is_mod ? re : poly_expr(c, &y);
 }
 
 /* ---- folding ---- */
@@ -373,7 +456,14 @@ static Expr *fold_op(Simp *s, Expr *e)
             return e;
         }
         {
-            Expr *r = div_mod_product(c, a, b, k == EX_MOD);
+            Expr *r = div_mod_symbolic(c, a, b, k == EX_MOD);
+            /* floor(floor(x / d) / z) is floor(floor(x / z) / d) for d > 0, z >= 1 (the
+             * second a proof of the first's): a reshape's (64 * (i + S * j) + l) / 768 / S */
+            if (!r && k == EX_DIV && a->kind == EX_DIV && ir_is_const(a->op.b, &ia) && ia > 0 &&
+                (r = div_mod_symbolic(c, a->op.a, b, false)))
+                r = ir_simplify(c, ir_binop(c, EX_DIV, r, a->op.b));
+            if (!r)
+                r = div_mod_product(c, a, b, k == EX_MOD);
             return r ? r : e;
         }
     case EX_MIN: case EX_MAX:

@@ -295,12 +295,52 @@ static void test_long_chains(void **state)
     assert_true(ir_interval(f->c, S(e), RANGE_OPEN).lo == 1);
 }
 
+/* A reshape's indices (GPT-2's heads split from its QKV rows): the low
+ * part of a flattened index leaves a division by a constant it cannot
+ * reach ((64 * i + j) / 768 is i / 12 for j in 0..63), and a division by a
+ * dim S of i + S * k for an axis i of extent S is k (the mod i), also
+ * under a division by a constant first; every form checked at every
+ * point against the unsimplified expression. */
+static void test_reshape_indices(void **state)
+{
+    Fx *f = *state;
+    Expr *T = V(f->T);
+    Var *i = ir_var(f->c, "i", VK_LOOP, T), *j = ir_var(f->c, "j", VK_LOOP, C(64));
+    Var *k = ir_var(f->c, "k", VK_LOOP, MUL(V(f->N), C(12)));
+    Expr *flat = ADD(MUL(V(k), C(64)), V(j));
+    assert_ptr_equal(S(DIV(flat, C(768))), S(DIV(V(k), C(12))));
+    assert_ptr_equal(S(MOD(flat, C(768))), S(ADD(MUL(MOD(V(k), C(12)), C(64)), V(j))));
+    Expr *row = ADD(V(i), MUL(T, V(k)));
+    assert_ptr_equal(S(MOD(row, T)), V(i));
+    assert_ptr_equal(S(DIV(row, T)), V(k));
+    Expr *heads = ADD(MUL(row, C(64)), V(j)); /* 64 * (i + T * k) + j */
+    assert_ptr_equal(S(DIV(DIV(heads, C(768)), T)), S(DIV(V(k), C(12))));
+    assert_ptr_equal(S(MOD(DIV(row, T), C(12))), S(MOD(V(k), C(12))));
+    /* not provable: i + 1 reaches T, j + 1 reaches 64 */
+    assert_int_equal(S(MOD(ADD(row, C(1)), T))->kind, EX_MOD);
+    assert_int_equal(S(DIV(ADD(flat, C(1)), C(768)))->kind, EX_DIV);
+    Expr *forms[] = {DIV(flat, C(768)), MOD(flat, C(768)), MOD(row, T), DIV(row, T),
+                     DIV(DIV(heads, C(768)), T), MOD(ADD(row, C(1)), T),
+                     DIV(ADD(flat, C(1)), C(768)), MOD(ADD(heads, C(5)), C(768))};
+    Var *vars[5] = {f->T, f->N, i, j, k};
+    for (int64_t tv = 1; tv <= 7; tv += 3)
+        for (int64_t iv = 0; iv < tv; iv++)
+            for (int64_t jv = 0; jv < 64; jv += 7)
+                for (int64_t kv = 0; kv < 24; kv += 5) {
+                    int64_t vals[5] = {tv, 2, iv, jv, kv};
+                    for (size_t x = 0; x < sizeof forms / sizeof forms[0]; x++)
+                        assert_int_equal(ir_eval_at(S(forms[x]), 5, vars, vals),
+                                         ir_eval_at(forms[x], 5, vars, vals));
+                }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_hash_consing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_canonical_polynomials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_div_mod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reshape_indices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_intervals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_chains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symbolic_proofs, setup, teardown),
