@@ -231,6 +231,11 @@ typedef struct Ask {
     double work;
 } Ask;
 
+/* Whether a measurement is a run that takes its time: on every target but
+ * the model, whose times are computed (no noise in them, nothing gained
+ * by measuring again, no run a probe could save). */
+static bool runs_take_time(const Tuner *tu) { return strcmp(tu->tg.name, "model") != 0; }
+
 /* Appends what timing t took of a as a record of a's kind; false (tu
  * failed) when the records cannot be written. */
 static bool record(Tuner *tu, const Ask *a, const SrchTimed *t)
@@ -247,7 +252,7 @@ static bool record(Tuner *tu, const Ask *a, const SrchTimed *t)
         .times_ms = times, .ndropped = t->ndropped, .kind = a->kind, .trial = a->trial,
         .nfeat = a->feat ? SRCH_NFEAT : 0, .features = a->feat, .work = a->work,
     };
-    if (strcmp(tu->tg.name, "model") != 0) { /* the model's time is no run: no noise */
+    if (runs_take_time(tu)) {
         tu->runs += t->ntimes + t->ndropped;
         tu->dropped += t->ndropped;
     }
@@ -592,15 +597,15 @@ static int population(Search *S, Cand **pop)
 }
 
 /* Where candidate c, at home with adaptation ha there, is run first: -1
- * on the model target, or when its run at home is expected to take less
- * than the tune's probe_ms
- * (the best time known there, else the target's peak at that work) or
- * no shape of 1/PROBE_FLOOR to 1/PROBE_WORK of the home's work has it
- * adapting at least PROBE_ADAPT as well; else the one of the most work. */
+ * on the model target, when its run at home is expected to take less than
+ * the tune's probe_ms (the best time known there, else the target's peak
+ * at that work), or when no shape of 1/PROBE_FLOOR to 1/PROBE_WORK of the
+ * home's work has it adapting at least PROBE_ADAPT as well; else the one
+ * of the most work. */
 static int probe_shape(const Search *S, const Cand *c, int home, double ha)
 {
     const Tuner *tu = S->tu;
-    if (strcmp(tu->tg.name, "model") == 0) /* a run costs nothing there */
+    if (!runs_take_time(tu))
         return -1;
     double lim = tu->o->probe_ms ? tu->o->probe_ms : SRCH_PROBE_MS, peak = tu->tg.peak_gflops;
     double expect = isfinite(S->best[home]) ? S->best[home]
@@ -1123,7 +1128,7 @@ static void select_joint(Search *S, SrchStageResult *res)
         const MicroKernel *a = ngot >= 2 ? &S->c[got[0].idx].mk : NULL,
                           *b = ngot >= 2 ? &S->c[got[1].idx].mk : NULL;
         if (ngot >= 2 && nsel > 0 && got[1].lat <= SELECT_CLOSE * got[0].lat &&
-            strcmp(tu->tg.name, "model") != 0) {
+            runs_take_time(tu)) {
             if (select_turned(tu, S->st, a, S->sh[j]) && select_turned(tu, S->st, b, S->sh[j]))
                 res->select_reused += 2;
             else
@@ -1418,8 +1423,8 @@ static void stage_fit(Tuner *tu, const SrchStage *st, SrchRecordKind kind, const
          * CHECK_ROUNDS rounds run out first, a rerun may check again), at
          * most CHECK_ROUNDS times; how many picks differ from the first
          * check's */
-        bool check = missing == 0 && rounds < CHECK_ROUNDS && strcmp(tu->tg.name, "model") != 0 &&
-                     !stood && !tu->contest;
+        bool check = missing == 0 && rounds < CHECK_ROUNDS && runs_take_time(tu) && !stood &&
+                     !tu->contest;
         if (rounds > 0)
             res->check_changed = 0;
         for (int j = 0; j < or->n && (check || rounds > 0); j++) {

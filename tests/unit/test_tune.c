@@ -528,8 +528,8 @@ static void trial_records(const char *path, const char *stage, int tmax, int *al
     srch_records_close(r);
 }
 
-/* A fresh tune of src on backend with probe_ms into path (removed first);
- * its stages' trial records: at T <= 5 (probes: homes are where the most
+/* A tune of p on backend with probe_ms into the records at path (fresh
+ * unless the caller kept them); its stages' trial records: at T <= 5 (probes: homes are where the most
  * work adapts best, T > 5 of 1..40), and run twice (a probe, then home);
  * and its stages' probe counters. */
 static SrchTuneResult *probe_tune(TeProgram *p, const char *backend, double probe_ms,

@@ -105,8 +105,10 @@ int cmd_tune(int argc, char **argv)
                       .warm_start = a.val[O_WARM],
                       .atomic_split = a.val[O_ATOMIC] != NULL,
                       .contests = !a.val[O_CONTESTS] ? 0 : a.num[O_CONTESTS] ? (int)a.num[O_CONTESTS] : -1};
-    if (a.val[O_PROBE]) /* checked by parse_args: 0 is never */
-        o.probe_ms = strtod(a.val[O_PROBE], NULL) > 0 ? strtod(a.val[O_PROBE], NULL) : -1;
+    if (a.val[O_PROBE]) { /* checked by parse_args: 0 is never */
+        double ms = strtod(a.val[O_PROBE], NULL);
+        o.probe_ms = ms > 0 ? ms : -1;
+    }
     SrchRange ranges[MAX_ARGS];
     const NamedArgs *shapes = &a.named[O_SHAPES];
     for (int i = 0; i < shapes->n; i++) {
