@@ -181,6 +181,20 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
     bool pays = st->pack == PASS_PACK_CONST || row_blocks >= PASS_PACK_MIN_ROW_BLOCKS;
     if (st->pack == PASS_PACK_NONE || !st->reduction || !pays)
         mk->pack = false;
+    /* a one-axis reduction of constant length in the fewest chunks of at
+     * most rchunk, evened out and rounded up to whole vectors, as the
+     * templates' (pass_outer_microkernel): K = 768 in chunks of 512 would
+     * multiply 256 zeros a row, and a constant's panels, which run to
+     * whole chunks, would be 1024 rows, a copy beside the 768 the other
+     * kernels of the stage share (dcc run's memory on BERT-base) */
+    int64_t k = pass_chunked_length(ir_outer_reduce((Expr *)st->body));
+    if (st->reduction && k > 0 && mk->rchunk > 0) {
+        int64_t chunks = (k + mk->rchunk - 1) / mk->rchunk, chunk = (k + chunks - 1) / chunks;
+        int v = mk->vec > 1 ? mk->vec : 1;
+        chunk = (chunk + v - 1) / v * v;
+        if (chunk < mk->rchunk)
+            mk->rchunk = (int)chunk;
+    }
     if (!st->reduction) {
         mk->rchunk = 0;
         mk->stage = false;

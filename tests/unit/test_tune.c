@@ -105,6 +105,18 @@ static void test_space(void **state)
     prog_free(&g);
 }
 
+/* A drawn or mutated kernel cuts a reduction of constant length k into
+ * the fewest chunks of its rchunk, evened out: less than a vector of
+ * zeros a chunk past k (a constant's panels run to whole chunks, and
+ * K = 768 in chunks of 512 would pack a second copy of 1024 rows). */
+static void assert_chunks_even(const MicroKernel *mk, int64_t k)
+{
+    if (mk->rchunk == 0)
+        return;
+    int64_t chunks = (k + mk->rchunk - 1) / mk->rchunk;
+    assert_true(chunks * mk->rchunk - k < chunks * (mk->vec > 1 ? mk->vec : 1));
+}
+
 /* The packing launch (mk.pack) is drawn and mutated to only where the
  * tuning shapes span four row blocks or more of the kernel (at T = 40
  * only kernels of short row blocks), templated where they span four of
@@ -132,6 +144,7 @@ static void test_space_pack(void **state)
             packed += mk.pack + m2.pack;
             for (int k = 0; k < 2; k++) {
                 const MicroKernel *m = k ? &m2 : &mk;
+                assert_chunks_even(m, 768);
                 int64_t rows = (int64_t)m->threads[0] * m->tile[0];
                 int64_t blocks = (st.ext_max[0] + rows - 1) / rows;
                 assert_true(!m->pack || blocks >= PASS_PACK_MIN_ROW_BLOCKS);
@@ -200,6 +213,9 @@ static void test_space_pack_const(void **state)
     int packed = 0;
     for (int i = 0; i < 400; i++) {
         MicroKernel mk = srch_space_sample(&st, &rng);
+        MicroKernel m2 = srch_space_mutate(&st, &mk, st.ext_max, &rng);
+        assert_chunks_even(&mk, 768);
+        assert_chunks_even(&m2, 768);
         int64_t rows = (int64_t)mk.threads[0] * mk.tile[0];
         packed += mk.pack && (40 + rows - 1) / rows < PASS_PACK_MIN_ROW_BLOCKS;
         if (mk.pack && mk.stage) {
