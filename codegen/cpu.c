@@ -274,8 +274,9 @@ static LLVMValueRef mvec_call(CgFn *g, const char *name, LLVMValueRef a, LLVMVal
  * are denormal, zero or infinite: 22 times slower, and softmax under a mask
  * of -inf or -1e9 lives there. When any lane is there, x is shifted by 64
  * into the fast range and the result scaled back by e^-64 or e^64 (one
- * more rounding; zero and infinity where expf gives them); the common case
- * pays two compares and a branch. NaN compares false: unshifted. */
+ * more rounding; zero and infinity where expf gives them), and a vector
+ * all below -104 is zero without a call; the common case pays two
+ * compares and a branch. NaN compares false: unshifted. */
 static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
 {
     LLVMBuilderRef B = g->b;
@@ -296,8 +297,20 @@ static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
     LLVMBasicBlockRef near_end = LLVMGetInsertBlock(B);
     LLVMBuildBr(B, join);
 
+    /* below -104 e^x rounds to zero: a vector all there (a masked
+     * softmax's scores past the diagonal) is zero without a call */
     LLVMPositionBuilderAtEnd(B, far);
     LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef zero = LLVMBuildFCmp(B, LLVMRealOLT, x, splat(g, x, -104.0), "");
+    LLVMValueRef all = LLVMBuildFreeze(
+        B, cg_intrinsic(g, "llvm.vector.reduce.and", &mt, 1, &zero, 1), "");
+    LLVMBasicBlockRef none = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.zero");
+    LLVMBasicBlockRef scaled = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.scaled");
+    LLVMBuildCondBr(B, all, none, scaled);
+    LLVMPositionBuilderAtEnd(B, none);
+    LLVMBuildBr(B, join);
+
+    LLVMPositionBuilderAtEnd(B, scaled);
     LLVMValueRef args[2] = {x, splat(g, x, -120.0)};
     LLVMValueRef down = LLVMBuildFAdd(B, cg_intrinsic(g, "llvm.maxnum", &t, 1, args, 2),
                                       splat(g, x, 64.0), "");
@@ -308,15 +321,19 @@ static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
     LLVMValueRef scale = LLVMBuildSelect(
         B, lo, splat(g, x, 1.6038108905486378e-28), /* e^-64 */
         LLVMBuildSelect(B, hi, splat(g, x, 6.2351490808116168e27), splat(g, x, 1.0), ""), "");
+    /* and those lanes scaled by zero, not by e^-64, whose product
+     * underflows and takes the FPU a microcode assist a lane (3x the time
+     * of the fast path where every lane was) */
+    scale = LLVMBuildSelect(B, zero, splat(g, x, 0.0), scale, "");
     LLVMValueRef slow = LLVMBuildFMul(B, mvec_call(g, "expf", in, NULL), scale, "");
     LLVMBasicBlockRef far_end = LLVMGetInsertBlock(B);
     LLVMBuildBr(B, join);
 
     LLVMPositionBuilderAtEnd(B, join);
     LLVMValueRef phi = LLVMBuildPhi(B, t, "");
-    LLVMValueRef vals[2] = {fast, slow};
-    LLVMBasicBlockRef blocks[2] = {near_end, far_end};
-    LLVMAddIncoming(phi, vals, blocks, 2);
+    LLVMValueRef vals[3] = {fast, LLVMConstNull(t), slow};
+    LLVMBasicBlockRef blocks[3] = {near_end, none, far_end};
+    LLVMAddIncoming(phi, vals, blocks, 3);
     return phi;
 }
 

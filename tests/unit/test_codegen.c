@@ -343,6 +343,12 @@ static void test_operators(void **state)
     ref[0][12] = 88.5f;
     ref[0][13] = -87.5f;
     ref[1][11] = -0.0f;
+    /* a vector all below -104, where e^x is zero (a masked softmax's
+     * scores), and one of such lanes beside the denormal range */
+    for (int i = 16; i < 32; i++)
+        ref[0][i] = i % 3 == 0 ? -INFINITY : i % 3 == 1 ? -3.4e38f : -104.5f - (float)i;
+    ref[0][37] = -103.0f;
+    ref[0][38] = -150.0f;
     char err[256] = "";
     assert_int_equal(ir_interp(te, dims, ref, err, sizeof err), 0);
 
