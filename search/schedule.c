@@ -4,6 +4,7 @@
  * and the JSON that --emit=dispatch prints.
  */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -489,7 +490,7 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
         return 1;
     }
     TargetInfo ti = pass_target_info(strcmp(target, "cpu") == 0 ? PT_CPU : PT_GPU);
-    int rc = 0;
+    int rc = 0, nstages = 0, missing = 0;
     for (int i = 0; i < p->ntensors && rc == 0; i++) {
         sched[i] = (StageSchedule){0, NULL, NULL};
         if (trees)
@@ -499,11 +500,13 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
         char why[512] = "";
         SrchTree *tree = stage_tree(r, fp[i], p, p->tensors[i], &ti, warn, warn_ud, why,
                                     sizeof why);
+        nstages++;
         if (!tree) {
             if (why[0]) {
                 srch_seterr(err, errlen, "%s", why);
                 rc = -1;
             }
+            missing++;
             continue;
         }
         MicroKernel *v;
@@ -514,6 +517,14 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
             trees[i] = tree;
         else
             srch_tree_free(tree);
+    }
+    if (rc == 0 && missing > 0 && warn) {
+        char msg[PATH_MAX + 256];
+        snprintf(msg, sizeof msg,
+                 "%s: %d of the program's %d stages have no record for target %s (tuned by "
+                 "another version of dcc, or another program?): they run the default kernels",
+                 path, missing, nstages, target);
+        warn(warn_ud, msg);
     }
     free_fingerprints(p, fp);
     srch_records_close(r);

@@ -404,6 +404,44 @@ static void test_shape_points(void **state)
     prog_free(&g);
 }
 
+/* srch_schedule_from_records' warnings, kept */
+typedef struct Warned {
+    int n;
+    char last[1024];
+} Warned;
+
+static void keep_warning(void *ud, const char *msg)
+{
+    Warned *w = ud;
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", msg);
+}
+
+/* A copy of the records at path without stage's lines (a stage whose
+ * fingerprint another version of dcc would give differently): its path,
+ * malloc'd. */
+static char *records_without(const char *path, const char *stage)
+{
+    char *out = malloc(64), key[128], line[1 << 16];
+    snprintf(out, 64, "/tmp/dc_test_tune_XXXXXX");
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    FILE *w = fdopen(fd, "w"), *r = fopen(path, "r");
+    assert_non_null(w);
+    assert_non_null(r);
+    snprintf(key, sizeof key, "\"stage\":\"%s\"", stage);
+    int dropped = 0;
+    while (fgets(line, sizeof line, r))
+        if (strstr(line, key))
+            dropped++;
+        else
+            fputs(line, w);
+    fclose(r);
+    fclose(w);
+    assert_true(dropped > 0);
+    return out;
+}
+
 /* Tunes on the CPU, reads the dispatch back from the records, and checks
  * every T in 1..40 and above against the reference. */
 static void test_tune_cpu(void **state)
@@ -447,10 +485,13 @@ static void test_tune_cpu(void **state)
     StageSchedule sched[8];
     SrchTree *trees[8];
     char used[64];
+    Warned warned = {0};
     assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", srch_host_arch(), sched, trees,
-                                                used, sizeof used, NULL, NULL, err, sizeof err),
+                                                used, sizeof used, keep_warning, &warned, err,
+                                                sizeof err),
                      0);
     assert_string_equal(used, srch_host_arch());
+    assert_int_equal(warned.n, 0); /* every stage has its records */
     int staged = 0;
     for (int i = 0; i < g.p->ntensors; i++) {
         if (trees[i]) {
@@ -470,6 +511,18 @@ static void test_tune_cpu(void **state)
     }
     assert_int_equal(staged, 2);
     srch_tune_result_free(r);
+    /* a stage without records runs the default, and the caller is told */
+    char *partial = records_without(path, "H");
+    StageSchedule part[8];
+    assert_int_equal(srch_schedule_from_records(g.p, partial, "cpu", srch_host_arch(), part, NULL,
+                                                NULL, 0, keep_warning, &warned, err, sizeof err),
+                     0);
+    assert_int_equal(warned.n, 1);
+    assert_non_null(strstr(warned.last, "1 of the program's 2 stages have no record"));
+    assert_int_equal(part[ir_te_find(g.p, "H")->id].nvariants, 0);
+    assert_true(part[ir_te_find(g.p, "Y")->id].nvariants >= 1);
+    unlink(partial);
+    free(partial);
     /* records of another CPU serve when this one has none */
     assert_int_equal(srch_schedule_from_records(g.p, path, "cpu", "no-such-cpu", sched, NULL, used,
                                                 sizeof used, NULL, NULL, err, sizeof err),
