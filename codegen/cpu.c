@@ -301,13 +301,14 @@ static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
      * softmax's scores past the diagonal) is zero without a call */
     LLVMPositionBuilderAtEnd(B, far);
     LLVMTypeRef t = LLVMTypeOf(x);
-    LLVMValueRef zero = LLVMBuildFCmp(B, LLVMRealOLT, x, splat(g, x, -104.0), "");
-    LLVMValueRef all = LLVMBuildFreeze(
-        B, cg_intrinsic(g, "llvm.vector.reduce.and", &mt, 1, &zero, 1), "");
-    LLVMBasicBlockRef none = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.zero");
-    LLVMBasicBlockRef scaled = LLVMAppendBasicBlockInContext(g->cx, g->fn, "exp.scaled");
-    LLVMBuildCondBr(B, all, none, scaled);
-    LLVMPositionBuilderAtEnd(B, none);
+    /* frozen lane by lane: a padding lane may be any value, not all */
+    LLVMValueRef below = LLVMBuildFreeze(
+        B, LLVMBuildFCmp(B, LLVMRealOLT, x, splat(g, x, -104.0), ""), "");
+    LLVMValueRef all = cg_intrinsic(g, "llvm.vector.reduce.and", &mt, 1, &below, 1);
+    LLVMBasicBlockRef zeroed = LLVMInsertBasicBlockInContext(g->cx, join, "exp.zero");
+    LLVMBasicBlockRef scaled = LLVMInsertBasicBlockInContext(g->cx, join, "exp.scaled");
+    LLVMBuildCondBr(B, all, zeroed, scaled);
+    LLVMPositionBuilderAtEnd(B, zeroed);
     LLVMBuildBr(B, join);
 
     LLVMPositionBuilderAtEnd(B, scaled);
@@ -324,7 +325,7 @@ static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
     /* and those lanes scaled by zero, not by e^-64, whose product
      * underflows and takes the FPU a microcode assist a lane (3x the time
      * of the fast path where every lane was) */
-    scale = LLVMBuildSelect(B, zero, splat(g, x, 0.0), scale, "");
+    scale = LLVMBuildSelect(B, below, splat(g, x, 0.0), scale, "");
     LLVMValueRef slow = LLVMBuildFMul(B, mvec_call(g, "expf", in, NULL), scale, "");
     LLVMBasicBlockRef far_end = LLVMGetInsertBlock(B);
     LLVMBuildBr(B, join);
@@ -332,7 +333,7 @@ static LLVMValueRef mvec_exp(CgFn *g, LLVMValueRef x)
     LLVMPositionBuilderAtEnd(B, join);
     LLVMValueRef phi = LLVMBuildPhi(B, t, "");
     LLVMValueRef vals[3] = {fast, LLVMConstNull(t), slow};
-    LLVMBasicBlockRef blocks[3] = {near_end, none, far_end};
+    LLVMBasicBlockRef blocks[3] = {near_end, zeroed, far_end};
     LLVMAddIncoming(phi, vals, blocks, 3);
     return phi;
 }

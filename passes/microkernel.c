@@ -437,16 +437,22 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
     mk.rchunk = 4 * vw;
     while (mk.rchunk < 64 * vw && (int64_t)mk.rchunk * 2 * 2 * vw * 4 <= l1)
         mk.rchunk *= 2;
-    if (k > 0) {
-        int64_t chunks = (k + mk.rchunk - 1) / mk.rchunk, chunk = (k + chunks - 1) / chunks;
-        mk.rchunk = (int)((chunk + vw - 1) / vw * vw);
-    }
+    mk.rchunk = pass_even_chunk(k, mk.rchunk, vw);
     /* the rows: row_tiles x mr rows of the other operand, KC long, in half
      * of L2 */
     int64_t fit = l2 / 2 / ((int64_t)mr * mk.rchunk * 4);
     mk.threads[rank - 2] = fit < 1 ? 1 : fit < row_tiles ? (int)fit : row_tiles;
     mk.stage = true;
     return mk;
+}
+
+int pass_even_chunk(int64_t k, int rchunk, int v)
+{
+    if (k <= 0 || rchunk <= 0 || v < 1)
+        return rchunk;
+    int64_t c = ((int64_t)rchunk + v - 1) / v * v, chunks = (k + c - 1) / c;
+    int64_t even = (k + chunks - 1) / chunks;
+    return (int)((even + v - 1) / v * v);
 }
 
 int64_t pass_chunked_length(const Expr *red)

@@ -521,9 +521,10 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
     if (rc == 0 && missing > 0 && warn) {
         char msg[PATH_MAX + 256];
         snprintf(msg, sizeof msg,
-                 "%s: %d of the program's %d stages have no record for target %s (tuned by "
-                 "another version of dcc, or another program?): they run the default kernels",
-                 path, missing, nstages, target);
+                 "records: %d of the program's %d stages have no usable record in %s for target "
+                 "%s and run the default kernels (records of another version of dcc or of "
+                 "another program do not serve)",
+                 missing, nstages, path, target);
         warn(warn_ud, msg);
     }
     free_fingerprints(p, fp);

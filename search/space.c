@@ -161,6 +161,20 @@ static bool legal(const SrchStage *st, const MicroKernel *mk)
 
 static void normalise(const SrchStage *st, MicroKernel *mk)
 {
+    /* a one-axis reduction of constant length (a split's part's) in
+     * chunks evened out in whole vectors of the target, as the templates'
+     * (pass_even_chunk): K = 768 drawn in chunks of 512 would multiply
+     * 256 zeros a row, and a constant's panels, which run to whole chunks,
+     * would be 1024 rows, a copy beside the 768 the stage's other kernels
+     * share (dcc run's memory on BERT-base). Before the legalisation, so
+     * that a chunk is whole vectors when it decides the vectors' axis. */
+    if (st->reduction && mk->rchunk > 0) {
+        int64_t k = pass_chunked_length(ir_outer_reduce((Expr *)st->body));
+        int split = mk->split > 1 ? mk->split : 1, v = st->tg->ti.vec_width;
+        if (mk->vec > v && (mk->vec & (mk->vec - 1)) == 0)
+            v = mk->vec;
+        mk->rchunk = pass_even_chunk((k + split - 1) / split, mk->rchunk, v);
+    }
     pass_legalize_microkernel(mk, st->t, &st->tg->ti);
     bool runs = false; /* strided changes nothing without a tile of several runs */
     for (int a = 0; a < st->rank; a++)
@@ -181,20 +195,6 @@ static void normalise(const SrchStage *st, MicroKernel *mk)
     bool pays = st->pack == PASS_PACK_CONST || row_blocks >= PASS_PACK_MIN_ROW_BLOCKS;
     if (st->pack == PASS_PACK_NONE || !st->reduction || !pays)
         mk->pack = false;
-    /* a one-axis reduction of constant length in the fewest chunks of at
-     * most rchunk, evened out and rounded up to whole vectors, as the
-     * templates' (pass_outer_microkernel): K = 768 in chunks of 512 would
-     * multiply 256 zeros a row, and a constant's panels, which run to
-     * whole chunks, would be 1024 rows, a copy beside the 768 the other
-     * kernels of the stage share (dcc run's memory on BERT-base) */
-    int64_t k = pass_chunked_length(ir_outer_reduce((Expr *)st->body));
-    if (st->reduction && k > 0 && mk->rchunk > 0) {
-        int64_t chunks = (k + mk->rchunk - 1) / mk->rchunk, chunk = (k + chunks - 1) / chunks;
-        int v = mk->vec > 1 ? mk->vec : 1;
-        chunk = (chunk + v - 1) / v * v;
-        if (chunk < mk->rchunk)
-            mk->rchunk = (int)chunk;
-    }
     if (!st->reduction) {
         mk->rchunk = 0;
         mk->stage = false;

@@ -110,6 +110,13 @@ MicroKernel pass_outer_microkernel(int rank, const TargetInfo *ti, int mr, int r
  * it has one axis of constant extent (the reductions passes/lower.c cuts
  * into chunks), else 0; NULL: 0. */
 int64_t pass_chunked_length(const Expr *red);
+/* The chunk of a one-axis reduction of length k cut into chunks of about
+ * rchunk: rchunk rounded up to whole runs of v, then the fewest chunks of
+ * that length evened out and rounded up to whole runs of v (K = 300 in
+ * chunks of 256 with v = 16: two of 160), so that no chunk is mostly
+ * zeros past k. rchunk where k or rchunk is not positive; applied to its
+ * own result, the same. The templates' and the search's rule. */
+int pass_even_chunk(int64_t k, int rchunk, int v);
 /* Clamps a micro-kernel to what the target and the stage allow. */
 void pass_legalize_microkernel(MicroKernel *mk, const Tensor *t, const TargetInfo *ti);
 /* The budgets pass_check_microkernel holds every micro-kernel to (DESIGN.md,
