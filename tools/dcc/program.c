@@ -60,6 +60,14 @@ void records_warn(void *ud, const char *msg)
     fprintf(stderr, "dcc: warning: %s\n", msg);
 }
 
+/* The schedule's own warnings ("records: ..."), not the damaged lines a
+ * first reading of the same file reported already. */
+static void schedule_warn(void *ud, const char *msg)
+{
+    if (strncmp(msg, "records: ", 9) == 0)
+        records_warn(ud, msg);
+}
+
 /* The schedule tuned into o->records for p, then the micro-kernels given
  * with --mk (NULL with neither); exits 1 when the file cannot be used or a
  * --mk names no stage or does not parse. A CPU build takes the cpu records
@@ -84,8 +92,8 @@ StageSchedule *records_schedule(TeProgram *p, CompileOpts *o)
         if (rc == 1 && gpu) { /* no cuda records: tuned offline? */
             target = "model";
             rc = srch_schedule_from_records(p, o->records, target, arch, sched, o->trees,
-                                            o->used_arch, sizeof o->used_arch, NULL, NULL, err,
-                                            sizeof err);
+                                            o->used_arch, sizeof o->used_arch, schedule_warn,
+                                            NULL, err, sizeof err);
         }
         if (rc != 0)
             fail("%s", err);
