@@ -2,7 +2,8 @@
  * arena that owns a module is destroyed with it. Large requests get a chunk
  * of their own so a few big arrays do not waste the tail of a chunk; those
  * alone can be given back early (ir_arena_release: a constant's elements
- * that nothing reads any more). */
+ * that nothing reads any more), and so can a block the arena adopted
+ * (ir_arena_adopt: a model's weights as decoded, not copied). */
 #include "dietcode/base.h"
 
 #include <stdlib.h>
@@ -11,7 +12,8 @@
 struct ArenaChunk {
     ArenaChunk *next;
     size_t cap, used;
-    bool single; /* made for one large request */
+    bool single; /* made for one large request, or adopted */
+    void *adopted; /* a malloc'd block the chunk stands for (its data unused), or NULL */
     _Alignas(16) unsigned char data[];
 };
 
@@ -31,9 +33,21 @@ void ir_arena_destroy(Arena *a)
         return;
     for (ArenaChunk *c = a->head, *n; c; c = n) {
         n = c->next;
+        free(c->adopted);
         free(c);
     }
     free(a);
+}
+
+/* n, a chunk of its own, behind the current one, which still has room */
+static void link_behind(Arena *a, ArenaChunk *n)
+{
+    ArenaChunk *c = a->head;
+    n->next = c ? c->next : NULL;
+    if (c)
+        c->next = n;
+    else
+        a->head = n;
 }
 
 void *ir_arena_alloc(Arena *a, size_t size)
@@ -48,10 +62,9 @@ void *ir_arena_alloc(Arena *a, size_t size)
         n->cap = cap;
         n->used = 0;
         n->single = size > CHUNK_SIZE / 4;
+        n->adopted = NULL;
         if (c && cap != CHUNK_SIZE) {
-            /* keep the current chunk in front: it still has room */
-            n->next = c->next;
-            c->next = n;
+            link_behind(a, n);
         } else {
             n->next = c;
             a->head = n;
@@ -62,6 +75,19 @@ void *ir_arena_alloc(Arena *a, size_t size)
     c->used += size;
     a->used_total += size;
     memset(p, 0, size);
+    return p;
+}
+
+void *ir_arena_adopt(Arena *a, void *p, size_t size)
+{
+    ArenaChunk *n = malloc(sizeof *n);
+    if (!n)
+        ir_panic(__FILE__, __LINE__, "out of memory");
+    n->cap = n->used = size;
+    n->single = true;
+    n->adopted = p;
+    link_behind(a, n);
+    a->used_total += size;
     return p;
 }
 
@@ -97,9 +123,11 @@ bool ir_arena_release(Arena *a, const void *p)
         return false;
     for (ArenaChunk **at = &a->head; *at; at = &(*at)->next) {
         ArenaChunk *c = *at;
-        if (c->single && (const void *)c->data == p) {
+        const void *d = c->adopted ? c->adopted : (const void *)c->data;
+        if (c->single && d == p) {
             *at = c->next;
             a->used_total -= c->used;
+            free(c->adopted);
             free(c);
             return true;
         }

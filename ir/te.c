@@ -138,6 +138,19 @@ Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr 
     return x;
 }
 
+Tensor *ir_te_adopt_const(TeProgram *p, const char *name, DType t, int rank, Expr **shape,
+                          void *data, size_t bytes, const char *source)
+{
+    if (!data || !bytes || !source)
+        return NULL;
+    Tensor *x = ir_te_add_input(p, name, t, rank, shape);
+    if (!x)
+        return NULL;
+    x->data = ir_arena_adopt(p->arena, data, bytes);
+    x->source = ir_arena_strdup(p->arena, source);
+    return x;
+}
+
 int64_t ir_te_release_unread_consts(TeProgram *p, const LoopProgram *lp)
 {
     if (!p || !lp || lp->te != p)

@@ -339,8 +339,11 @@ static void *tensor_data(const Onnx__TensorProto *tp, DType dt, const char *dir,
 }
 
 /* A constant of the program from a TensorProto (an initializer, a
- * Constant node's value). */
-static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *tp)
+ * Constant node's value). Its elements are taken, not copied, where they
+ * are a block of their own: decoded or read for it, or (take) tp's
+ * raw_data, which tp then no longer holds; so the largest weight is not
+ * held twice while the model is imported. */
+static Val *add_tensor_proto(Imp *I, const char *onnx, Onnx__TensorProto *tp, bool take)
 {
     char what[160], err[1024];
     snprintf(what, sizeof what, "tensor '%s'", onnx);
@@ -361,12 +364,19 @@ static Val *add_tensor_proto(Imp *I, const char *onnx, const Onnx__TensorProto *
     Expr *shape[MAXR] = {NULL};
     for (size_t i = 0; i < tp->n_dims; i++)
         shape[i] = ir_int(I->c, tp->dims[i]);
-    bool empty = n == 0;
+    bool empty = n == 0, own = !borrowed || take;
+    size_t bytes = (size_t)n * (size_t)ir_dtype_size(dt);
+    const char *name = ident(I, onnx, "const");
     Tensor *t = empty ? NULL :
-                ir_te_add_const(I->p, ident(I, onnx, "const"), dt, (int)tp->n_dims, shape, data,
-                                (size_t)n * (size_t)ir_dtype_size(dt), onnx);
-    if (!borrowed)
+                own ? ir_te_adopt_const(I->p, name, dt, (int)tp->n_dims, shape, data, bytes, onnx) :
+                      ir_te_add_const(I->p, name, dt, (int)tp->n_dims, shape, data, bytes, onnx);
+    if (t && borrowed && take) {
+        tp->raw_data.data = NULL;
+        tp->raw_data.len = 0;
+        tp->has_raw_data = false;
+    } else if (!t && !borrowed) {
         free(data);
+    }
     if (empty) {
         fail(I, "%s has no elements: not supported", what);
         return NULL;
@@ -1232,7 +1242,7 @@ static bool op_constant(Imp *I)
         fail(I, "a graph output that is a Constant is not supported");
         return false;
     }
-    return add_tensor_proto(I, I->node->output[0], v->t) != NULL;
+    return add_tensor_proto(I, I->node->output[0], v->t, false) != NULL;
 }
 
 /* Clip(x, min, max): the bounds optional inputs (attributes before opset 11). */
@@ -3098,8 +3108,8 @@ static void import_graph(Imp *I)
     for (size_t i = 0; i < g->n_initializer; i++) {
         Onnx__TensorProto *tp = g->initializer[i];
         if (tp->name)
-            add_tensor_proto(I, tp->name, tp);
-        if (tp->has_raw_data) { /* now the constant's: the decoded copy goes */
+            add_tensor_proto(I, tp->name, tp, true);
+        if (tp->has_raw_data) { /* not taken (a bool's, a failure's): it goes now */
             free(tp->raw_data.data); /* protobuf-c's default allocator: malloc */
             tp->raw_data.data = NULL;
             tp->raw_data.len = 0;

@@ -30,6 +30,10 @@ void *ir_arena_alloc(Arena *a, size_t size);          /* zeroed, 16-aligned */
  * of a chunk (which got a chunk of its own): true; false, freeing
  * nothing, for any other pointer. */
 bool ir_arena_release(Arena *a, const void *p);
+/* Takes p, a block of size bytes from malloc, as if allocated here (freed
+ * with the arena, or by ir_arena_release): a large block made elsewhere
+ * joins the arena without a copy. Returns p. */
+void *ir_arena_adopt(Arena *a, void *p, size_t size);
 char *ir_arena_strdup(Arena *a, const char *s);
 char *ir_arena_strndup(Arena *a, const char *s, size_t n);
 char *ir_arena_printf(Arena *a, const char *fmt, ...)

@@ -484,6 +484,11 @@ Tensor *ir_te_add_input(TeProgram *p, const char *name, DType t, int rank, Expr 
  * below makes one of memory the caller owns instead. */
 Tensor *ir_te_add_const(TeProgram *p, const char *name, DType t, int rank, Expr **shape,
                         const void *data, size_t bytes, const char *source);
+/* As ir_te_add_const, but data (bytes > 0 of them, from malloc) is taken,
+ * not copied: p's arena owns it from then on. NULL (data still the
+ * caller's) where ir_te_add_const would fail. */
+Tensor *ir_te_adopt_const(TeProgram *p, const char *name, DType t, int rank, Expr **shape,
+                          void *data, size_t bytes, const char *source);
 /* Binds input NAME of p (of fixed extents) to bytes of elements at data,
  * which the caller owns: NAME is a constant from then on, its values read
  * where they are, not copied. They must stay unchanged and alive as long
