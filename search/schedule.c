@@ -349,14 +349,17 @@ static bool tree_fits(const SrchTree *tree, const TeProgram *p, const Tensor *t,
 {
     char msg[400] = "";
     if (tree->nspatial != t->rank)
-        snprintf(msg, sizeof msg, "records: the stored tree of %s is not used: its kernels are "
-                 "of rank %d, the stage's is %d", t->name, tree->nspatial, t->rank);
+        snprintf(msg, sizeof msg,
+                 SRCH_SCHEDULE_WARNING "the stored tree of %s is not used: its kernels are of "
+                                       "rank %d, the stage's is %d",
+                 t->name, tree->nspatial, t->rank);
     for (int i = 0; !*msg && i < tree->nnodes; i++)
         if (tree->nodes[i].kind == TN_SPLIT &&
             !ir_te_find_dim(p, tree->dim_names[tree->nodes[i].dim]))
-            snprintf(msg, sizeof msg, "records: the stored tree of %s is not used: it splits "
-                     "on dim %s, which the program does not have", t->name,
-                     tree->dim_names[tree->nodes[i].dim]);
+            snprintf(msg, sizeof msg,
+                     SRCH_SCHEDULE_WARNING "the stored tree of %s is not used: it splits on dim "
+                                           "%s, which the program does not have",
+                     t->name, tree->dim_names[tree->nodes[i].dim]);
     if (*msg && warn)
         warn(warn_ud, msg);
     return !*msg;
@@ -371,8 +374,8 @@ static bool tree_within_budgets(const SrchTree *tree, const Tensor *t, const Tar
     char why[300], msg[400];
     for (int k = 0; k < tree->nkernels; k++)
         if (!pass_check_microkernel(&tree->kernels[k], t, ti, why, sizeof why)) {
-            snprintf(msg, sizeof msg, "records: the stored tree of %s is not used: %s", t->name,
-                     why);
+            snprintf(msg, sizeof msg, SRCH_SCHEDULE_WARNING "the stored tree of %s is not used: %s",
+                     t->name, why);
             if (warn)
                 warn(warn_ud, msg);
             return false;
@@ -521,9 +524,10 @@ int srch_schedule_from_records(TeProgram *p, const char *path, const char *targe
     if (rc == 0 && missing > 0 && warn) {
         char msg[PATH_MAX + 256];
         snprintf(msg, sizeof msg,
-                 "records: %d of the program's %d stages have no usable record in %s for target "
-                 "%s and run the default kernels (records of another version of dcc or of "
-                 "another program do not serve)",
+                 SRCH_SCHEDULE_WARNING "%d of the program's %d stages have no usable record in "
+                                       "%s for target %s and run the default kernels (records "
+                                       "of another version of dcc or of another program do "
+                                       "not serve)",
                  missing, nstages, path, target);
         warn(warn_ud, msg);
     }

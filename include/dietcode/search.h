@@ -853,10 +853,14 @@ SrchTreeScore srch_oracle_score(const TeProgram *p, const SrchOracle *o, const S
  * dispatch live in p's arena; trees are the caller's to free. 0 on
  * success; 1 and err when the file holds no record of p for target; -1
  * and err when it cannot be read. warn (optional) gets each damaged line's
- * "PATH:LINE: reason", as srch_tune reports them. The file's fuse lines
+ * "PATH:LINE: reason", as srch_tune reports them, and the schedule's own
+ * warnings, which start SRCH_SCHEDULE_WARNING: a stored tree not used (of
+ * another rank, on a dim p lacks, over the budgets) and, once, how many
+ * stages have no usable record (they run the default). The file's fuse lines
  * for p set the Fuse of the intermediates p leaves undecided (FUSE_COST)
  * for the arch whose records are used (they stay set, also on -1): lower
  * p with sched afterwards. */
+#define SRCH_SCHEDULE_WARNING "records: "
 int srch_schedule_from_records(TeProgram *p, const char *path, const char *target,
                                const char *arch, StageSchedule *sched, SrchTree **trees,
                                char *used_arch, size_t usedlen,

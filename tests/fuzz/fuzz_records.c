@@ -237,13 +237,13 @@ static void check_records(const SrchRecords *r, bool relevant[NPROGRAMS][NTARGET
 
 /* Counts the reader's warnings; the schedule's own (a stored tree it
  * cannot use: of another rank, on dims the program lacks, over the
- * budgets; stages with no usable record) start "records: " and are not
- * counted. */
+ * budgets; stages with no usable record) start SRCH_SCHEDULE_WARNING and
+ * are not counted. */
 static void warned(void *ud, const char *msg)
 {
     if (!*msg)
         abort();
-    if (strncmp(msg, "records: ", 9) != 0)
+    if (strncmp(msg, SRCH_SCHEDULE_WARNING, strlen(SRCH_SCHEDULE_WARNING)) != 0)
         ++*(int *)ud;
 }
 

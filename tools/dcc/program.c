@@ -60,11 +60,11 @@ void records_warn(void *ud, const char *msg)
     fprintf(stderr, "dcc: warning: %s\n", msg);
 }
 
-/* The schedule's own warnings ("records: ..."), not the damaged lines a
- * first reading of the same file reported already. */
+/* The schedule's own warnings (SRCH_SCHEDULE_WARNING), not the damaged
+ * lines a first reading of the same file reported already. */
 static void schedule_warn(void *ud, const char *msg)
 {
-    if (strncmp(msg, "records: ", 9) == 0)
+    if (strncmp(msg, SRCH_SCHEDULE_WARNING, strlen(SRCH_SCHEDULE_WARNING)) == 0)
         records_warn(ud, msg);
 }
 
